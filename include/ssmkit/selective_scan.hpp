@@ -1,0 +1,75 @@
+// Mamba-1 selective scan, forward and backward, with mamba_ssm's semantics
+// (selective_scan_fn) plus an initial state h0 and the final state as an output.
+//
+// Dimension legend: B batch, D channels (d_inner), L sequence length, N state size,
+// G groups of B/C (D % G == 0; channel d reads group d / (D / G)).
+//
+//   dt[b,d,l]   = softplus(delta[b,d,l] + delta_bias[d])   (identity above 20; no softplus
+//                                                            unless delta_softplus)
+//   h[b,d,l,n]  = exp(dt * A[d,n]) * h[b,d,l-1,n] + dt * B[.,n,l] * u[b,d,l],  h[-1] = h0
+//   y[b,d,l]    = sum_n C[.,n,l] * h[b,d,l,n] + D[d] * u[b,d,l]
+//   out[b,d,l]  = y * silu(z[b,d,l])   (when z is given, else y)
+//   final_state = h[b,d,L-1,:]
+#pragma once
+
+#include <string_view>
+
+#include "ssmkit/status.hpp"
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit {
+
+// Every algorithm computes the same function; they differ in parallel structure and rounding.
+// docs/numerics.md gives each one's measured error against the fp64 oracle.
+enum class ScanAlgorithm : int {
+  kSequential = 0,    // h_l = a_l h_{l-1} + x_l, one step at a time (default on CPU)
+  kChunked = 1,       // independent chunks of Q steps, then a carry pass between chunks
+  kBlelloch = 2,      // work-efficient up-sweep / down-sweep prefix scan over (a, x) pairs
+  kHillisSteele = 3,  // step-doubling prefix scan, log2(L) passes
+  kLogSpace = 4,      // h = P * cumsum(x / P), P = exp(cumsum(dt * A)); underflows for long L
+};
+
+const char* ScanAlgorithmName(ScanAlgorithm algorithm);
+// Accepts "sequential", "chunked", "blelloch", "hillis-steele", "log-space".
+Status ParseScanAlgorithm(std::string_view name, ScanAlgorithm* algorithm);
+
+struct SelectiveScanInputs {
+  Tensor u;              // (B, D, L) f32 | bf16, last dim contiguous
+  Tensor delta;          // (B, D, L) f32 | bf16, last dim contiguous
+  Tensor A;              // (D, N) f32
+  Tensor B;              // (D, N) constant, or (B, N, L) / (B, G, N, L) variable; f32 | bf16
+  Tensor C;              // the same forms as B
+  Tensor D;              // optional (D) f32: skip connection
+  Tensor z;              // optional (B, D, L) f32 | bf16: gate
+  Tensor delta_bias;     // optional (D) f32
+  Tensor initial_state;  // optional (B, D, N) f32: h0
+  bool delta_softplus = false;
+};
+
+struct SelectiveScanOptions {
+  ScanAlgorithm algorithm = ScanAlgorithm::kSequential;  // forward only; see docs/ops.md
+  // Steps per chunk for kChunked and for the backward's checkpoints; 0 picks the default.
+  // Tuned for speed, does not affect the function computed.
+  int64_t chunk_length = 0;
+};
+
+inline constexpr int64_t kMaxScanStateSize = 256;
+
+// out: (B, D, L), the dtype of u. final_state: optional (B, D, N) f32.
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
+                            const Tensor& final_state, const SelectiveScanOptions& options = {});
+
+// Gradient outputs, each overwritten (not accumulated), each with its input's shape and dtype.
+// Any may be left undefined when not wanted; one for an absent optional input must be.
+struct SelectiveScanGrads {
+  Tensor du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial_state;
+};
+
+// dout: (B, D, L), the dtype of u. dfinal_state: optional (B, D, N) f32, the gradient
+// flowing into final_state (mamba_ssm drops it; we add it to the adjoint of h[L-1]).
+// Deterministic: the same inputs and thread count give the same bits.
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
+                             const Tensor& dfinal_state, const SelectiveScanGrads& grads,
+                             const SelectiveScanOptions& options = {});
+
+}  // namespace ssmkit

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the release suite (large int64 cases included), then the
+# AddressSanitizer + UBSan suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+jobs=$(nproc)
+cmake --preset release
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
+cmake --preset asan
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"

@@ -1,0 +1,76 @@
+#include "ops/check.hpp"
+
+#include <string>
+
+namespace ssmkit::check {
+
+std::string ShapeWithLegend(ShapeSpec shape) {
+  std::string s = std::string(shape.legend) + " = (";
+  int i = 0;
+  for (int64_t d : shape.dims) {
+    if (i++) s += ", ";
+    s += std::to_string(d);
+  }
+  return s + (shape.dims.size() == 1 ? ",)" : ")");
+}
+
+Status Mismatch(const char* op, const char* name, const std::string& expected,
+                const std::string& given) {
+  return Status::InvalidArgument(std::string(op) + ": " + name + ": expected " + expected +
+                                 ", given " + given);
+}
+
+Status RankIn(const char* op, const char* name, const ssmkit::Tensor& t,
+              std::initializer_list<int> ranks) {
+  std::string expected = "rank ";
+  int i = 0;
+  for (int r : ranks) {
+    if (r == t.rank) return Status::Ok();
+    if (i++) expected += " or ";
+    expected += std::to_string(r);
+  }
+  return Mismatch(op, name, expected, "rank " + std::to_string(t.rank) + " " + t.shape_string());
+}
+
+Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
+              std::initializer_list<DType> dtypes) {
+  if (!t.defined()) return Mismatch(op, name, "a tensor of shape " + ShapeWithLegend(shape), "null");
+  if (t.device != Device::kCpu) return Mismatch(op, name, "a CPU tensor", "a CUDA tensor");
+  bool shape_ok = t.rank == static_cast<int>(shape.dims.size());
+  int i = 0;
+  for (int64_t d : shape.dims) shape_ok = shape_ok && t.shape[i++] == d;
+  if (!shape_ok) return Mismatch(op, name, "shape " + ShapeWithLegend(shape), t.shape_string());
+  bool dtype_ok = false;
+  std::string allowed;
+  for (DType d : dtypes) {
+    dtype_ok = dtype_ok || d == t.dtype;
+    if (!allowed.empty()) allowed += " or ";
+    allowed += DTypeName(d);
+  }
+  if (!dtype_ok) return Mismatch(op, name, "dtype " + allowed, DTypeName(t.dtype));
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.strides[d] < 0) {
+      return Mismatch(op, name, "non-negative strides",
+                      "stride " + std::to_string(t.strides[d]) + " on dimension " + std::to_string(d));
+    }
+  }
+  if (t.rank > 0 && t.shape[t.rank - 1] > 1 && t.strides[t.rank - 1] != 1) {
+    return Mismatch(op, name, "stride 1 on the last dimension",
+                    "stride " + std::to_string(t.strides[t.rank - 1]));
+  }
+  return Status::Ok();
+}
+
+Status Optional(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
+                std::initializer_list<DType> dtypes) {
+  return t.defined() ? Tensor(op, name, t, shape, dtypes) : Status::Ok();
+}
+
+Status AbsentWith(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
+                  const char* input_name) {
+  if (!grad.defined()) return Status::Ok();
+  return Mismatch(op, grad_name, std::string("no tensor, since ") + input_name + " is absent",
+                  "a tensor of shape " + grad.shape_string());
+}
+
+}  // namespace ssmkit::check

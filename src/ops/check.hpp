@@ -1,0 +1,43 @@
+// Argument checking shared by every op: one message format everywhere,
+//   "<op>: <argument>: expected <what>, given <what>".
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "ssmkit/status.hpp"
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit::check {
+
+struct ShapeSpec {
+  const char* legend;                   // the dimension names, e.g. "(B, D, L)"
+  std::vector<int64_t> dims;  // the sizes those names have in this call
+};
+
+// A tensor the op requires (or an optional one that is present): not null, on the CPU,
+// of `shape`, one of `dtypes`, unit stride on the last dimension, no negative strides.
+Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
+              std::initializer_list<DType> dtypes);
+
+// The same for a tensor that may be absent (data == nullptr).
+Status Optional(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
+                std::initializer_list<DType> dtypes);
+
+// A gradient output for an input that is absent must itself be absent.
+Status AbsentWith(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
+                  const char* input_name);
+
+// Rank check on its own, for tensors whose rank selects a form (e.g. constant or variable B).
+Status RankIn(const char* op, const char* name, const ssmkit::Tensor& t,
+              std::initializer_list<int> ranks);
+
+// "<op>: <name>: expected <expected>, given <given>" as an invalid-argument Status.
+Status Mismatch(const char* op, const char* name, const std::string& expected,
+                const std::string& given);
+
+std::string ShapeWithLegend(ShapeSpec shape);  // "(B, D, L) = (2, 8, 60)"
+
+}  // namespace ssmkit::check

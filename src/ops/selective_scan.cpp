@@ -1,0 +1,226 @@
+// selective_scan: argument checking, then dispatch to the backend. Every rule here has a
+// test in tests/selective_scan_errors_test.cpp.
+#include "ssmkit/selective_scan.hpp"
+
+#include <new>
+#include <string>
+
+#include "cpu/selective_scan.hpp"
+#include "ops/check.hpp"
+#include "ops/selective_scan_params.hpp"
+
+namespace ssmkit {
+namespace {
+
+constexpr const char* kOp = "selective_scan";
+
+SeqView MakeSeqView(const Tensor& t) {
+  if (!t.defined()) return {};
+  return {t.data, t.dtype, t.strides[0], t.strides[1]};
+}
+
+F32View MakeF32View(const Tensor& t) {
+  F32View v;
+  if (!t.defined()) return v;
+  v.data = static_cast<float*>(t.data);
+  if (t.rank == 1) v.stride_dim = t.strides[0];
+  if (t.rank == 2) v = {v.data, 0, t.strides[0], t.strides[1]};
+  if (t.rank == 3) v = {v.data, t.strides[0], t.strides[1], t.strides[2]};
+  return v;
+}
+
+BCView MakeBCView(const Tensor& t) {
+  BCView v;
+  v.data = t.data;
+  v.dtype = t.dtype;
+  if (t.rank == 2) {  // constant (D, N)
+    v.groups = t.shape[0];
+    v.stride_group = t.strides[0];
+    v.stride_state = t.strides[1];
+  } else if (t.rank == 3) {  // (B, N, L)
+    v.is_variable = true;
+    v.stride_batch = t.strides[0];
+    v.stride_state = t.strides[1];
+    v.stride_time = t.strides[2];
+  } else {  // (B, G, N, L)
+    v.is_variable = true;
+    v.groups = t.shape[1];
+    v.stride_batch = t.strides[0];
+    v.stride_group = t.strides[1];
+    v.stride_state = t.strides[2];
+    v.stride_time = t.strides[3];
+  }
+  return v;
+}
+
+// Checks B or C, whose rank picks its form.
+Status CheckBC(const char* name, const Tensor& t, int64_t batch, int64_t dim, int64_t dstate,
+               int64_t seqlen) {
+  if (!t.defined()) {
+    return check::Mismatch(kOp, name, "a tensor (D, N), (B, N, L) or (B, G, N, L)", "null");
+  }
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, name, t, {2, 3, 4}));
+  const auto dtypes = {DType::kF32, DType::kBF16};
+  if (t.rank == 2) return check::Tensor(kOp, name, t, {"(D, N)", {dim, dstate}}, dtypes);
+  if (t.rank == 3) return check::Tensor(kOp, name, t, {"(B, N, L)", {batch, dstate, seqlen}}, dtypes);
+  const int64_t groups = t.shape[1];
+  if (groups < 1 || dim % groups != 0) {
+    return check::Mismatch(kOp, name, "a group count G dividing D = " + std::to_string(dim),
+                           "G = " + std::to_string(groups));
+  }
+  return check::Tensor(kOp, name, t, {"(B, G, N, L)", {batch, groups, dstate, seqlen}}, dtypes);
+}
+
+// Checks the inputs shared by forward and backward and fills the input half of `p`.
+Status CheckInputs(const SelectiveScanInputs& in, SelectiveScanParams* p) {
+  if (!in.u.defined()) return check::Mismatch(kOp, "u", "a tensor (B, D, L)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "u", in.u, {3}));
+  if (!in.A.defined()) return check::Mismatch(kOp, "A", "a tensor (D, N)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "A", in.A, {2}));
+  const int64_t batch = in.u.shape[0], dim = in.u.shape[1], seqlen = in.u.shape[2];
+  const int64_t dstate = in.A.shape[1];
+  if (batch < 1) return check::Mismatch(kOp, "u", "batch B >= 1", "B = " + std::to_string(batch));
+  if (dim < 1) return check::Mismatch(kOp, "u", "channels D >= 1", "D = " + std::to_string(dim));
+  if (seqlen < 1) {
+    return check::Mismatch(kOp, "u", "sequence length L >= 1", "L = " + std::to_string(seqlen));
+  }
+  if (dstate < 1 || dstate > kMaxScanStateSize) {
+    return check::Mismatch(kOp, "A", "state size N in [1, " + std::to_string(kMaxScanStateSize) + "]",
+                           "N = " + std::to_string(dstate));
+  }
+  const auto seq_dtypes = {DType::kF32, DType::kBF16};
+  const check::ShapeSpec seq{"(B, D, L)", {batch, dim, seqlen}};
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "u", in.u, seq, seq_dtypes));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "delta", in.delta, seq, seq_dtypes));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "A", in.A, {"(D, N)", {dim, dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(CheckBC("B", in.B, batch, dim, dstate, seqlen));
+  SSMKIT_RETURN_IF_ERROR(CheckBC("C", in.C, batch, dim, dstate, seqlen));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "D", in.D, {"(D)", {dim}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "z", in.z, seq, seq_dtypes));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Optional(kOp, "delta_bias", in.delta_bias, {"(D)", {dim}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "initial_state", in.initial_state,
+                                         {"(B, D, N)", {batch, dim, dstate}}, {DType::kF32}));
+  p->batch = batch;
+  p->dim = dim;
+  p->seqlen = seqlen;
+  p->dstate = dstate;
+  p->delta_softplus = in.delta_softplus;
+  p->u = MakeSeqView(in.u);
+  p->delta = MakeSeqView(in.delta);
+  p->z = MakeSeqView(in.z);
+  p->B = MakeBCView(in.B);
+  p->C = MakeBCView(in.C);
+  p->A = MakeF32View(in.A);
+  p->D = MakeF32View(in.D);
+  p->delta_bias = MakeF32View(in.delta_bias);
+  p->initial_state = MakeF32View(in.initial_state);
+  return Status::Ok();
+}
+
+Status CheckOptions(const SelectiveScanOptions& options) {
+  const int a = static_cast<int>(options.algorithm);
+  if (a < 0 || a > static_cast<int>(ScanAlgorithm::kLogSpace)) {
+    return check::Mismatch(kOp, "options.algorithm", "a ScanAlgorithm value 0..4",
+                           std::to_string(a));
+  }
+  if (options.chunk_length < 0) {
+    return check::Mismatch(kOp, "options.chunk_length", "0 (default) or a positive length",
+                           std::to_string(options.chunk_length));
+  }
+  return Status::Ok();
+}
+
+// A gradient output: the shape and dtype of its input, or absent with it.
+Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_name,
+                 const Tensor& input) {
+  if (!input.defined()) return check::AbsentWith(kOp, grad_name, grad, input_name);
+  if (!grad.defined()) return Status::Ok();
+  const std::string legend = std::string("(as ") + input_name + ")";
+  check::ShapeSpec spec{legend.c_str(), {input.shape.begin(), input.shape.begin() + input.rank}};
+  return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
+}
+
+template <class Fn>
+Status RunGuarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(std::string(kOp) + ": could not allocate the workspace");
+  }
+}
+
+}  // namespace
+
+const char* ScanAlgorithmName(ScanAlgorithm algorithm) {
+  switch (algorithm) {
+    case ScanAlgorithm::kSequential: return "sequential";
+    case ScanAlgorithm::kChunked: return "chunked";
+    case ScanAlgorithm::kBlelloch: return "blelloch";
+    case ScanAlgorithm::kHillisSteele: return "hillis-steele";
+    case ScanAlgorithm::kLogSpace: return "log-space";
+  }
+  return "unknown";
+}
+
+Status ParseScanAlgorithm(std::string_view name, ScanAlgorithm* algorithm) {
+  for (int a = 0; a <= static_cast<int>(ScanAlgorithm::kLogSpace); ++a) {
+    if (name == ScanAlgorithmName(static_cast<ScanAlgorithm>(a))) {
+      *algorithm = static_cast<ScanAlgorithm>(a);
+      return Status::Ok();
+    }
+  }
+  return check::Mismatch("scan algorithm", "name",
+                         "sequential, chunked, blelloch, hillis-steele or log-space",
+                         "\"" + std::string(name) + "\"");
+}
+
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
+                            const Tensor& final_state, const SelectiveScanOptions& options) {
+  SelectiveScanParams p;
+  SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
+                                       {inputs.u.dtype}));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", final_state,
+                                         {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
+  p.out = MakeSeqView(out);
+  p.final_state = MakeF32View(final_state);
+  return RunGuarded([&] { return cpu::SelectiveScanForward(p, options); });
+}
+
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
+                             const Tensor& dfinal_state, const SelectiveScanGrads& grads,
+                             const SelectiveScanOptions& options) {
+  SelectiveScanBwdParams p;
+  SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
+                                       {inputs.u.dtype}));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_state", dfinal_state,
+                                         {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("du", grads.du, "u", inputs.u));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddelta", grads.ddelta, "delta", inputs.delta));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("dA", grads.dA, "A", inputs.A));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("dB", grads.dB, "B", inputs.B));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("dC", grads.dC, "C", inputs.C));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("dD", grads.dD, "D", inputs.D));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("dz", grads.dz, "z", inputs.z));
+  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckGrad("dinitial_state", grads.dinitial_state, "initial_state", inputs.initial_state));
+  p.dout = MakeSeqView(dout);
+  p.dfinal_state = MakeF32View(dfinal_state);
+  p.du = MakeSeqView(grads.du);
+  p.ddelta = MakeSeqView(grads.ddelta);
+  p.dz = MakeSeqView(grads.dz);
+  if (grads.dB.defined()) p.dB = MakeBCView(grads.dB);
+  if (grads.dC.defined()) p.dC = MakeBCView(grads.dC);
+  p.dA = MakeF32View(grads.dA);
+  p.dD = MakeF32View(grads.dD);
+  p.ddelta_bias = MakeF32View(grads.ddelta_bias);
+  p.dinitial_state = MakeF32View(grads.dinitial_state);
+  return RunGuarded([&] { return cpu::SelectiveScanBackward(p, options); });
+}
+
+}  // namespace ssmkit

@@ -1,0 +1,70 @@
+// The resolved, checked arguments of the selective scan, handed to a backend (flash-attention
+// style: pointers, dtypes and int64 strides, nothing framework-specific).
+//
+// B and C are read through one accessor for all three forms:
+//   element (b, d, n, l) lives at  b*stride_batch + group(d)*stride_group + n*stride_state
+//                                 + l*stride_time,   group(d) = d / (dim / groups)
+//   constant (D, N):         groups = D, stride_batch = stride_time = 0
+//   variable (B, N, L):      groups = 1
+//   grouped  (B, G, N, L):   groups = G
+#pragma once
+
+#include <cstdint>
+
+#include "ssmkit/selective_scan.hpp"
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit {
+
+// A (B, D, L)-shaped operand: u, delta, z, out and their gradients. Time stride is 1.
+struct SeqView {
+  void* data = nullptr;  // nullptr: absent
+  DType dtype = DType::kF32;
+  int64_t stride_batch = 0;
+  int64_t stride_dim = 0;
+};
+
+struct BCView {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  bool is_variable = false;  // false: constant (D, N), the same at every step
+  int64_t groups = 1;
+  int64_t stride_batch = 0;
+  int64_t stride_group = 0;
+  int64_t stride_state = 0;
+  int64_t stride_time = 0;
+};
+
+// An f32 per-channel operand: A (D, N), D (D), delta_bias (D), and the (B, D, N) states.
+struct F32View {
+  float* data = nullptr;  // nullptr: absent
+  int64_t stride_batch = 0;
+  int64_t stride_dim = 0;
+  int64_t stride_state = 0;
+};
+
+struct SelectiveScanParams {
+  int64_t batch = 0;
+  int64_t dim = 0;
+  int64_t seqlen = 0;
+  int64_t dstate = 0;
+  bool delta_softplus = false;
+  SeqView u, delta, z;
+  BCView B, C;
+  F32View A, D, delta_bias, initial_state;
+  SeqView out;
+  F32View final_state;
+};
+
+struct SelectiveScanBwdParams : SelectiveScanParams {
+  SeqView dout;
+  F32View dfinal_state;
+  SeqView du, ddelta, dz;
+  BCView dB, dC;
+  F32View dA, dD, ddelta_bias, dinitial_state;
+};
+
+// The channel-group of channel d for a B/C view.
+inline int64_t GroupOf(const BCView& v, int64_t d, int64_t dim) { return d / (dim / v.groups); }
+
+}  // namespace ssmkit

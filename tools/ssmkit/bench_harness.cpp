@@ -1,0 +1,62 @@
+#include "bench_harness.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace ssmkit::bench {
+
+std::vector<Suite>& Suites() {
+  static std::vector<Suite> suites;
+  return suites;
+}
+
+double MedianMs(const Options& options, const std::function<void()>& fn) {
+  for (int i = 0; i < options.warmup; ++i) fn();
+  std::vector<double> ms;
+  ms.reserve(options.runs);
+  for (int i = 0; i < std::max(1, options.runs); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const auto stop = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t mid = ms.size() / 2;
+  return ms.size() % 2 ? ms[mid] : 0.5 * (ms[mid - 1] + ms[mid]);
+}
+
+void Print(const Options& options, const std::vector<Result>& results) {
+  if (options.json) {
+    nlohmann::json array = nlohmann::json::array();
+    for (const Result& r : results) {
+      nlohmann::json row = {{"op", r.op},     {"shape", r.shape}, {"algo", r.algo},
+                            {"pass", r.pass}, {"ms", r.ms},       {"gb_per_s", r.bytes / r.ms / 1e6},
+                            {"ns_per_" + r.element_name, r.ms * 1e6 / r.elements}};
+      if (r.peer_ms > 0) {
+        row["peer"] = r.peer;
+        row["peer_ms"] = r.peer_ms;
+        row["speedup_vs_peer"] = r.peer_ms / r.ms;
+      }
+      array.push_back(row);
+    }
+    std::printf("%s\n", array.dump(1).c_str());
+    return;
+  }
+  std::printf("%-16s %-13s %-14s %-8s %11s %9s %13s  %s\n", "op", "shape", "algo", "pass",
+              "median ms", "GB/s", "ns/element", "peer");
+  for (const Result& r : results) {
+    std::string peer = "-";
+    if (r.peer_ms > 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%.3f ms %s (%.1fx)", r.peer_ms, r.peer.c_str(), r.peer_ms / r.ms);
+      peer = buf;
+    }
+    std::printf("%-16s %-13s %-14s %-8s %11.4f %9.2f %13.4f  %s\n", r.op.c_str(), r.shape.c_str(),
+                r.algo.c_str(), r.pass.c_str(), r.ms, r.bytes / r.ms / 1e6, r.ms * 1e6 / r.elements,
+                peer.c_str());
+  }
+}
+
+}  // namespace ssmkit::bench

@@ -1,0 +1,51 @@
+// The benchmark harness every `ssmkit bench <suite>` uses: median wall time over repeated
+// runs, a table (or --json array) with time, bandwidth and ns per element.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ssmkit::bench {
+
+struct Options {
+  bool json = false;
+  int runs = 20;        // timed runs per case (the median is reported)
+  int warmup = 3;       // untimed runs first
+  std::string shape;    // only cases whose shape name equals this ("" = all)
+  std::string algo;     // only this algorithm ("" = all)
+};
+
+struct Result {
+  std::string op;      // "selective_scan"
+  std::string shape;   // a TARGETS.md workload name, e.g. "m1-130m"
+  std::string algo;    // algorithm or variant
+  std::string pass;    // "fwd" or "fwd+bwd"
+  double ms = 0.0;     // median wall time
+  double bytes = 0.0;  // bytes the op must read + write at minimum
+  double elements = 0.0;  // work items for the ns-per-element column (e.g. B*D*L*N states)
+  std::string element_name = "elem";
+  double peer_ms = 0.0;     // a peer's time for the same case, 0 = none
+  std::string peer;         // the peer's name, and where its figure comes from
+};
+
+// Median milliseconds of `fn` over options.runs runs after options.warmup untimed runs.
+double MedianMs(const Options& options, const std::function<void()>& fn);
+
+// Prints the results: a fixed-width table, or one JSON array when options.json.
+void Print(const Options& options, const std::vector<Result>& results);
+
+// A bench suite, `ssmkit bench <name>`. Returns the process exit code.
+struct Suite {
+  std::string name;
+  std::string help;
+  std::function<int(const Options&)> run;
+};
+
+// Suites register themselves from their own file with a static SuiteRegistration.
+std::vector<Suite>& Suites();
+struct SuiteRegistration {
+  explicit SuiteRegistration(Suite suite) { Suites().push_back(std::move(suite)); }
+};
+
+}  // namespace ssmkit::bench
