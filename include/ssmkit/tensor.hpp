@@ -9,7 +9,8 @@
 
 namespace ssmkit {
 
-enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2 };
+// Floating dtypes carry data; the integer ones carry indices (seq_idx, state_batch_indices).
+enum class DType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kI32 = 3, kI64 = 4 };
 enum class Device : uint8_t { kCpu = 0, kCuda = 1 };
 
 const char* DTypeName(DType dtype);

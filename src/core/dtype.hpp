@@ -43,6 +43,8 @@ inline float LoadAsF32(const void* data, DType dtype, int64_t i) {
     case DType::kF32: return static_cast<const float*>(data)[i];
     case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
     case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(data)[i]);
+    case DType::kI64: return static_cast<float>(static_cast<const int64_t*>(data)[i]);
   }
   return 0.0f;
 }
@@ -52,6 +54,8 @@ inline void StoreFromF32(void* data, DType dtype, int64_t i, float v) {
     case DType::kF32: static_cast<float*>(data)[i] = v; return;
     case DType::kBF16: static_cast<uint16_t*>(data)[i] = F32ToBf16(v); return;
     case DType::kF16: static_cast<uint16_t*>(data)[i] = F32ToF16(v); return;
+    case DType::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); return;
+    case DType::kI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); return;
   }
 }
 

@@ -7,11 +7,22 @@ const char* DTypeName(DType dtype) {
     case DType::kF32: return "f32";
     case DType::kBF16: return "bf16";
     case DType::kF16: return "f16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
   }
   return "unknown";
 }
 
-int64_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+int64_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+  }
+  return 0;
+}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;
