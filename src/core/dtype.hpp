@@ -60,3 +60,25 @@ inline void StoreFromF32(void* data, DType dtype, int64_t i, float v) {
 }
 
 }  // namespace ssmkit
+
+namespace ssmkit {
+
+// Converts n consecutive elements starting at element `offset` of `src` to f32.
+inline void RowToF32(const void* src, DType dtype, int64_t offset, int64_t n, float* dst) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, static_cast<const float*>(src) + offset, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = LoadAsF32(src, dtype, offset + i);
+}
+
+// Writes n f32 values to consecutive elements of `dst` starting at element `offset`.
+inline void RowFromF32(const float* src, int64_t n, void* dst, DType dtype, int64_t offset) {
+  if (dtype == DType::kF32) {
+    std::memcpy(static_cast<float*>(dst) + offset, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) StoreFromF32(dst, dtype, offset + i, src[i]);
+}
+
+}  // namespace ssmkit

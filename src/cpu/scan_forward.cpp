@@ -1,0 +1,270 @@
+// CPU selective-scan forward: five algorithms over the same per-row inputs.
+// Dimension legend: B batch, D channels, L length, N state size, Np N padded to the vector
+// width, Q chunk length, G groups of B/C.
+//
+// Work is split over (b, d) rows; a row's state h (Np) is vectorised over n. B and C are
+// packed once per call (scan_packing.hpp), dt and dt*u once per row (scan_row-inl.h), so the
+// step loop does, per vector of n: a = exp(dt*A), h = a*h + dtu*B, acc += C*h.
+#include <algorithm>
+#include <vector>
+
+#include "core/parallel.hpp"
+#include "cpu/scan_packing.hpp"
+#include "cpu/selective_scan.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/scan_forward.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/scan_row-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// What one row's scan reads: packed B and C rows (time step bstep / cstep floats; 0 for the
+// constant form), packed A, the initial state, and where to put y and the final state.
+struct RowScan {
+  const float* A;     // (Np)
+  const float* B;     // (L or 1, Np)
+  const float* C;     // (L or 1, Np)
+  int64_t bstep, cstep;
+  const float* dt;    // (L)
+  const float* dtu;   // (L)
+  float* y;           // (L) C·h, before D*u and the gate
+  float* h;           // (Np) in: h0; out: h[L-1]
+  int64_t L, Np;
+};
+
+// The default: one step at a time, state in registers when it fits in kVecs vectors.
+template <int kVecs>
+void ScanSequentialFixed(const RowScan& s) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  VF h[kVecs], A[kVecs];
+  for (int v = 0; v < kVecs; ++v) {
+    h[v] = hn::LoadU(df, s.h + v * lanes);
+    A[v] = hn::LoadU(df, s.A + v * lanes);
+  }
+  const float* Bl = s.B;
+  const float* Cl = s.C;
+  for (int64_t l = 0; l < s.L; ++l, Bl += s.bstep, Cl += s.cstep) {
+    const VF dt = hn::Set(df, s.dt[l]), dtu = hn::Set(df, s.dtu[l]);
+    VF acc = hn::Zero(df);
+    for (int v = 0; v < kVecs; ++v) {
+      const VF a = hn::Exp(df, hn::Mul(dt, A[v]));
+      h[v] = hn::MulAdd(a, h[v], hn::Mul(dtu, hn::LoadU(df, Bl + v * lanes)));
+      acc = hn::MulAdd(hn::LoadU(df, Cl + v * lanes), h[v], acc);
+    }
+    s.y[l] = hn::GetLane(hn::SumOfLanes(df, acc));
+  }
+  for (int v = 0; v < kVecs; ++v) hn::StoreU(h[v], df, s.h + v * lanes);
+}
+
+// Any Np: the state lives in memory (s.h), one vector run per step.
+void ScanSequentialAny(const RowScan& s) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const float* Bl = s.B;
+  const float* Cl = s.C;
+  for (int64_t l = 0; l < s.L; ++l, Bl += s.bstep, Cl += s.cstep) {
+    const VF dt = hn::Set(df, s.dt[l]), dtu = hn::Set(df, s.dtu[l]);
+    VF acc = hn::Zero(df);
+    for (int64_t n = 0; n < s.Np; n += lanes) {
+      const VF a = hn::Exp(df, hn::Mul(dt, hn::LoadU(df, s.A + n)));
+      const VF h = hn::MulAdd(a, hn::LoadU(df, s.h + n), hn::Mul(dtu, hn::LoadU(df, Bl + n)));
+      hn::StoreU(h, df, s.h + n);
+      acc = hn::MulAdd(hn::LoadU(df, Cl + n), h, acc);
+    }
+    s.y[l] = hn::GetLane(hn::SumOfLanes(df, acc));
+  }
+}
+
+void ScanSequential(const RowScan& s) {
+  const int64_t vecs = s.Np / static_cast<int64_t>(hn::Lanes(DF()));
+  if (vecs == 1) return ScanSequentialFixed<1>(s);
+  if (vecs == 2) return ScanSequentialFixed<2>(s);
+  if (vecs == 4) return ScanSequentialFixed<4>(s);
+  ScanSequentialAny(s);
+}
+
+// The parallel-structured algorithms work on explicit (a, x) pairs per step:
+//   a_l = exp(dt_l * A), x_l = dt_l u_l B_l, with h0 folded in as x_0 += a_0 h0,
+// so that h_l = a_l h_{l-1} + x_l becomes a prefix scan under the associative operator
+//   (a1, x1) then (a2, x2) = (a1 a2, a2 x1 + x2).
+// Each leaves h_l in x_l.
+void BuildPairs(const RowScan& s, float* a /* (L, Np) */, float* x /* (L, Np) */) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t l = 0; l < s.L; ++l) {
+    const VF dt = hn::Set(df, s.dt[l]), dtu = hn::Set(df, s.dtu[l]);
+    for (int64_t n = 0; n < s.Np; n += lanes) {
+      const VF av = hn::Exp(df, hn::Mul(dt, hn::LoadU(df, s.A + n)));
+      hn::StoreU(av, df, a + l * s.Np + n);
+      hn::StoreU(hn::Mul(dtu, hn::LoadU(df, s.B + l * s.bstep + n)), df, x + l * s.Np + n);
+    }
+  }
+  for (int64_t n = 0; n < s.Np; n += lanes) {
+    const VF x0 = hn::MulAdd(hn::LoadU(df, a + n), hn::LoadU(df, s.h + n), hn::LoadU(df, x + n));
+    hn::StoreU(x0, df, x + n);
+  }
+}
+
+// Pair i becomes pair j then pair i (j < i): the combine step every prefix scan uses.
+HWY_INLINE void CombineInto(float* a, float* x, int64_t i, int64_t j, int64_t Np) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t n = 0; n < Np; n += lanes) {
+    const VF ai = hn::LoadU(df, a + i * Np + n), aj = hn::LoadU(df, a + j * Np + n);
+    const VF xi = hn::LoadU(df, x + i * Np + n), xj = hn::LoadU(df, x + j * Np + n);
+    hn::StoreU(hn::MulAdd(ai, xj, xi), df, x + i * Np + n);
+    hn::StoreU(hn::Mul(ai, aj), df, a + i * Np + n);
+  }
+}
+
+// Brent-Kung form of Blelloch's work-efficient scan, inclusive, any L: an up-sweep builds
+// partial products on a binary tree, a down-sweep fills in the rest. 2L combines.
+void ScanBlelloch(const RowScan& s, float* a, float* x) {
+  int64_t stride = 1;
+  for (; 2 * stride <= s.L; stride *= 2) {
+    for (int64_t i = 2 * stride - 1; i < s.L; i += 2 * stride) CombineInto(a, x, i, i - stride, s.Np);
+  }
+  for (stride /= 2; stride >= 1; stride /= 2) {
+    for (int64_t i = 3 * stride - 1; i < s.L; i += 2 * stride) CombineInto(a, x, i, i - stride, s.Np);
+  }
+}
+
+// Hillis-Steele: log2(L) passes, pass k combining every pair with the one 2^k before it.
+// Going down the array lets one buffer serve: pair i - stride is still from the last pass.
+void ScanHillisSteele(const RowScan& s, float* a, float* x) {
+  for (int64_t stride = 1; stride < s.L; stride *= 2) {
+    for (int64_t i = s.L - 1; i >= stride; --i) CombineInto(a, x, i, i - stride, s.Np);
+  }
+}
+
+// Chunked: each chunk of Q steps is scanned from a zero state, keeping its cumulative decay
+// (in a); then a carry pass adds cumdecay_l * h_in to every step of the chunk, h_in being the
+// state entering the chunk. The chunks are independent until the carry pass.
+void ScanChunked(const RowScan& s, float* a, float* x, int64_t chunk) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t start = 0; start < s.L; start += chunk) {
+    const int64_t end = std::min(s.L, start + chunk);
+    for (int64_t l = start + 1; l < end; ++l) {
+      for (int64_t n = 0; n < s.Np; n += lanes) {
+        const VF al = hn::LoadU(df, a + l * s.Np + n), ap = hn::LoadU(df, a + (l - 1) * s.Np + n);
+        const VF xp = hn::LoadU(df, x + (l - 1) * s.Np + n), xl = hn::LoadU(df, x + l * s.Np + n);
+        hn::StoreU(hn::MulAdd(al, xp, xl), df, x + l * s.Np + n);
+        hn::StoreU(hn::Mul(al, ap), df, a + l * s.Np + n);
+      }
+    }
+  }
+  for (int64_t start = chunk; start < s.L; start += chunk) {
+    const int64_t end = std::min(s.L, start + chunk);
+    const float* h_in = x + (start - 1) * s.Np;
+    for (int64_t l = start; l < end; ++l) {
+      for (int64_t n = 0; n < s.Np; n += lanes) {
+        const VF fixed = hn::MulAdd(hn::LoadU(df, a + l * s.Np + n), hn::LoadU(df, h_in + n),
+                                    hn::LoadU(df, x + l * s.Np + n));
+        hn::StoreU(fixed, df, x + l * s.Np + n);
+      }
+    }
+  }
+}
+
+// Log-space: with P_l = prod_{k<=l} a_k = exp(sum_k dt_k A), h_l = P_l (h0 + sum_{k<=l} x_k / P_k).
+// The textbook closed form; 1/P_k overflows f32 once sum dt*A < -88.7, and the result turns
+// to inf/NaN (docs/numerics.md measures where).
+void ScanLogSpace(const RowScan& s, float* x /* (L, Np) scratch */) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t n = 0; n < s.Np; n += lanes) {
+    const VF A = hn::LoadU(df, s.A + n);
+    VF log_p = hn::Zero(df), sum = hn::LoadU(df, s.h + n);
+    for (int64_t l = 0; l < s.L; ++l) {
+      log_p = hn::MulAdd(hn::Set(df, s.dt[l]), A, log_p);
+      const VF xl = hn::Mul(hn::Set(df, s.dtu[l]), hn::LoadU(df, s.B + l * s.bstep + n));
+      sum = hn::MulAdd(xl, hn::Exp(df, hn::Neg(log_p)), sum);
+      hn::StoreU(hn::Mul(hn::Exp(df, log_p), sum), df, x + l * s.Np + n);
+    }
+  }
+}
+
+// y_l = C_l . h_l for the pair-based algorithms, and the final state.
+void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int64_t l = 0; l < s.L; ++l) {
+    VF acc = hn::Zero(df);
+    for (int64_t n = 0; n < s.Np; n += lanes) {
+      acc = hn::MulAdd(hn::LoadU(df, s.C + l * s.cstep + n), hn::LoadU(df, hs + l * s.Np + n), acc);
+    }
+    s.y[l] = hn::GetLane(hn::SumOfLanes(df, acc));
+  }
+  std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
+}
+
+Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions& options) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t Np = RoundUp(p.dstate, lanes), L = p.seqlen, N = p.dstate;
+  const PackedBC B = PackBC(p.B, p, Np), C = PackBC(p.C, p, Np);
+  const std::vector<float> A = PackA(p.A, p, Np);
+  const ScanAlgorithm algorithm = options.algorithm;
+  const bool pairs = algorithm != ScanAlgorithm::kSequential;
+  const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : 64;
+
+  ParallelFor(p.batch * p.dim, [&](int64_t begin, int64_t end, int) {
+    RowBuffers rb(RoundUp(L, lanes));
+    std::vector<float> gated(rb.u.size()), h(Np);
+    std::vector<float> a(pairs ? L * Np : 0), x(pairs ? L * Np : 0);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / p.dim, d = row % p.dim;
+      PrepareRow(df, p, b, d, rb, /*want_grad=*/false);
+      std::fill(h.begin(), h.end(), 0.0f);
+      if (p.initial_state.data) {
+        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch + d * p.initial_state.stride_dim;
+        for (int64_t n = 0; n < N; ++n) h[n] = h0[n * p.initial_state.stride_state];
+      }
+      const RowScan s{A.data() + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
+                      rb.dt.data(), rb.dtu.data(), rb.y.data(), h.data(), L, Np};
+      switch (algorithm) {
+        case ScanAlgorithm::kSequential: ScanSequential(s); break;
+        case ScanAlgorithm::kLogSpace:
+          ScanLogSpace(s, x.data());
+          ReadOut(s, x.data());
+          break;
+        default:
+          BuildPairs(s, a.data(), x.data());
+          if (algorithm == ScanAlgorithm::kChunked) ScanChunked(s, a.data(), x.data(), chunk);
+          if (algorithm == ScanAlgorithm::kBlelloch) ScanBlelloch(s, a.data(), x.data());
+          if (algorithm == ScanAlgorithm::kHillisSteele) ScanHillisSteele(s, a.data(), x.data());
+          ReadOut(s, x.data());
+      }
+      std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
+      FinishRow(df, p, b, d, rb, gated.data());
+      if (p.final_state.data) {
+        float* hf = p.final_state.data + b * p.final_state.stride_batch + d * p.final_state.stride_dim;
+        for (int64_t n = 0; n < N; ++n) hf[n * p.final_state.stride_state] = h[n];
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssmkit::cpu {
+
+HWY_EXPORT(ScanForwardImpl);
+
+Status SelectiveScanForward(const SelectiveScanParams& p, const SelectiveScanOptions& options) {
+  return HWY_DYNAMIC_DISPATCH(ScanForwardImpl)(p, options);
+}
+
+}  // namespace ssmkit::cpu
+#endif  // HWY_ONCE
