@@ -67,7 +67,7 @@ void ForwardWithCheckpoints(const RowRefs& r, BackwardWorkspace& w, int64_t L, i
     const VF dt = hn::Set(df, w.rb.dt[l]), dtu = hn::Set(df, w.rb.dtu[l]);
     VF acc = hn::Zero(df);
     for (int64_t n = 0; n < Np; n += lanes) {
-      const VF a = hn::Exp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
+      const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
       const VF h = hn::MulAdd(a, hn::LoadU(df, w.h.data() + n), hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
       hn::StoreU(h, df, w.h.data() + n);
       acc = hn::MulAdd(hn::LoadU(df, r.C + l * r.cstep + n), h, acc);
@@ -111,7 +111,7 @@ void AdjointRow(const RowRefs& r, BackwardWorkspace& w, int64_t L, int64_t Np, i
       const VF dt = hn::Set(df, w.rb.dt[l]), dtu = hn::Set(df, w.rb.dtu[l]);
       const float* h_prev = l == start ? h_in : w.state.data() + (l - start - 1) * Np;
       for (int64_t n = 0; n < Np; n += lanes) {
-        const VF a = hn::Exp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
+        const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
         hn::StoreU(a, df, w.decay.data() + (l - start) * Np + n);
         const VF h = hn::MulAdd(a, hn::LoadU(df, h_prev + n), hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
         hn::StoreU(h, df, w.state.data() + (l - start) * Np + n);
