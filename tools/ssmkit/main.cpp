@@ -1,9 +1,10 @@
-// ssmkit: the command-line front end. Subcommands: bench (every registered suite) and the
-// engine commands as they land (generate, train, check, info).
+// ssmkit: the command-line front end. Subcommands: bench (every registered suite) and check
+// (ops against their oracles); the engine commands (generate, train, info) come with the engine.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "bench_harness.hpp"
+#include "check_harness.hpp"
 #include "ssmkit/threads.hpp"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,23 @@ int main(int argc, char** argv) {
     sub->callback([&options, &exit_code, &suite, &threads] {
       ssmkit::SetNumThreads(threads);
       exit_code = suite.run(options);
+    });
+  }
+
+  CLI::App* check = app.add_subcommand("check", "run an op on random inputs against its fp64 oracle");
+  check->require_subcommand(1);
+  ssmkit::check_cli::Options check_options;
+  for (const ssmkit::check_cli::Check& c : ssmkit::check_cli::Checks()) {
+    CLI::App* sub = check->add_subcommand(c.name, c.help);
+    sub->add_option("--lengths", check_options.lengths, "sequence lengths")->delimiter(',');
+    sub->add_option("--algo", check_options.algo, "only this algorithm");
+    sub->add_option("--seed", check_options.seed, "random seed (default: fresh, printed)");
+    sub->add_option("--dim", check_options.dim, "channels")->check(CLI::PositiveNumber);
+    sub->add_option("--dt-min", check_options.dt_min, "smallest time step")->check(CLI::PositiveNumber);
+    sub->add_option("--dt-max", check_options.dt_max, "largest time step")->check(CLI::PositiveNumber);
+    sub->callback([&check_options, &exit_code, &c, &threads] {
+      ssmkit::SetNumThreads(threads);
+      exit_code = c.run(check_options);
     });
   }
 
