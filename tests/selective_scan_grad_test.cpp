@@ -206,6 +206,19 @@ TEST(SelectiveScanBackward, FastMatchesOracleOnMidShapes) {
   grouped.b_form = BCForm::kGrouped;
   grouped.c_form = BCForm::kConstant;
   cases.push_back(grouped);
+  ScanCase tiled;  // D / G a multiple of the vector width, variable B/C: channel tiles
+  tiled.batch = 2;
+  tiled.dim = 32;
+  tiled.groups = 2;
+  tiled.seqlen = 150;
+  tiled.dstate = 16;
+  tiled.b_form = BCForm::kGrouped;
+  tiled.c_form = BCForm::kVariable;
+  cases.push_back(tiled);
+  ScanCase tiled_odd_state = tiled;
+  tiled_odd_state.dstate = 5;
+  tiled_odd_state.seqlen = 77;
+  cases.push_back(tiled_odd_state);
   ScanCase big_state;
   big_state.dim = 3;
   big_state.seqlen = 70;

@@ -106,13 +106,37 @@ TEST(SelectiveScanForward, LongSequencesAndLargeStatesMatchOracle) {
   }
 }
 
+// D / G a multiple of the vector width (8 or 16 floats) with variable B/C takes the
+// channel-tiled path; the other shapes above take the per-row path.
+TEST(SelectiveScanForward, ChannelTiledPathMatchesOracle) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  uint64_t k = 0;
+  for (int64_t N : {1, 5, 16, 64}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      ScanCase c;
+      c.batch = 2;
+      c.dim = 64;
+      c.groups = 2;
+      c.b_form = BCForm::kGrouped;
+      c.c_form = BCForm::kVariable;
+      c.seqlen = 53;
+      c.dstate = N;
+      c.dtype = dtype;
+      const ForwardResult r = RunForward(c, ScanAlgorithm::kSequential, 0, seed + k++);
+      EXPECT_LE(r.out_error, dtype == DType::kF32 ? 1e-5 : 1e-2) << Describe(c, ScanAlgorithm::kSequential);
+      EXPECT_LE(r.state_error, 1e-5) << Describe(c, ScanAlgorithm::kSequential);
+    }
+  }
+}
+
 TEST(SelectiveScanForward, EveryOptionalInputOnAndOff) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   for (int mask = 0; mask < 32; ++mask) {
     ScanCase c;
     c.batch = 2;
-    c.dim = 4;
+    c.dim = __builtin_popcount(mask) % 2 ? 4 : 32;  // per-row and channel-tiled paths
     c.seqlen = 45;
     c.dstate = 16;
     c.has_D = mask & 1;
