@@ -17,6 +17,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "cpu/scan_row-inl.h"
+#include "cpu/scan_tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -206,88 +207,8 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
   std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
 }
 
-// Channel-tiled sequential scan: W = lanes consecutive channels of one (b, group) advance
-// together, so one vector holds state index n for W channels. Every sum runs down the
-// vectors (y += C[l][n] * h[n]), with no horizontal reduction per step, and the N state
-// chains are independent, so the loop is bound by exp throughput, not latency.
-// Used when the channels of a group come in multiples of W and B, C are variable (shared by
-// the tile's channels).
-struct TileScan {
-  const float* A;    // (N, W) decay rates, n-major
-  const float* B;    // (L, Np) packed rows of the tile's (b, group)
-  const float* C;    // (L, Np)
-  int64_t bstep, cstep;
-  const float* dt;   // (L, W)
-  const float* dtu;  // (L, W)
-  float* y;          // (L, W) C.h, before D*u and the gate
-  float* h;          // (N, W) in: h0; out: h[L-1]
-  int64_t L, N;
-};
-
-// kN > 0: the state sits in kN registers (the common N <= 16); kN = 0: any N, state in memory.
-template <int kN>
-void ScanTileSequentialN(const TileScan& t) {
-  const DF df;
-  const int64_t W = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t N = kN > 0 ? kN : t.N;
-  VF h_reg[kN > 0 ? kN : 1];
-  if constexpr (kN > 0) {
-    for (int n = 0; n < kN; ++n) h_reg[n] = hn::LoadU(df, t.h + n * W);
-  }
-  const float* Bl = t.B;
-  const float* Cl = t.C;
-  for (int64_t l = 0; l < t.L; ++l, Bl += t.bstep, Cl += t.cstep) {
-    const VF dt = hn::LoadU(df, t.dt + l * W), dtu = hn::LoadU(df, t.dtu + l * W);
-    VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);  // two sums: half the add chain
-    for (int64_t n = 0; n < N; ++n) {
-      const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, t.A + n * W)));
-      const VF x = hn::Mul(dtu, hn::Set(df, Bl[n]));
-      VF h;
-      if constexpr (kN > 0) {
-        h = h_reg[n] = hn::MulAdd(a, h_reg[n], x);
-      } else {
-        h = hn::MulAdd(a, hn::LoadU(df, t.h + n * W), x);
-        hn::StoreU(h, df, t.h + n * W);
-      }
-      if (n & 1) {
-        acc1 = hn::MulAdd(hn::Set(df, Cl[n]), h, acc1);
-      } else {
-        acc0 = hn::MulAdd(hn::Set(df, Cl[n]), h, acc0);
-      }
-    }
-    hn::StoreU(hn::Add(acc0, acc1), df, t.y + l * W);
-  }
-  if constexpr (kN > 0) {
-    for (int n = 0; n < kN; ++n) hn::StoreU(h_reg[n], df, t.h + n * W);
-  }
-}
-
-void ScanTileSequential(const TileScan& t) {
-  if (t.N == 16) return ScanTileSequentialN<16>(t);
-  ScanTileSequentialN<0>(t);
-}
-
-// Longest L for the tiled path: its per-thread buffers grow as W * L.
-constexpr int64_t kMaxTiledLength = 1 << 16;
-
 bool UseTiles(const SelectiveScanParams& p, const SelectiveScanOptions& options, int64_t W) {
-  return options.algorithm == ScanAlgorithm::kSequential && p.B.is_variable && p.C.is_variable &&
-         (p.dim / p.B.groups) % W == 0 && (p.dim / p.C.groups) % W == 0 && p.seqlen <= kMaxTiledLength;
-}
-
-// Reads h0 (or zeros) for channel d into column j of an (N, W) tile state, or writes the
-// final state back from it.
-void LoadTileState(const SelectiveScanParams& p, int64_t b, int64_t d, int64_t j, int64_t W, float* h) {
-  const F32View& h0 = p.initial_state;
-  for (int64_t n = 0; n < p.dstate; ++n) {
-    h[n * W + j] = h0.data ? h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state] : 0.0f;
-  }
-}
-
-void StoreTileState(const SelectiveScanParams& p, int64_t b, int64_t d, int64_t j, int64_t W, const float* h) {
-  const F32View& hf = p.final_state;
-  if (!hf.data) return;
-  for (int64_t n = 0; n < p.dstate; ++n) hf.data[b * hf.stride_batch + d * hf.stride_dim + n * hf.stride_state] = h[n * W + j];
+  return options.algorithm == ScanAlgorithm::kSequential && TilesFit(p, W);
 }
 
 void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
@@ -297,27 +218,24 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
   const int64_t L = p.seqlen, N = p.dstate, Lp = RoundUp(L, W);
   ParallelFor(p.batch * p.dim / W, [&](int64_t begin, int64_t end, int) {
     std::vector<RowBuffers> rows(W, RowBuffers(Lp));
-    std::vector<float> dt(L * W), dtu(L * W), y(L * W), h(N * W), At(N * W), gated(Lp);
+    std::vector<float> dt(Lp * W), dtu(Lp * W), y(Lp * W), h(N * W), At(N * W), gated(Lp);
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t b = tile * W / p.dim, d0 = tile * W % p.dim;
       for (int64_t j = 0; j < W; ++j) {
-        RowBuffers& rb = rows[j];
-        PrepareRow(df, p, b, d0 + j, rb, /*want_grad=*/false);
-        for (int64_t l = 0; l < L; ++l) {
-          dt[l * W + j] = rb.dt[l];
-          dtu[l * W + j] = rb.dtu[l];
-        }
+        PrepareRow(df, p, b, d0 + j, rows[j], /*want_grad=*/false);
         for (int64_t n = 0; n < N; ++n) At[n * W + j] = A[(d0 + j) * Np + n];
-        LoadTileState(p, b, d0 + j, j, W, h.data());
+        LoadTileState(p.initial_state, b, d0 + j, j, W, N, h.data());
       }
+      RowsToTile(rows, &RowBuffers::dt, Lp, dt.data());
+      RowsToTile(rows, &RowBuffers::dtu, Lp, dtu.data());
       ScanTileSequential({At.data(), B.Row(b, d0), C.Row(b, d0), B.TimeStep(), C.TimeStep(), dt.data(),
-                          dtu.data(), y.data(), h.data(), L, N});
+                          dtu.data(), y.data(), h.data(), L, N, nullptr, 0});
+      TileToRows(y.data(), Lp, rows, &RowBuffers::y);
       for (int64_t j = 0; j < W; ++j) {
         RowBuffers& rb = rows[j];
-        for (int64_t l = 0; l < L; ++l) rb.y[l] = y[l * W + j];
         std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
         FinishRow(df, p, b, d0 + j, rb, gated.data());
-        StoreTileState(p, b, d0 + j, j, W, h.data());
+        StoreTileState(p.final_state, b, d0 + j, j, W, N, h.data());
       }
     }
   });

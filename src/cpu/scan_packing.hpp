@@ -40,6 +40,13 @@ struct RowBuffers {
         ddt_ddelta(padded_len), y(padded_len), z(padded_len) {}
 };
 
+// One row's gradient scratch for the backward, padded like RowBuffers.
+struct RowGrads {
+  std::vector<float> dout, dy, dz, du, ddelta;  // (Lp)
+  explicit RowGrads(int64_t padded_len)
+      : dout(padded_len), dy(padded_len), dz(padded_len), du(padded_len), ddelta(padded_len) {}
+};
+
 // A (D, N) as (D, Np), zero padded.
 std::vector<float> PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state);
 
