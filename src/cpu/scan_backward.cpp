@@ -375,8 +375,8 @@ void BackwardTiles(const SelectiveScanBwdParams& p, const PackedBC& B, const Pac
           PrepareRow(df, p, b, d0 + j, w.rows[j], /*want_grad=*/true);
           LoadRowStates(p, b, d0 + j, w.h.data() + j, w.g.data() + j, W);
         }
-        RowsToTile(w.rows, &RowBuffers::dt, Lp, w.dt.data());
-        RowsToTile(w.rows, &RowBuffers::dtu, Lp, w.dtu.data());
+        RowsToTile(w.rows, &RowBuffers::dt, L, w.dt.data());
+        RowsToTile(w.rows, &RowBuffers::dtu, L, w.dtu.data());
         ScanTileSequential({w.A.data(), B.Row(b, d0), C.Row(b, d0), B.TimeStep(), C.TimeStep(), w.dt.data(),
                             w.dtu.data(), w.y.data(), w.h.data(), L, N, w.checkpoints.data(), chunk});
         TileToRows(w.y.data(), L, w.rows, &RowBuffers::y);
@@ -385,7 +385,7 @@ void BackwardTiles(const SelectiveScanBwdParams& p, const PackedBC& B, const Pac
           std::fill(w.rows[j].y.begin() + L, w.rows[j].y.end(), 0.0f);
           dD[j] += GateBackward(p, b, d0 + j, w.rows[j], w.grads[j], skip);
         }
-        RowsToTile(w.grads, &RowGrads::dy, Lp, w.dy.data());
+        RowsToTile(w.grads, &RowGrads::dy, L, w.dy.data());
         const int64_t b_slab = b * B.groups + d0 / B.channels_per_group;
         const int64_t c_slab = b * C.groups + d0 / C.channels_per_group;
         TileRefs r{B.Row(b, d0), C.Row(b, d0), Np,

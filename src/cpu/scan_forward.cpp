@@ -10,6 +10,7 @@
 
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
+#include "core/dtype.hpp"
 #include "cpu/selective_scan.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -226,8 +227,8 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
         for (int64_t n = 0; n < N; ++n) At[n * W + j] = A[(d0 + j) * Np + n];
         LoadTileState(p.initial_state, b, d0 + j, j, W, N, h.data());
       }
-      RowsToTile(rows, &RowBuffers::dt, Lp, dt.data());
-      RowsToTile(rows, &RowBuffers::dtu, Lp, dtu.data());
+      RowsToTile(rows, &RowBuffers::dt, L, dt.data());
+      RowsToTile(rows, &RowBuffers::dtu, L, dtu.data());
       ScanTileSequential({At.data(), B.Row(b, d0), C.Row(b, d0), B.TimeStep(), C.TimeStep(), dt.data(),
                           dtu.data(), y.data(), h.data(), L, N, nullptr, 0});
       TileToRows(y.data(), Lp, rows, &RowBuffers::y);
@@ -241,6 +242,71 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
   });
 }
 
+// L = 1, a decode step: every row is a single step, so the general paths' per-row work
+// (row buffers, a vector of softplus for one element) would dominate. Here the per-row
+// scalars (dt, the gate) are computed vectorised across rows, and each row's state update
+// vectorised over n.
+void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
+                       const std::vector<float>& A, int64_t Np) {
+  const DF df;
+  const int64_t W = static_cast<int64_t>(hn::Lanes(df)), N = p.dstate;
+  ParallelFor(p.batch * p.dim, [&](int64_t begin, int64_t end, int) {
+    const int64_t padded = RoundUp(end - begin, W);
+    std::vector<float> u(padded), x(padded), z(padded), skip(padded), y(padded), h(Np);
+    // Row r is (b, d) = (r / D, r % D), stepped without a division per row (a 64-bit divide
+    // costs more than the row's whole state update).
+    const int64_t b_first = begin / p.dim, d_first = begin % p.dim;
+    auto for_each_row = [&](auto&& fn) {
+      int64_t b = b_first, d = d_first;
+      for (int64_t i = 0; i < end - begin; ++i) {
+        fn(b, d, i);
+        if (++d == p.dim) d = 0, ++b;
+      }
+    };
+    for_each_row([&](int64_t b, int64_t d, int64_t i) {  // gather the step's scalars
+      u[i] = LoadAsF32(p.u.data, p.u.dtype, b * p.u.stride_batch + d * p.u.stride_dim);
+      x[i] = LoadAsF32(p.delta.data, p.delta.dtype, b * p.delta.stride_batch + d * p.delta.stride_dim) +
+             (p.delta_bias.data ? p.delta_bias.data[d * p.delta_bias.stride_dim] : 0.0f);
+      z[i] = p.z.data ? LoadAsF32(p.z.data, p.z.dtype, b * p.z.stride_batch + d * p.z.stride_dim) : 0.0f;
+      skip[i] = p.D.data ? p.D.data[d * p.D.stride_dim] : 0.0f;
+    });
+    if (p.delta_softplus) {
+      for (int64_t i = 0; i < padded; i += W) hn::StoreU(Softplus(df, hn::LoadU(df, x.data() + i)), df, x.data() + i);
+    }
+    for_each_row([&](int64_t b, int64_t d, int64_t i) {  // h = exp(dt A) h0 + dt u B, y = C . h
+      std::fill(h.begin(), h.end(), 0.0f);
+      const F32View& h0 = p.initial_state;
+      if (h0.data) {
+        for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
+      }
+      const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
+      const float* Ad = A.data() + d * Np;
+      const float* Bd = B.Row(b, d);
+      const float* Cd = C.Row(b, d);
+      VF acc = hn::Zero(df);
+      for (int64_t n = 0; n < Np; n += W) {
+        const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, Ad + n)));
+        const VF hn_ = hn::MulAdd(a, hn::LoadU(df, h.data() + n), hn::Mul(dtu, hn::LoadU(df, Bd + n)));
+        hn::StoreU(hn_, df, h.data() + n);
+        acc = hn::MulAdd(hn::LoadU(df, Cd + n), hn_, acc);
+      }
+      y[i] = hn::GetLane(hn::SumOfLanes(df, acc));
+      const F32View& hf = p.final_state;
+      if (hf.data) {
+        for (int64_t n = 0; n < N; ++n) hf.data[b * hf.stride_batch + d * hf.stride_dim + n * hf.stride_state] = h[n];
+      }
+    });
+    for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
+      VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i), hn::LoadU(df, y.data() + i));
+      if (p.z.data) out = hn::Mul(out, Silu(df, hn::LoadU(df, z.data() + i)));
+      hn::StoreU(out, df, y.data() + i);
+    }
+    for_each_row([&](int64_t b, int64_t d, int64_t i) {
+      StoreFromF32(p.out.data, p.out.dtype, b * p.out.stride_batch + d * p.out.stride_dim, y[i]);
+    });
+  });
+}
+
 Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions& options) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
@@ -250,6 +316,10 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
   const ScanAlgorithm algorithm = options.algorithm;
   const bool pairs = algorithm != ScanAlgorithm::kSequential;
   const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : 64;
+  if (L == 1) {  // every algorithm is the same single step
+    ForwardSingleStep(p, B, C, A, Np);
+    return Status::Ok();
+  }
   if (UseTiles(p, options, lanes)) {
     ForwardTiles(p, B, C, A, Np);
     return Status::Ok();

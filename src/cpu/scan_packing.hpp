@@ -23,7 +23,8 @@ struct PackedBC {
 
   // The first of this (b, d)'s rows; the row of step l is row + l * TimeStep().
   const float* Row(int64_t b, int64_t d) const {
-    const int64_t g = d / channels_per_group;
+    // The common forms skip the 64-bit divide, which costs more than a decode step's update.
+    const int64_t g = groups == 1 ? 0 : (channels_per_group == 1 ? d : d / channels_per_group);
     const int64_t bv = is_variable ? b : 0;
     return data.data() + ((bv * groups + g) * rows_per_group) * padded_state;
   }
