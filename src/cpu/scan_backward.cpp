@@ -42,17 +42,6 @@ using VF = hn::Vec<DF>;
 
 // ---- per-row steps shared by both layouts ----
 
-// Loads h0 (or zeros) into h and dfinal_state (or zeros) into g for row (b, d); (N) each, in
-// element stride `step` (1 for a row's own buffer, W for a tile column).
-void LoadRowStates(const SelectiveScanBwdParams& p, int64_t b, int64_t d, float* h, float* g, int64_t step) {
-  for (int64_t n = 0; n < p.dstate; ++n) {
-    const F32View& h0 = p.initial_state;
-    const F32View& gf = p.dfinal_state;
-    h[n * step] = h0.data ? h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state] : 0.0f;
-    g[n * step] = gf.data ? gf.data[b * gf.stride_batch + d * gf.stride_dim + n * gf.stride_state] : 0.0f;
-  }
-}
-
 // dy (the gradient reaching y + D u) and dz from dout, for one row whose rb.y holds C.h;
 // returns the row's contribution to dD.
 float GateBackward(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const RowBuffers& rb, RowGrads& rg,
@@ -241,16 +230,14 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
         if (dC_size) r.dC = dC_part.data() + block * dC_size + (C.Row(b, d) - C.data.data());
         std::fill(w.h.begin(), w.h.end(), 0.0f);
         std::fill(w.g.begin(), w.g.end(), 0.0f);
-        LoadRowStates(p, b, d, w.h.data(), w.g.data(), 1);
+        LoadState(p.initial_state, b, d, N, w.h.data(), 1);
+        LoadState(p.dfinal_state, b, d, N, w.g.data(), 1);
         ForwardWithCheckpoints(r, w, L, Np, chunk);
         std::fill(w.rb.y.begin() + L, w.rb.y.end(), 0.0f);
         dD += GateBackward(p, b, d, w.rb, w.rg, skip);
         AdjointRow(r, w, L, Np, chunk);
         ddelta_bias += FinishRowGrads(p, b, d, w.rb, w.rg, skip);
-        if (p.dinitial_state.data) {
-          float* dh0 = p.dinitial_state.data + b * p.dinitial_state.stride_batch + d * p.dinitial_state.stride_dim;
-          for (int64_t n = 0; n < N; ++n) dh0[n * p.dinitial_state.stride_state] = w.g[n];
-        }
+        StoreState(p.dinitial_state, b, d, N, w.g.data(), 1);
       }
       for (int64_t n = 0; n < N; ++n) {
         if (p.dA.data) p.dA.data[d * p.dA.stride_dim + n * p.dA.stride_state] = w.dA[n];
@@ -373,7 +360,8 @@ void BackwardTiles(const SelectiveScanBwdParams& p, const PackedBC& B, const Pac
       for (int64_t b = 0; b < p.batch; ++b) {
         for (int64_t j = 0; j < W; ++j) {
           PrepareRow(df, p, b, d0 + j, w.rows[j], /*want_grad=*/true);
-          LoadRowStates(p, b, d0 + j, w.h.data() + j, w.g.data() + j, W);
+          LoadState(p.initial_state, b, d0 + j, N, w.h.data() + j, W);
+          LoadState(p.dfinal_state, b, d0 + j, N, w.g.data() + j, W);
         }
         RowsToTile(w.rows, &RowBuffers::dt, L, w.dt.data());
         RowsToTile(w.rows, &RowBuffers::dtu, L, w.dtu.data());
@@ -401,7 +389,7 @@ void BackwardTiles(const SelectiveScanBwdParams& p, const PackedBC& B, const Pac
         for (int64_t j = 0; j < W; ++j) {
           const float skip = p.D.data ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
           ddelta_bias[j] += FinishRowGrads(p, b, d0 + j, w.rows[j], w.grads[j], skip);
-          StoreTileState(p.dinitial_state, b, d0 + j, j, W, N, w.g.data());
+          StoreState(p.dinitial_state, b, d0 + j, N, w.g.data() + j, W);
         }
       }
       for (int64_t j = 0; j < W; ++j) {

@@ -225,7 +225,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
       for (int64_t j = 0; j < W; ++j) {
         PrepareRow(df, p, b, d0 + j, rows[j], /*want_grad=*/false);
         for (int64_t n = 0; n < N; ++n) At[n * W + j] = A[(d0 + j) * Np + n];
-        LoadTileState(p.initial_state, b, d0 + j, j, W, N, h.data());
+        LoadState(p.initial_state, b, d0 + j, N, h.data() + j, W);
       }
       RowsToTile(rows, &RowBuffers::dt, L, dt.data());
       RowsToTile(rows, &RowBuffers::dtu, L, dtu.data());
@@ -236,7 +236,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
         RowBuffers& rb = rows[j];
         std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
         FinishRow(df, p, b, d0 + j, rb, gated.data());
-        StoreTileState(p.final_state, b, d0 + j, j, W, N, h.data());
+        StoreState(p.final_state, b, d0 + j, N, h.data() + j, W);
       }
     }
   });
@@ -274,11 +274,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       for (int64_t i = 0; i < padded; i += W) hn::StoreU(Softplus(df, hn::LoadU(df, x.data() + i)), df, x.data() + i);
     }
     for_each_row([&](int64_t b, int64_t d, int64_t i) {  // h = exp(dt A) h0 + dt u B, y = C . h
-      std::fill(h.begin(), h.end(), 0.0f);
-      const F32View& h0 = p.initial_state;
-      if (h0.data) {
-        for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
-      }
+      LoadState(p.initial_state, b, d, N, h.data(), 1);  // lanes past N stay 0 (B there is 0)
       const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
       const float* Ad = A.data() + d * Np;
       const float* Bd = B.Row(b, d);
@@ -291,10 +287,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
         acc = hn::MulAdd(hn::LoadU(df, Cd + n), hn_, acc);
       }
       y[i] = hn::GetLane(hn::SumOfLanes(df, acc));
-      const F32View& hf = p.final_state;
-      if (hf.data) {
-        for (int64_t n = 0; n < N; ++n) hf.data[b * hf.stride_batch + d * hf.stride_dim + n * hf.stride_state] = h[n];
-      }
+      StoreState(p.final_state, b, d, N, h.data(), 1);
     });
     for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
       VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i), hn::LoadU(df, y.data() + i));
@@ -333,10 +326,7 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       const int64_t b = row / p.dim, d = row % p.dim;
       PrepareRow(df, p, b, d, rb, /*want_grad=*/false);
       std::fill(h.begin(), h.end(), 0.0f);
-      if (p.initial_state.data) {
-        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch + d * p.initial_state.stride_dim;
-        for (int64_t n = 0; n < N; ++n) h[n] = h0[n * p.initial_state.stride_state];
-      }
+      LoadState(p.initial_state, b, d, N, h.data(), 1);
       const RowScan s{A.data() + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
                       rb.dt.data(), rb.dtu.data(), rb.y.data(), h.data(), L, Np};
       switch (algorithm) {
@@ -354,10 +344,7 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       }
       std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
       FinishRow(df, p, b, d, rb, gated.data());
-      if (p.final_state.data) {
-        float* hf = p.final_state.data + b * p.final_state.stride_batch + d * p.final_state.stride_dim;
-        for (int64_t n = 0; n < N; ++n) hf[n * p.final_state.stride_state] = h[n];
-      }
+      StoreState(p.final_state, b, d, N, h.data(), 1);
     }
   });
   return Status::Ok();

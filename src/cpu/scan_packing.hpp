@@ -48,6 +48,21 @@ struct RowGrads {
       : dout(padded_len), dy(padded_len), dz(padded_len), du(padded_len), ddelta(padded_len) {}
 };
 
+// Channel d's (B, D, N) state row (h0, a final state or a gradient of one) to dst[n * step],
+// zeros where the tensor is absent; step 1 fills a row's own (Np) buffer, step W a column of an
+// (N, W) channel tile.
+inline void LoadState(const F32View& v, int64_t b, int64_t d, int64_t N, float* dst, int64_t step) {
+  for (int64_t n = 0; n < N; ++n) {
+    dst[n * step] = v.data ? v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] : 0.0f;
+  }
+}
+
+// The reverse of LoadState, when the tensor is present.
+inline void StoreState(const F32View& v, int64_t b, int64_t d, int64_t N, const float* src, int64_t step) {
+  if (!v.data) return;
+  for (int64_t n = 0; n < N; ++n) v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] = src[n * step];
+}
+
 // A (D, N) as (D, Np), zero padded.
 std::vector<float> PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state);
 

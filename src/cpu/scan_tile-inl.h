@@ -100,20 +100,6 @@ inline bool TilesFit(const SelectiveScanParams& p, int64_t W) {
          (p.dim / p.C.groups) % W == 0 && p.seqlen <= kMaxTiledLength;
 }
 
-// Channel d's (B, D, N) state row, or zeros when absent, into column j of an (N, W) tile.
-inline void LoadTileState(const F32View& v, int64_t b, int64_t d, int64_t j, int64_t W, int64_t N, float* tile) {
-  for (int64_t n = 0; n < N; ++n) {
-    tile[n * W + j] = v.data ? v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] : 0.0f;
-  }
-}
-
-// Column j of an (N, W) tile into channel d's (B, D, N) state row, when present.
-inline void StoreTileState(const F32View& v, int64_t b, int64_t d, int64_t j, int64_t W, int64_t N,
-                           const float* tile) {
-  if (!v.data) return;
-  for (int64_t n = 0; n < N; ++n) v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] = tile[n * W + j];
-}
-
 // rows[j].*field[l] -> tile[l * W + j], l < len (W = rows.size()).
 template <class Row>
 void RowsToTile(const std::vector<Row>& rows, std::vector<float> Row::*field, int64_t len, float* tile) {
