@@ -18,7 +18,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "cpu/scan_row-inl.h"
-#include "cpu/scan_tile-inl.h"
+#include "cpu/scan_block-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -208,36 +208,34 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
   std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
 }
 
-bool UseTiles(const SelectiveScanParams& p, const SelectiveScanOptions& options, int64_t W) {
-  return options.algorithm == ScanAlgorithm::kSequential && TilesFit(p, W);
-}
-
+// The channel-tiled sequential path (scan_block-inl.h): tiles of W channels over all
+// (b, tile) pairs, each walking time in super-blocks of kSuperBlock steps.
 void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
-                  const std::vector<float>& A, int64_t Np) {
-  const DF df;
-  const int64_t W = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t L = p.seqlen, N = p.dstate, Lp = RoundUp(L, W);
-  ParallelFor(p.batch * p.dim / W, [&](int64_t begin, int64_t end, int) {
-    std::vector<RowBuffers> rows(W, RowBuffers(Lp));
-    std::vector<float> dt(Lp * W), dtu(Lp * W), y(Lp * W), h(N * W), At(N * W), gated(Lp);
-    for (int64_t tile = begin; tile < end; ++tile) {
-      const int64_t b = tile * W / p.dim, d0 = tile * W % p.dim;
-      for (int64_t j = 0; j < W; ++j) {
-        PrepareRow(df, p, b, d0 + j, rows[j], /*want_grad=*/false);
-        for (int64_t n = 0; n < N; ++n) At[n * W + j] = A[(d0 + j) * Np + n];
-        LoadState(p.initial_state, b, d0 + j, N, h.data() + j, W);
+                  const float* A, int64_t Np) {
+  const TileLayout layout = MakeTileLayout(p);
+  const int64_t L = p.seqlen, N = p.dstate, Nq = PaddedStates(N);
+  ParallelFor(p.batch * layout.Count(), [&](int64_t begin, int64_t end, int) {
+    SuperBlock s(std::min(L, kSuperBlock), 0);
+    float* h = ThreadScratch(1, (2 * Nq + 1) * kBlockWidth);  // (Nq, W) state
+    float* A2 = h + Nq * kBlockWidth;                         // (Nq, W) decay rates
+    float* skip = A2 + Nq * kBlockWidth;                      // (W) D
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / layout.Count();
+      int64_t d0, count;
+      layout.Locate(item % layout.Count(), &d0, &count);
+      PackTileDecay(A, Np, d0, count, Nq, A2);
+      for (int64_t j = 0; j < kBlockWidth; ++j) {
+        skip[j] = p.D.data && j < count ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
       }
-      RowsToTile(rows, &RowBuffers::dt, L, dt.data());
-      RowsToTile(rows, &RowBuffers::dtu, L, dtu.data());
-      ScanTileSequential({At.data(), B.Row(b, d0), C.Row(b, d0), B.TimeStep(), C.TimeStep(), dt.data(),
-                          dtu.data(), y.data(), h.data(), L, N, nullptr, 0});
-      TileToRows(y.data(), Lp, rows, &RowBuffers::y);
-      for (int64_t j = 0; j < W; ++j) {
-        RowBuffers& rb = rows[j];
-        std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
-        FinishRow(df, p, b, d0 + j, rb, gated.data());
-        StoreState(p.final_state, b, d0 + j, N, h.data() + j, W);
+      LoadTileStates(p.initial_state, b, d0, count, N, Nq, h);
+      const TileRefs t{A2, B.Row(b, d0), C.Row(b, d0), Np, Nq};
+      for (int64_t l0 = 0; l0 < L; l0 += s.S) {
+        const int64_t len = std::min(s.S, L - l0);
+        PrepareBlock(p, b, d0, count, l0, len, s);
+        StepTile(t, t.B + l0 * Np, t.C + l0 * Np, s.dt, s.ut, skip, h, len, s.y);
+        FinishBlock(p, b, d0, count, l0, len, s);
       }
+      StoreTileStates(h, p.final_state, b, d0, count, N);
     }
   });
 }
@@ -247,7 +245,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
 // scalars (dt, the gate) are computed vectorised across rows, and each row's state update
 // vectorised over n.
 void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
-                       const std::vector<float>& A, int64_t Np) {
+                       const float* A, int64_t Np) {
   const DF df;
   const int64_t W = static_cast<int64_t>(hn::Lanes(df)), N = p.dstate;
   ParallelFor(p.batch * p.dim, [&](int64_t begin, int64_t end, int) {
@@ -274,9 +272,13 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       for (int64_t i = 0; i < padded; i += W) hn::StoreU(Softplus(df, hn::LoadU(df, x.data() + i)), df, x.data() + i);
     }
     for_each_row([&](int64_t b, int64_t d, int64_t i) {  // h = exp(dt A) h0 + dt u B, y = C . h
-      LoadState(p.initial_state, b, d, N, h.data(), 1);  // lanes past N stay 0 (B there is 0)
+      std::fill(h.begin(), h.end(), 0.0f);
+      const F32View& h0 = p.initial_state;
+      if (h0.data) {
+        for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
+      }
       const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
-      const float* Ad = A.data() + d * Np;
+      const float* Ad = A + d * Np;
       const float* Bd = B.Row(b, d);
       const float* Cd = C.Row(b, d);
       VF acc = hn::Zero(df);
@@ -287,7 +289,10 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
         acc = hn::MulAdd(hn::LoadU(df, Cd + n), hn_, acc);
       }
       y[i] = hn::GetLane(hn::SumOfLanes(df, acc));
-      StoreState(p.final_state, b, d, N, h.data(), 1);
+      const F32View& hf = p.final_state;
+      if (hf.data) {
+        for (int64_t n = 0; n < N; ++n) hf.data[b * hf.stride_batch + d * hf.stride_dim + n * hf.stride_state] = h[n];
+      }
     });
     for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
       VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i), hn::LoadU(df, y.data() + i));
@@ -303,17 +308,17 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
 Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions& options) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t Np = RoundUp(p.dstate, lanes), L = p.seqlen, N = p.dstate;
-  const PackedBC B = PackBC(p.B, p, Np), C = PackBC(p.C, p, Np);
-  const std::vector<float> A = PackA(p.A, p, Np);
+  const int64_t Np = PackedStateStride(p.dstate, lanes), L = p.seqlen, N = p.dstate;
+  const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
+  const float* A = PackA(p.A, p, Np);
   const ScanAlgorithm algorithm = options.algorithm;
   const bool pairs = algorithm != ScanAlgorithm::kSequential;
-  const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : 64;
+  const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
   if (L == 1) {  // every algorithm is the same single step
     ForwardSingleStep(p, B, C, A, Np);
     return Status::Ok();
   }
-  if (UseTiles(p, options, lanes)) {
+  if (algorithm == ScanAlgorithm::kSequential && TilesApply(p)) {
     ForwardTiles(p, B, C, A, Np);
     return Status::Ok();
   }
@@ -326,8 +331,11 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       const int64_t b = row / p.dim, d = row % p.dim;
       PrepareRow(df, p, b, d, rb, /*want_grad=*/false);
       std::fill(h.begin(), h.end(), 0.0f);
-      LoadState(p.initial_state, b, d, N, h.data(), 1);
-      const RowScan s{A.data() + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
+      if (p.initial_state.data) {
+        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch + d * p.initial_state.stride_dim;
+        for (int64_t n = 0; n < N; ++n) h[n] = h0[n * p.initial_state.stride_state];
+      }
+      const RowScan s{A + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
                       rb.dt.data(), rb.dtu.data(), rb.y.data(), h.data(), L, Np};
       switch (algorithm) {
         case ScanAlgorithm::kSequential: ScanSequential(s); break;
@@ -344,7 +352,10 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       }
       std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
       FinishRow(df, p, b, d, rb, gated.data());
-      StoreState(p.final_state, b, d, N, h.data(), 1);
+      if (p.final_state.data) {
+        float* hf = p.final_state.data + b * p.final_state.stride_batch + d * p.final_state.stride_dim;
+        for (int64_t n = 0; n < N; ++n) hf[n * p.final_state.stride_state] = h[n];
+      }
     }
   });
   return Status::Ok();

@@ -1,11 +1,20 @@
 #include "cpu/scan_packing.hpp"
 
+#include <algorithm>
+
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 
 namespace ssmkit::cpu {
 
-PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state) {
+float* ThreadScratch(int slot, int64_t floats) {
+  thread_local std::vector<float> buffers[kScratchSlots];
+  std::vector<float>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
+  return b.data();
+}
+
+PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state, int slot) {
   PackedBC out;
   out.is_variable = v.is_variable;
   out.groups = v.groups;
@@ -14,11 +23,13 @@ PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_st
   out.channels_per_group = p.dim / v.groups;
   const int64_t batches = v.is_variable ? p.batch : 1;
   const int64_t slabs = batches * v.groups;  // one (Lv, Np) slab per (b, g)
-  out.data.assign(static_cast<size_t>(slabs * out.rows_per_group * padded_state), 0.0f);
+  out.size = slabs * out.rows_per_group * padded_state;
+  out.data = ThreadScratch(slot, out.size);
+  std::fill(out.data, out.data + out.size, 0.0f);
   ParallelFor(slabs, [&](int64_t begin, int64_t end, int) {
     for (int64_t slab = begin; slab < end; ++slab) {
       const int64_t b = slab / v.groups, g = slab % v.groups;
-      float* dst = out.data.data() + slab * out.rows_per_group * padded_state;
+      float* dst = out.data + slab * out.rows_per_group * padded_state;
       const int64_t base = b * v.stride_batch + g * v.stride_group;
       for (int64_t n = 0; n < p.dstate; ++n) {
         for (int64_t l = 0; l < out.rows_per_group; ++l) {
@@ -31,8 +42,9 @@ PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_st
   return out;
 }
 
-std::vector<float> PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state) {
-  std::vector<float> out(static_cast<size_t>(p.dim * padded_state), 0.0f);
+const float* PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state) {
+  float* out = ThreadScratch(kSlotPackedA, p.dim * padded_state);
+  std::fill(out, out + p.dim * padded_state, 0.0f);
   for (int64_t d = 0; d < p.dim; ++d) {
     for (int64_t n = 0; n < p.dstate; ++n) {
       out[d * padded_state + n] = A.data[d * A.stride_dim + n * A.stride_state];

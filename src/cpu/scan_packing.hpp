@@ -4,6 +4,7 @@
 // Dimension legend: B batch, D channels, L length, N state size, Np padded N, G groups.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -13,10 +14,40 @@ namespace ssmkit::cpu {
 
 inline int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
+// Np, the padded length of a packed B, C or A row, for vector width `lanes`: a whole number of
+// vectors, and at least N rounded up to 4, because the channel-tiled paths step the states in
+// groups of 4 (scan_block-inl.h, PaddedStates) and read that many entries of every row. On the
+// 1-lane HWY_SCALAR target the two differ: with Np = N those reads ran into the next step's row.
+inline int64_t PackedStateStride(int64_t dstate, int64_t lanes) {
+  return RoundUp(dstate, std::max<int64_t>(lanes, 4));
+}
+
+// options.chunk_length = 0: the chunked forward's chunk and the backward's checkpoint interval.
+// Tuned for speed, does not affect the function computed.
+inline constexpr int64_t kDefaultCheckpointInterval = 64;
+
+// Whether the channel-tiled paths apply (scan_block-inl.h): B and C both variable (one row per
+// step shared by a tile's channels), and, when their group counts differ, one grouping nested
+// in the other.
+inline bool TilesApply(const SelectiveScanParams& p) {
+  return p.B.is_variable && p.C.is_variable &&
+         std::max(p.B.groups, p.C.groups) % std::min(p.B.groups, p.C.groups) == 0;
+}
+
+// Per-thread scratch that outlives the call (grown on demand, never shrunk), so that a warm
+// call allocates and page-faults nothing. `slot` tells apart buffers in use at the same time:
+// slots 0-3 serve the worker threads' kernels, the others the calling thread's per-call data
+// (kSlotPackedB ...). Memory stays held by the thread for its next call.
+inline constexpr int kScratchSlots = 10;
+inline constexpr int kSlotPackedB = 4, kSlotPackedC = 5, kSlotPackedA = 6, kSlotPartialB = 7,
+                     kSlotPartialC = 8, kSlotPartialUnused = 9;
+float* ThreadScratch(int slot, int64_t floats);
+
 // B or C packed as (Bv, G, Lv, Np): Bv = batch and Lv = L for the variable forms, 1 for the
 // constant form (where G = D). Padded lanes are zero, so they add nothing to any sum.
 struct PackedBC {
-  std::vector<float> data;
+  float* data = nullptr;  // in the calling thread's scratch `slot`
+  int64_t size = 0;       // floats
   int64_t groups = 1, padded_state = 0, rows_per_group = 1;  // rows_per_group = Lv
   bool is_variable = false;
   int64_t channels_per_group = 1;
@@ -26,12 +57,12 @@ struct PackedBC {
     // The common forms skip the 64-bit divide, which costs more than a decode step's update.
     const int64_t g = groups == 1 ? 0 : (channels_per_group == 1 ? d : d / channels_per_group);
     const int64_t bv = is_variable ? b : 0;
-    return data.data() + ((bv * groups + g) * rows_per_group) * padded_state;
+    return data + ((bv * groups + g) * rows_per_group) * padded_state;
   }
   int64_t TimeStep() const { return is_variable ? padded_state : 0; }
 };
 
-PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state);
+PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state, int slot);
 
 // One (b, d) row's per-step scalars in f32, each padded to a multiple of the vector width.
 struct RowBuffers {
@@ -48,22 +79,7 @@ struct RowGrads {
       : dout(padded_len), dy(padded_len), dz(padded_len), du(padded_len), ddelta(padded_len) {}
 };
 
-// Channel d's (B, D, N) state row (h0, a final state or a gradient of one) to dst[n * step],
-// zeros where the tensor is absent; step 1 fills a row's own (Np) buffer, step W a column of an
-// (N, W) channel tile.
-inline void LoadState(const F32View& v, int64_t b, int64_t d, int64_t N, float* dst, int64_t step) {
-  for (int64_t n = 0; n < N; ++n) {
-    dst[n * step] = v.data ? v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] : 0.0f;
-  }
-}
-
-// The reverse of LoadState, when the tensor is present.
-inline void StoreState(const F32View& v, int64_t b, int64_t d, int64_t N, const float* src, int64_t step) {
-  if (!v.data) return;
-  for (int64_t n = 0; n < N; ++n) v.data[b * v.stride_batch + d * v.stride_dim + n * v.stride_state] = src[n * step];
-}
-
-// A (D, N) as (D, Np), zero padded.
-std::vector<float> PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state);
+// A (D, N) as (D, Np), zero padded, in the calling thread's scratch slot kSlotPackedA.
+const float* PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state);
 
 }  // namespace ssmkit::cpu

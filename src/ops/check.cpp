@@ -41,13 +41,15 @@ Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSp
   for (int64_t d : shape.dims) shape_ok = shape_ok && t.shape[i++] == d;
   if (!shape_ok) return Mismatch(op, name, "shape " + ShapeWithLegend(shape), t.shape_string());
   bool dtype_ok = false;
-  std::string allowed;
-  for (DType d : dtypes) {
-    dtype_ok = dtype_ok || d == t.dtype;
-    if (!allowed.empty()) allowed += " or ";
-    allowed += DTypeName(d);
+  for (DType d : dtypes) dtype_ok = dtype_ok || d == t.dtype;
+  if (!dtype_ok) {  // the message is built only on failure: checks run on every decode step
+    std::string allowed;
+    for (DType d : dtypes) {
+      if (!allowed.empty()) allowed += " or ";
+      allowed += DTypeName(d);
+    }
+    return Mismatch(op, name, "dtype " + allowed, DTypeName(t.dtype));
   }
-  if (!dtype_ok) return Mismatch(op, name, "dtype " + allowed, DTypeName(t.dtype));
   for (int d = 0; d < t.rank; ++d) {
     if (t.strides[d] < 0) {
       return Mismatch(op, name, "non-negative strides",
