@@ -13,7 +13,12 @@ std::vector<Suite>& Suites() {
 }
 
 double MedianMs(const Options& options, const std::function<void()>& fn) {
-  for (int i = 0; i < options.warmup; ++i) fn();
+  // Warm up for options.warmup runs and at least kMinWarmup of wall time: for the first ~100 ms
+  // of a process the OpenMP worker can share a core with the calling thread (until the kernel's
+  // load balancer moves it) and spin there, which made a 0.1 ms op time at 4-8 ms per call.
+  constexpr std::chrono::milliseconds kMinWarmup{300};
+  const auto warm_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup; ++i) fn();
   std::vector<double> ms;
   ms.reserve(options.runs);
   for (int i = 0; i < std::max(1, options.runs); ++i) {

@@ -11,7 +11,7 @@ namespace ssmkit::bench {
 struct Options {
   bool json = false;
   int runs = 20;        // timed runs per case (the median is reported)
-  int warmup = 3;       // untimed runs first
+  int warmup = 3;       // untimed runs first (and at least 300 ms of them: MedianMs)
   std::string shape;    // only cases whose shape name equals this ("" = all)
   std::string algo;     // only this algorithm ("" = all)
 };

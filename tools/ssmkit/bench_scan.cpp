@@ -1,80 +1,65 @@
 // `ssmkit bench scan`: the Mamba-1 selective scan at the TARGETS.md workload shapes, every
-// algorithm, forward and forward+backward, inputs distributed as in a Mamba-1 layer.
+// algorithm, forward and forward+backward, on inputs distributed as in a Mamba-1 layer
+// (scan_inputs.hpp). Dimension legend: B batch, D channels, L length, N state size.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "scan_inputs.hpp"
 #include "ssmkit/selective_scan.hpp"
 
 namespace ssmkit::bench {
 namespace {
 
-struct ScanShape {
+struct ScanCase {
   const char* name;
-  int64_t batch, dim, seqlen, dstate;
-  double ggml_fwd_ms;  // llama.cpp ggml CPU, 2 threads, this machine kind (TARGETS.md); 0 = none
+  scan_inputs::Shape shape;
+  bool reads_state;    // a decode step continues from the previous state (initial_state)
+  double ggml_fwd_ms;  // llama.cpp ggml CPU forward, 2 threads, from TARGETS.md; 0 = none
 };
 
-constexpr ScanShape kShapes[] = {
-    {"policy", 1, 512, 60, 16, 1.49},
-    {"policy-train", 256, 512, 60, 16, 0.0},
-    {"m1-130m", 1, 1536, 2048, 16, 123.8},
-    {"decode", 1, 1536, 1, 16, 0.0757},
+constexpr ScanCase kCases[] = {
+    {"policy", {1, 512, 60, 16}, false, 1.49},
+    {"policy-train", {256, 512, 60, 16}, false, 0.0},
+    {"m1-130m", {1, 1536, 2048, 16}, false, 123.8},
+    {"decode", {1, 1536, 1, 16}, true, 0.0757},
 };
 
-// A Mamba-1 layer's scan: variable B and C (B, N, L), D, z, delta_bias, softplus; S4D-real
-// A = -(n + 1); dt = softplus(delta + bias) log-uniform in [1e-3, 1e-1].
-struct ScanData {
-  std::vector<float> u, delta, A, B, C, D, z, delta_bias, out, final_state;
-  std::vector<float> du, ddelta, dA, dB, dC, dD, dz, ddelta_bias;
-  SelectiveScanInputs inputs;
+constexpr const char* kPeer = "ggml (TARGETS.md, not this run)";
+constexpr double kSlowRunMs = 1000.0;  // past this per run, time kSlowRuns runs instead
+constexpr int kSlowRuns = 5;
+
+// Outputs, the incoming gradient and the gradient outputs of one case, all f32.
+struct CaseBuffers {
+  std::vector<float> out, final_state, dout, du, ddelta, dz, dA, dB, dC, dD, ddelta_bias, dh0;
   Tensor out_t, final_t, dout_t;
   SelectiveScanGrads grads;
 
-  explicit ScanData(const ScanShape& s) {
-    std::mt19937 rng(1234);
-    std::normal_distribution<float> normal;
-    std::uniform_real_distribution<float> log_dt(std::log(1e-3f), std::log(1e-1f));
+  explicit CaseBuffers(const scan_inputs::LayerData& data) {
+    const scan_inputs::Shape& s = data.shape;
     const int64_t seq = s.batch * s.dim * s.seqlen, bc = s.batch * s.dstate * s.seqlen;
-    auto fill = [&](std::vector<float>& v, int64_t n) {
-      v.resize(n);
-      for (auto& x : v) x = normal(rng);
-    };
-    fill(u, seq);
-    fill(z, seq);
-    fill(B, bc);
-    fill(C, bc);
-    fill(D, s.dim);
-    delta.resize(seq);
-    for (auto& x : delta) x = std::log(std::expm1(std::exp(log_dt(rng))));
-    delta_bias.assign(s.dim, 0.0f);
-    A.resize(s.dim * s.dstate);
-    for (int64_t d = 0; d < s.dim; ++d)
-      for (int64_t n = 0; n < s.dstate; ++n) A[d * s.dstate + n] = -static_cast<float>(n + 1);
+    const DType f32 = DType::kF32;
     out.resize(seq);
     final_state.resize(s.batch * s.dim * s.dstate);
+    dout.resize(seq);
+    std::mt19937_64 rng(99);
+    std::normal_distribution<float> normal;
+    for (float& x : dout) x = normal(rng);
     for (auto* g : {&du, &ddelta, &dz}) g->resize(seq);
-    dA.resize(A.size());
+    dA.resize(s.dim * s.dstate);
     dB.resize(bc);
     dC.resize(bc);
     dD.resize(s.dim);
     ddelta_bias.resize(s.dim);
-    const DType f32 = DType::kF32;
-    inputs.u = Tensor::Contiguous(u.data(), f32, {s.batch, s.dim, s.seqlen});
-    inputs.delta = Tensor::Contiguous(delta.data(), f32, {s.batch, s.dim, s.seqlen});
-    inputs.A = Tensor::Contiguous(A.data(), f32, {s.dim, s.dstate});
-    inputs.B = Tensor::Contiguous(B.data(), f32, {s.batch, s.dstate, s.seqlen});
-    inputs.C = Tensor::Contiguous(C.data(), f32, {s.batch, s.dstate, s.seqlen});
-    inputs.D = Tensor::Contiguous(D.data(), f32, {s.dim});
-    inputs.z = Tensor::Contiguous(z.data(), f32, {s.batch, s.dim, s.seqlen});
-    inputs.delta_bias = Tensor::Contiguous(delta_bias.data(), f32, {s.dim});
-    inputs.delta_softplus = true;
     out_t = Tensor::Contiguous(out.data(), f32, {s.batch, s.dim, s.seqlen});
     final_t = Tensor::Contiguous(final_state.data(), f32, {s.batch, s.dim, s.dstate});
-    dout_t = inputs.z;  // any (B, D, L) f32 tensor serves as the incoming gradient
+    dout_t = Tensor::Contiguous(dout.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.du = Tensor::Contiguous(du.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.ddelta = Tensor::Contiguous(ddelta.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.dz = Tensor::Contiguous(dz.data(), f32, {s.batch, s.dim, s.seqlen});
@@ -83,56 +68,150 @@ struct ScanData {
     grads.dC = Tensor::Contiguous(dC.data(), f32, {s.batch, s.dstate, s.seqlen});
     grads.dD = Tensor::Contiguous(dD.data(), f32, {s.dim});
     grads.ddelta_bias = Tensor::Contiguous(ddelta_bias.data(), f32, {s.dim});
+    if (!data.initial_state.empty()) {
+      dh0.resize(s.batch * s.dim * s.dstate);
+      grads.dinitial_state = Tensor::Contiguous(dh0.data(), f32, {s.batch, s.dim, s.dstate});
+    }
   }
 };
 
+// The least the op must move, in bytes (f32). Forward: read u, delta, z, B, C, A, D,
+// delta_bias (and h0), write out and final_state. The backward adds: read dout, write du,
+// ddelta, dz, dB, dC, dA, dD, ddelta_bias (and dh0); its re-reads of the inputs are not counted.
+double MinimumBytes(const scan_inputs::Shape& s, bool reads_state, bool backward) {
+  const double seq = static_cast<double>(s.batch) * s.dim * s.seqlen;
+  const double bc = static_cast<double>(s.batch) * s.dstate * s.seqlen;
+  const double dn = static_cast<double>(s.dim) * s.dstate, bdn = s.batch * dn;
+  const double h0 = reads_state ? bdn : 0.0;
+  double floats = 4 * seq + 2 * bc + dn + 2 * s.dim + bdn + h0;
+  if (backward) floats += 4 * seq + 2 * bc + dn + 2 * s.dim + h0;
+  return 4.0 * floats;
+}
+
+// Median ms of fn. One probe run comes first (it counts as a warm-up); where it takes longer
+// than kSlowRunMs, only kSlowRuns runs are timed and a note says so.
+double TimeCase(const Options& options, const std::string& label, const std::function<void()>& fn,
+                std::vector<std::string>* notes) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  const double probe_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  Options timed = options;
+  timed.warmup = std::max(0, options.warmup - 1);
+  if (probe_ms > kSlowRunMs && options.runs > kSlowRuns) {
+    timed.runs = kSlowRuns;
+    timed.warmup = 0;
+    char note[256];
+    std::snprintf(note, sizeof note, "%s: one run took %.0f ms > %.0f ms, so %d timed runs instead of %d",
+                  label.c_str(), probe_ms, kSlowRunMs, kSlowRuns, options.runs);
+    notes->push_back(note);
+  }
+  return MedianMs(timed, fn);
+}
+
+Result MakeResult(const char* shape, const std::string& algo, const char* pass, double ms, double bytes,
+                  double states) {
+  Result r;
+  r.op = "selective_scan";
+  r.shape = shape;
+  r.algo = algo;
+  r.pass = pass;
+  r.ms = ms;
+  r.bytes = bytes;
+  r.elements = states;
+  r.element_name = "state";
+  return r;
+}
+
+int64_t CountNonFinite(const std::vector<float>& v) {
+  int64_t count = 0;
+  for (float x : v) count += !std::isfinite(x);
+  return count;
+}
+
+// Checks --shape and --algo against the known names, so that a typo is an error, not an
+// empty table.
+bool ValidFilters(const Options& options) {
+  if (!options.algo.empty()) {
+    ScanAlgorithm unused;
+    const Status status = ParseScanAlgorithm(options.algo, &unused);
+    if (!status.ok()) {
+      std::fprintf(stderr, "bench scan: --algo: %s\n", status.message().c_str());
+      return false;
+    }
+  }
+  if (options.shape.empty()) return true;
+  std::string names;
+  for (const ScanCase& c : kCases) {
+    if (options.shape == c.name) return true;
+    names += names.empty() ? c.name : std::string(", ") + c.name;
+  }
+  std::fprintf(stderr, "bench scan: --shape: expected one of %s, given %s\n", names.c_str(),
+               options.shape.c_str());
+  return false;
+}
+
 int RunScanBench(const Options& options) {
+  if (!ValidFilters(options)) return 2;
   std::vector<Result> results;
-  for (const ScanShape& shape : kShapes) {
-    if (!options.shape.empty() && options.shape != shape.name) continue;
-    ScanData data(shape);
-    // Minimum traffic: read u, delta, z, B, C and write out (f32); the backward also reads
-    // dout and writes du, ddelta, dz, dB, dC.
-    const double seq_bytes = 4.0 * shape.batch * shape.dim * shape.seqlen;
-    const double bc_bytes = 4.0 * shape.batch * shape.dstate * shape.seqlen;
-    const double states = static_cast<double>(shape.batch) * shape.dim * shape.seqlen * shape.dstate;
+  std::vector<std::string> notes;
+  for (const ScanCase& c : kCases) {
+    if (!options.shape.empty() && options.shape != c.name) continue;
+    scan_inputs::Options input_options;
+    input_options.with_initial_state = c.reads_state;
+    const scan_inputs::LayerData data = scan_inputs::MakeLayerData(c.shape, input_options, 1234);
+    const SelectiveScanInputs inputs = data.Inputs();
+    CaseBuffers buffers(data);
+    const scan_inputs::Shape& s = c.shape;
+    const double states = static_cast<double>(s.batch) * s.dim * s.seqlen * s.dstate;
     for (int a = 0; a <= static_cast<int>(ScanAlgorithm::kLogSpace); ++a) {
       SelectiveScanOptions scan_options;
       scan_options.algorithm = static_cast<ScanAlgorithm>(a);
       const std::string algo = ScanAlgorithmName(scan_options.algorithm);
       if (!options.algo.empty() && options.algo != algo) continue;
+      const std::string label = std::string(c.name) + " " + algo;
       Status status = Status::Ok();
-      const double fwd_ms = MedianMs(options, [&] {
-        status = SelectiveScanForward(data.inputs, data.out_t, data.final_t, scan_options);
-      });
+      const double fwd_ms = TimeCase(options, label + " fwd", [&] {
+        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
+      }, &notes);
       if (!status.ok()) {
         std::fprintf(stderr, "%s\n", status.message().c_str());
         return 1;
       }
-      Result fwd{"selective_scan", shape.name, algo, "fwd", fwd_ms, 4 * seq_bytes + 2 * bc_bytes, states, "state"};
-      if (shape.ggml_fwd_ms > 0) {
-        fwd.peer_ms = shape.ggml_fwd_ms;
-        fwd.peer = "ggml, TARGETS.md, not this run";
+      if (const int64_t bad = CountNonFinite(buffers.out)) {
+        notes.push_back(label + ": the forward output has " + std::to_string(bad) +
+                        " non-finite values (see docs/numerics.md)");
+      }
+      Result fwd = MakeResult(c.name, algo, "fwd", fwd_ms, MinimumBytes(s, c.reads_state, false), states);
+      if (c.ggml_fwd_ms > 0) {
+        fwd.peer_ms = c.ggml_fwd_ms;
+        fwd.peer = kPeer;
       }
       results.push_back(fwd);
-      const double both_ms = MedianMs(options, [&] {
-        status = SelectiveScanForward(data.inputs, data.out_t, data.final_t, scan_options);
-        if (status.ok()) status = SelectiveScanBackward(data.inputs, data.dout_t, Tensor{}, data.grads, scan_options);
-      });
+      const double both_ms = TimeCase(options, label + " fwd+bwd", [&] {
+        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
+        if (status.ok()) {
+          status = SelectiveScanBackward(inputs, buffers.dout_t, Tensor{}, buffers.grads, scan_options);
+        }
+      }, &notes);
       if (!status.ok()) {
         std::fprintf(stderr, "%s\n", status.message().c_str());
         return 1;
       }
-      results.push_back({"selective_scan", shape.name, algo, "fwd+bwd", both_ms,
-                         4 * seq_bytes + 2 * bc_bytes + 4 * seq_bytes + 4 * bc_bytes, states, "state"});
+      results.push_back(MakeResult(c.name, algo, "fwd+bwd", both_ms, MinimumBytes(s, c.reads_state, true), states));
     }
   }
   Print(options, results);
+  // Notes go to stderr under --json, so that stdout stays one JSON array.
+  for (const std::string& note : notes) std::fprintf(options.json ? stderr : stdout, "note: %s\n", note.c_str());
   return 0;
 }
 
 const SuiteRegistration kRegistration{
-    {"scan", "Mamba-1 selective scan, every algorithm: policy, policy-train, m1-130m, decode", RunScanBench}};
+    {"scan",
+     "Mamba-1 selective scan, every algorithm, fwd and fwd+bwd: policy (B=1 D=512 L=60 N=16), "
+     "policy-train (B=256), m1-130m (D=1536 L=2048), decode (D=1536 L=1, reads the state)",
+     RunScanBench}};
 
 }  // namespace
 }  // namespace ssmkit::bench

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     sub->add_option("--dim", check_options.dim, "channels")->check(CLI::PositiveNumber);
     sub->add_option("--dt-min", check_options.dt_min, "smallest time step")->check(CLI::PositiveNumber);
     sub->add_option("--dt-max", check_options.dt_max, "largest time step")->check(CLI::PositiveNumber);
+    sub->add_flag("--json", check_options.json, "print one JSON array instead of a table");
     sub->callback([&check_options, &exit_code, &c, &threads] {
       ssmkit::SetNumThreads(threads);
       exit_code = c.run(check_options);
