@@ -1,0 +1,359 @@
+// CPU causal conv1d: forward, backward and the decode update.
+// Dimension legend: B batch, D channels, L length, K conv width (2..8), T update steps,
+// S conv_state length, W vector lanes, Lp = L rounded up to W.
+//
+// Each row (b, d) is copied (and bf16 widened) into an L1-resident f32 buffer behind its K - 1
+// initial values, xpad = [h0, x, zeros to a whole vector]; then, vectorised over time,
+//   pre[l] = bias + sum_k w[k] xpad[l + k],   out[l] = act(pre[l])
+// with K unaligned loads per vector of outputs (K a template constant, the taps in registers).
+// Backward, with g[l] = dout[l] act'(pre[l]) stored behind K - 1 zeros and followed by zeros:
+//   dxpad[j] = sum_k w[k] g[j - k] (+ dfinal[j - L] for j >= L)   (a correlation, same loop)
+//   dw[k] += sum_l g[l] xpad[l + k],   db += sum_l g[l]            (vector partials per channel)
+// The forward splits rows over threads; the backward splits channels, each channel's batch
+// rows in order on one thread, so dweight and dbias are reduced in a fixed order (the same
+// bits whatever the thread count) with no partial buffers.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/parallel.hpp"
+#include "cpu/conv1d.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/conv1d.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/simd_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Internal linkage: every kernel file defines its helpers in this same per-target namespace.
+namespace {
+
+// Below this many elements (B * D * L, or B * D * T for the update) a call runs on the calling
+// thread: waking the pool costs more than the work. Tuned for speed, does not affect results
+// (the backward's reduction order does not depend on the split).
+constexpr int64_t kMinParallelElements = 1 << 15;
+
+// Rows of the update done per vector pass of the activation. Tuned for speed only.
+constexpr int64_t kUpdateRowsPerPass = 256;
+
+int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
+int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+template <class Fn>
+void MaybeParallelFor(int64_t n, int64_t elements, Fn&& fn) {
+  if (elements < kMinParallelElements) {
+    if (n > 0) fn(int64_t{0}, n, 0);
+    return;
+  }
+  ParallelFor(n, fn);
+}
+
+int Blocks(int64_t n, int64_t elements) {
+  return elements < kMinParallelElements ? 1 : ParallelBlocks(n);
+}
+
+// A workspace of the calling thread, grown (never shrunk) before any parallel region, then
+// carved per block: no allocation inside the region, none per call once warm.
+float* Workspace(size_t floats) {
+  thread_local std::vector<float> storage;
+  if (storage.size() < floats) storage.resize(floats);
+  return storage.data();
+}
+
+// Per-row buffer sizes, each a whole number of vectors plus the K - 1 lead-in where needed.
+struct Layout {
+  int64_t K, L, Lp, Jp;  // Jp: L + K - 1 rounded up to W (the padded row's length)
+  int64_t xpad() const { return K - 1 + Lp; }  // [h0 (K-1), x (L), zeros]
+  int64_t gpad() const { return Jp + K - 1; }  // [zeros (K-1), g (L), zeros]
+};
+
+// Buffer sizes rounded to 16 floats, so that blocks never share a cache line.
+int64_t Round16(int64_t n) { return RoundUp(n, 16); }
+
+Layout MakeLayout(int64_t K, int64_t L) {
+  return {K, L, RoundUp(L, Lanes()), RoundUp(L + K - 1, Lanes())};
+}
+
+// xpad = [initial states (zeros when absent), x row, zeros up to xpad()].
+void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d,
+                   float* xpad /* (K-1 + Lp) */) {
+  const int64_t h = lay.K - 1;
+  const SeqView& h0 = p.initial_states;
+  for (int64_t i = 0; i < h; ++i) {
+    xpad[i] = h0.data ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i) : 0.0f;
+  }
+  RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, lay.L, xpad + h);
+  std::fill(xpad + h + lay.L, xpad + lay.xpad(), 0.0f);
+}
+
+// The K taps of channel d as broadcast vectors, and the bias.
+template <int K>
+struct Taps {
+  VF w[K];
+  VF bias;
+  Taps(const CausalConv1dParams& p, int64_t d) {
+    const DF df;
+    const float* wd = p.weight.data + d * p.weight.stride_dim;
+    for (int k = 0; k < K; ++k) w[k] = hn::Set(df, wd[k]);
+    bias = hn::Set(df, p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f);
+  }
+  // pre[l..l+W) from xpad.
+  HWY_INLINE VF Pre(const float* xpad, int64_t l) const {
+    const DF df;
+    VF acc = bias;
+    for (int k = 0; k < K; ++k) acc = hn::MulAdd(w[k], hn::LoadU(df, xpad + l + k), acc);
+    return acc;
+  }
+};
+
+template <int K>
+void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d,
+                float* xpad /* (K-1 + Lp) */, float* y /* (Lp) */) {
+  const DF df;
+  const int64_t W = Lanes(), L = lay.L;
+  LoadPaddedRow(p, lay, b, d, xpad);
+  const Taps<K> taps(p, d);
+  const int64_t out_offset = b * p.out.stride_batch + d * p.out.stride_dim;
+  // f32 outputs go straight to the row (the last partial vector through y); bf16 through y.
+  const bool direct = p.out.dtype == DType::kF32;
+  float* dst = direct ? static_cast<float*>(p.out.data) + out_offset : y;
+  const int64_t full = direct ? L / W * W : lay.Lp;
+  int64_t l = 0;
+  for (; l < full; l += W) {
+    VF v = taps.Pre(xpad, l);
+    if (p.silu) v = hn::Mul(v, SigmoidNoDiv(df, v));
+    hn::StoreU(v, df, dst + l);
+  }
+  if (direct && l < L) {
+    VF v = taps.Pre(xpad, l);
+    if (p.silu) v = hn::Mul(v, SigmoidNoDiv(df, v));
+    hn::StoreU(v, df, y);
+    std::memcpy(dst + l, y, static_cast<size_t>(L - l) * sizeof(float));
+  }
+  if (!direct) RowFromF32Simd(df, y, L, p.out.data, p.out.dtype, out_offset);
+  const SeqView& hf = p.final_states;
+  if (hf.data) {  // the last K - 1 entries of xpad's first K - 1 + L
+    const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
+    for (int64_t i = 0; i < K - 1; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, xpad[L + i]);
+  }
+}
+
+template <int K>
+void ForwardImpl(const CausalConv1dParams& p) {
+  const Layout lay = MakeLayout(K, p.seqlen);
+  const int64_t rows = p.batch * p.dim, elements = rows * p.seqlen;
+  const int64_t per_block = Round16(lay.xpad()) + Round16(lay.Lp);
+  float* ws = Workspace(static_cast<size_t>(Blocks(rows, elements) * per_block));
+  MaybeParallelFor(rows, elements, [&](int64_t begin, int64_t end, int block) {
+    float* xpad = ws + block * per_block;
+    float* y = xpad + Round16(lay.xpad());
+    for (int64_t r = begin; r < end; ++r) ForwardRow<K>(p, lay, r / p.dim, r % p.dim, xpad, y);
+  });
+}
+
+// Gradient sums of one channel over its batch rows: sum_l g xpad[l+k] per tap, and sum_l g.
+template <int K>
+struct ChannelSums {
+  VF dw[K];
+  VF db;
+  ChannelSums() {
+    for (int k = 0; k < K; ++k) dw[k] = hn::Zero(DF());
+    db = hn::Zero(DF());
+  }
+};
+
+template <int K>
+void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K>& taps, int64_t b,
+                 int64_t d, float* xpad /* (K-1 + Lp) */, float* gpad /* (Jp + K-1) */,
+                 float* dxpad /* (Jp) */, ChannelSums<K>* sums) {
+  const DF df;
+  const int64_t W = Lanes(), L = lay.L, h = K - 1;
+  LoadPaddedRow(p, lay, b, d, xpad);
+  // gpad = [zeros (K-1), dout act'(pre) (L), zeros]; the zero tail makes whole-vector passes
+  // over [0, Lp) and [0, Jp) exact.
+  float* g = gpad + h;
+  std::fill(gpad, g, 0.0f);
+  RowToF32Simd(df, p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, L, g);
+  std::fill(g + L, gpad + lay.gpad(), 0.0f);
+  for (int64_t l = 0; l < lay.Lp; l += W) {
+    VF gv = hn::LoadU(df, g + l);
+    if (p.silu) {
+      gv = hn::Mul(gv, SiluGrad(df, taps.Pre(xpad, l)));
+      hn::StoreU(gv, df, g + l);
+    }
+    for (int k = 0; k < K; ++k) sums->dw[k] = hn::MulAdd(gv, hn::LoadU(df, xpad + l + k), sums->dw[k]);
+    sums->db = hn::Add(sums->db, gv);
+  }
+  const bool want_dx = p.dx.data != nullptr, want_dh0 = p.dinitial_states.data != nullptr;
+  if (!want_dx && !want_dh0) return;
+  // dxpad[j] = sum_k w[k] g[j - k] = sum_k w[k] gpad[j + K-1 - k]
+  for (int64_t j = 0; j < lay.Jp; j += W) {
+    VF acc = hn::Zero(df);
+    for (int k = 0; k < K; ++k) acc = hn::MulAdd(taps.w[k], hn::LoadU(df, gpad + j + h - k), acc);
+    hn::StoreU(acc, df, dxpad + j);
+  }
+  const SeqView& dhf = p.dfinal_states;
+  if (dhf.data) {  // final_states = xpad[L, L + K-1)
+    const int64_t offset = b * dhf.stride_batch + d * dhf.stride_dim;
+    for (int64_t i = 0; i < h; ++i) dxpad[L + i] += LoadAsF32(dhf.data, dhf.dtype, offset + i);
+  }
+  if (want_dx) {
+    RowFromF32Simd(df, dxpad + h, L, p.dx.data, p.dx.dtype, b * p.dx.stride_batch + d * p.dx.stride_dim);
+  }
+  if (want_dh0) {
+    const SeqView& dh0 = p.dinitial_states;
+    const int64_t offset = b * dh0.stride_batch + d * dh0.stride_dim;
+    for (int64_t i = 0; i < h; ++i) StoreFromF32(dh0.data, dh0.dtype, offset + i, dxpad[i]);
+  }
+}
+
+template <int K>
+void BackwardImpl(const CausalConv1dBwdParams& p) {
+  const DF df;
+  const Layout lay = MakeLayout(K, p.seqlen);
+  const int64_t elements = p.batch * p.dim * p.seqlen;
+  const int64_t xs = Round16(lay.xpad()), gs = Round16(lay.gpad()), js = Round16(lay.Jp);
+  const int64_t per_block = xs + gs + js;
+  float* ws = Workspace(static_cast<size_t>(Blocks(p.dim, elements) * per_block));
+  MaybeParallelFor(p.dim, elements, [&](int64_t begin, int64_t end, int block) {
+    float* xpad = ws + block * per_block;
+    float* gpad = xpad + xs;
+    float* dxpad = gpad + gs;
+    for (int64_t d = begin; d < end; ++d) {
+      const Taps<K> taps(p, d);
+      ChannelSums<K> sums;
+      for (int64_t b = 0; b < p.batch; ++b) BackwardRow<K>(p, lay, taps, b, d, xpad, gpad, dxpad, &sums);
+      if (p.dweight.data) {
+        float* dw = p.dweight.data + d * p.dweight.stride_dim;
+        for (int k = 0; k < K; ++k) dw[k] = hn::GetLane(hn::SumOfLanes(df, sums.dw[k]));
+      }
+      if (p.dbias.data) p.dbias.data[d * p.dbias.stride_dim] = hn::GetLane(hn::SumOfLanes(df, sums.db));
+    }
+  });
+}
+
+// The update, rows [begin, end) in passes of kUpdateRowsPerPass rows: each row's window
+// [state (S), x (T)] is built in f32, its T pre-activations computed, and its state replaced
+// by the window's last S values; then one vector pass applies the activation to the pass's
+// pre-activations and they are stored. Every x of a row is read before its out is written.
+void UpdateRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
+                float* window /* (S + T) */, float* pre /* (rows per pass * T, padded) */) {
+  const DF df;
+  const int64_t W = Lanes(), K = p.width, S = p.state_len, T = p.steps, D = p.dim;
+  for (int64_t first = begin; first < end; first += kUpdateRowsPerPass) {
+    const int64_t last = std::min(end, first + kUpdateRowsPerPass);
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t b = r / D, d = r % D;
+      float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch +
+                     d * p.conv_state.stride_dim;
+      std::memcpy(window, state, static_cast<size_t>(S) * sizeof(float));
+      RowToF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, T, window + S);
+      const float* w = p.weight.data + d * p.weight.stride_dim;
+      const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
+      float* pre_row = pre + (r - first) * T;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* taps_in = window + S - (K - 1) + t;  // the K inputs of step t, oldest first
+        float acc = bias;
+        for (int64_t k = 0; k < K; ++k) acc += w[k] * taps_in[k];
+        pre_row[t] = acc;
+      }
+      std::memcpy(state, window + T, static_cast<size_t>(S) * sizeof(float));
+    }
+    const int64_t count = (last - first) * T;
+    if (p.silu) {
+      const int64_t padded = RoundUp(count, W);
+      std::fill(pre + count, pre + padded, 0.0f);
+      for (int64_t i = 0; i < padded; i += W) {
+        const VF v = hn::LoadU(df, pre + i);
+        hn::StoreU(hn::Mul(v, SigmoidNoDiv(df, v)), df, pre + i);
+      }
+    }
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t b = r / D, d = r % D;
+      RowFromF32(pre + (r - first) * T, T, p.out.data, p.out.dtype,
+                 b * p.out.stride_batch + d * p.out.stride_dim);
+    }
+  }
+}
+
+void UpdateImpl(const CausalConv1dUpdateParams& p) {
+  const int64_t rows = p.batch * p.dim, elements = rows * p.steps;
+  const int64_t window = Round16(p.state_len + p.steps);
+  const int64_t per_block = window + Round16(RoundUp(kUpdateRowsPerPass * p.steps, Lanes()));
+  float* ws = Workspace(static_cast<size_t>(Blocks(rows, elements) * per_block));
+  MaybeParallelFor(rows, elements, [&](int64_t begin, int64_t end, int block) {
+    float* w = ws + block * per_block;
+    UpdateRows(p, begin, end, w, w + window);
+  });
+}
+
+// K as a template constant: the taps live in registers and the tap loops unroll.
+template <template <int> class Fn, class Params>
+void DispatchWidth(const Params& p) {
+  switch (p.width) {
+    case 2: return Fn<2>::Run(p);
+    case 3: return Fn<3>::Run(p);
+    case 4: return Fn<4>::Run(p);
+    case 5: return Fn<5>::Run(p);
+    case 6: return Fn<6>::Run(p);
+    case 7: return Fn<7>::Run(p);
+    default: return Fn<8>::Run(p);  // the ops layer admits 2..8 only
+  }
+}
+
+template <int K>
+struct RunForward {
+  static void Run(const CausalConv1dParams& p) { ForwardImpl<K>(p); }
+};
+template <int K>
+struct RunBackward {
+  static void Run(const CausalConv1dBwdParams& p) { BackwardImpl<K>(p); }
+};
+
+Status Conv1dForwardImpl(const CausalConv1dParams& p) {
+  DispatchWidth<RunForward>(p);
+  return Status::Ok();
+}
+
+Status Conv1dBackwardImpl(const CausalConv1dBwdParams& p) {
+  DispatchWidth<RunBackward>(p);
+  return Status::Ok();
+}
+
+Status Conv1dUpdateImpl(const CausalConv1dUpdateParams& p) {
+  UpdateImpl(p);
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssmkit::cpu {
+
+HWY_EXPORT(Conv1dForwardImpl);
+HWY_EXPORT(Conv1dBackwardImpl);
+HWY_EXPORT(Conv1dUpdateImpl);
+
+Status CausalConv1dForward(const CausalConv1dParams& p) {
+  return HWY_DYNAMIC_DISPATCH(Conv1dForwardImpl)(p);
+}
+
+Status CausalConv1dBackward(const CausalConv1dBwdParams& p) {
+  return HWY_DYNAMIC_DISPATCH(Conv1dBackwardImpl)(p);
+}
+
+Status CausalConv1dUpdate(const CausalConv1dUpdateParams& p) {
+  return HWY_DYNAMIC_DISPATCH(Conv1dUpdateImpl)(p);
+}
+
+}  // namespace ssmkit::cpu
+#endif  // HWY_ONCE
