@@ -1,0 +1,26 @@
+// CPU SSD entry points: run the algorithm the op layer resolved.
+#include "cpu/ssd.hpp"
+
+#include "cpu/ssd_common.hpp"
+
+namespace ssmkit::cpu {
+
+Status SsdForward(const SsdParams& p, SsdAlgorithm algorithm) {
+  if (algorithm == SsdAlgorithm::kChunked) {
+    ssd::ChunkedForward(p);
+  } else {
+    ssd::SequentialForward(p);
+  }
+  return Status::Ok();
+}
+
+Status SsdBackward(const SsdBwdParams& p, SsdAlgorithm algorithm) {
+  if (algorithm == SsdAlgorithm::kChunked) {
+    ssd::ChunkedBackward(p);
+  } else {
+    ssd::SequentialBackward(p);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ssmkit::cpu

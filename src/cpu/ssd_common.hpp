@@ -1,0 +1,123 @@
+// Pieces shared by the CPU SSD kernels (sequential and chunked): B/C packing, the per-head dt
+// row, sequence resets, the work split over (batch, group, head block) and the fixed-order
+// reductions that keep the backward deterministic.
+//
+// Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size,
+// Nn N padded to a multiple of 16 (the widest vector), Q chunk length.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops/ssd_params.hpp"
+
+namespace ssmkit::cpu::ssd {
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// B or C as f32 rows of Nn floats (zero beyond N): row (b, g, l) starts at
+// base + (b * G + g) * stride_bg + l * ld. Either the caller's tensor itself (f32 with
+// N % 16 == 0: no copy) or a packed copy (B, G, L, Nn).
+struct PackedBC {
+  std::vector<float> storage;  // (B, G, L, Nn) when packed, else empty
+  const float* base = nullptr;
+  int64_t stride_b = 0, stride_g = 0, ld = 0;
+  const float* Row(int64_t b, int64_t g, int64_t l) const {
+    return base + b * stride_b + g * stride_g + l * ld;
+  }
+};
+
+// Fills `out` from `view` (B, L, G, N) (packing in parallel when needed).
+void PackBC(const SsdParams& p, const SsdSeqView& view, PackedBC* out);
+
+// True when a new sequence starts at position l of batch row b (never at l = 0).
+inline bool ResetAt(const SsdParams& p, int64_t b, int64_t l) {
+  if (p.seq_idx == nullptr || l == 0) return false;
+  const int32_t* row = p.seq_idx + b * p.seq_idx_stride_batch;
+  return row[l * p.seq_idx_stride_seq] != row[(l - 1) * p.seq_idx_stride_seq];
+}
+
+// The dt row of (b, h) over positions [l0, l0 + count): dt after bias, softplus and clamp,
+// optionally d dt / d dt_in (0 where clamped) and the decay exp(dt * A[h]).
+// Highway-dispatched (ssd_prep.cpp).
+void DtRow(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, float* dt,
+           float* dt_grad, float* decay);
+
+// out[t*P + p] (or at ld stride) = (y + D x) * silu(z) for one (b, h) over `count` positions,
+// written in out's dtype. y: (count, ld_y) f32. Highway-dispatched (ssd_prep.cpp).
+void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                 const float* y, int64_t ld_y);
+
+// dy = dout * silu(z) (dout where z is absent) for (b, h) over `count` positions, times
+// scale[t] when scale is given, as f32 rows (count, ld_dst): P values, then zeros up to
+// `width` (>= P).
+void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+            const float* scale, float* dst, int64_t ld_dst, int64_t width);
+
+// dz = dout * y * silu'(z) for (b, h) over `count` positions, y (count, ld_y) the pre-gate
+// output (with D x), written in dz's dtype.
+void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+             const float* y, int64_t ld_y);
+
+// x[b, l0 + t, h, :] * scale[t] as f32 rows (count, ld_dst): P values, then zeros up to
+// `width` (>= P). scale may be null (1).
+void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,
+                 int64_t count, const float* scale, float* dst, int64_t ld_dst, int64_t width);
+
+// Asks the cache for rows [l0, l0 + count) of head (or group) k of a (B, L, K, M) operand,
+// M elements each: the kernels walk one head down L, rows K*M elements apart, which the
+// hardware prefetchers do not follow. No-op for an absent view or past L.
+inline void PrefetchRows(const SsdSeqView& v, int64_t width, int64_t seqlen, int64_t b, int64_t k,
+                         int64_t l0, int64_t count) {
+  if (!v.data) return;
+  const int64_t elem = DTypeSize(v.dtype), bytes = width * elem;
+  const char* base = static_cast<const char*>(v.data);
+  for (int64_t l = l0; l < std::min(seqlen, l0 + count); ++l) {
+    const char* row = base + v.Offset(b, l, k) * elem;
+    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(row + i);
+  }
+}
+
+// The work split shared by the backward of both algorithms (and the chunked forward):
+// tasks are (b, g, head block), heads of a group cut into `blocks` contiguous runs, so that
+// a per-group sum (dB, dC) has one partial per task, added in task order.
+struct TaskSplit {
+  int64_t batch = 0, ngroups = 0, heads_per_group = 0, blocks = 1;
+  int64_t count() const { return batch * ngroups * blocks; }
+  void Decode(int64_t task, int64_t* b, int64_t* g, int64_t* h_begin, int64_t* h_end) const {
+    const int64_t blk = task % blocks, bg = task / blocks;
+    *b = bg / ngroups;
+    *g = bg % ngroups;
+    *h_begin = *g * heads_per_group + heads_per_group * blk / blocks;
+    *h_end = *g * heads_per_group + heads_per_group * (blk + 1) / blocks;
+  }
+};
+
+// Cuts heads only as far as needed to give every thread work.
+TaskSplit MakeTaskSplit(const SsdParams& p);
+
+// The backward's f32 gradient partials: dB, dC (tasks, L, Nn), dA, ddt_bias (B, H),
+// dD (B, H, P). One set per calling thread, kept between calls (sized on first use), so a
+// training loop does not pay page faults for them on every step.
+struct GradPartials {
+  std::vector<float> dB, dC, dA, ddt_bias, dD;
+};
+GradPartials& ThreadGradPartials(const SsdParams& p, const TaskSplit& split);
+
+// Per-task f32 partials of dB and dC, (tasks, L, Nn) each, reduced over the head blocks of
+// each (b, g) in block order and written to dB / dC in their dtype.
+void ReduceBCGrads(const SsdBwdParams& p, const TaskSplit& split, const std::vector<float>& dB_part,
+                   const std::vector<float>& dC_part, int64_t Nn);
+
+// Per-(b, h) f32 partials of dA, ddt_bias (B, H) and dD (B, H, P), summed over b in order.
+void ReduceHeadGrads(const SsdBwdParams& p, const std::vector<float>& dA_part,
+                     const std::vector<float>& ddt_bias_part, const std::vector<float>& dD_part);
+
+// The two algorithms (ssd_sequential.cpp, ssd_chunked.cpp, ssd_chunked_backward.cpp).
+void SequentialForward(const SsdParams& p);
+void SequentialBackward(const SsdBwdParams& p);
+void ChunkedForward(const SsdParams& p);
+void ChunkedBackward(const SsdBwdParams& p);
+
+}  // namespace ssmkit::cpu::ssd

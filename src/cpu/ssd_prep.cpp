@@ -1,0 +1,211 @@
+// Row-level vector math shared by the CPU SSD kernels: the per-head dt row (bias, softplus,
+// clamp, decay), the gated output row, and scaled x rows.
+// Dimension legend: B batch, L length, H heads, P head dim.
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "cpu/ssd_common.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/ssd_prep.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/simd_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+constexpr int64_t kMaxLanes = 64;  // upper bound on Lanes(DF) for the scratch below
+
+// dt = clamp(softplus(dt_in + bias)), grad = d dt / d dt_in (0 outside [dt_min, dt_max],
+// as mamba_ssm: the clamp passes no gradient), decay = exp(dt * A). One vector of positions
+// at a time; the scalar gather covers dt's stride over L.
+void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                  float* dt, float* dt_grad, float* decay) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto bias = hn::Set(df, p.dt_bias.data ? p.dt_bias.data[h * p.dt_bias.stride_head] : 0.0f);
+  const auto A = hn::Set(df, p.A.data[h * p.A.stride_head]);
+  const auto lo = hn::Set(df, p.dt_min), hi = hn::Set(df, p.dt_max);
+  const int64_t base = b * p.dt.stride_batch + h;
+  HWY_ALIGN float tmp[kMaxLanes];
+  for (int64_t i = 0; i < count; i += lanes) {
+    const int64_t n = std::min(lanes, count - i);
+    for (int64_t j = 0; j < lanes; ++j) {
+      tmp[j] = j < n ? LoadAsF32(p.dt.data, p.dt.dtype, base + (l0 + i + j) * p.dt.stride_seq) : 0.0f;
+    }
+    const auto raw = hn::Add(hn::Load(df, tmp), bias);
+    auto v = raw;
+    auto grad = hn::Set(df, 1.0f);
+    if (p.dt_softplus) {
+      v = Softplus(df, raw);
+      grad = SoftplusGrad(df, raw);
+    }
+    grad = hn::IfThenElseZero(hn::And(hn::Ge(v, lo), hn::Le(v, hi)), grad);
+    v = hn::Min(hn::Max(v, lo), hi);
+    hn::Store(v, df, tmp);
+    std::copy(tmp, tmp + n, dt + i);
+    if (dt_grad) {
+      hn::Store(grad, df, tmp);
+      std::copy(tmp, tmp + n, dt_grad + i);
+    }
+    if (decay) {
+      hn::Store(FastExp(df, hn::Mul(v, A)), df, tmp);
+      std::copy(tmp, tmp + n, decay + i);
+    }
+  }
+}
+
+// Row `offset` of a (.., P) operand as f32: the data itself when it is f32, else converted
+// into scratch (P floats).
+const float* RowAsF32(const void* data, DType dtype, int64_t offset, int64_t P, float* scratch) {
+  if (dtype == DType::kF32) return static_cast<const float*>(data) + offset;
+  RowToF32(data, dtype, offset, P, scratch);
+  return scratch;
+}
+
+// Calls fn(i, in, out) for each vector of a row of P: `in` points at lane i of every input
+// row, `out` at lane i of the output row. The last partial vector goes through scratch
+// copies (rows are exactly P long), so fn always sees whole vectors.
+template <int kInputs, class Fn>
+void ForEachVector(int64_t P, int64_t lanes, const float* const (&rows)[kInputs], float* out, Fn&& fn) {
+  int64_t i = 0;
+  const float* in[kInputs];
+  for (; i + lanes <= P; i += lanes) {
+    for (int k = 0; k < kInputs; ++k) in[k] = rows[k] + i;
+    fn(in, out + i);
+  }
+  if (i == P) return;
+  HWY_ALIGN float tail_in[kInputs][kMaxLanes] = {};
+  HWY_ALIGN float tail_out[kMaxLanes];
+  for (int k = 0; k < kInputs; ++k) {
+    std::copy(rows[k] + i, rows[k] + P, tail_in[k]);
+    in[k] = tail_in[k];
+  }
+  fn(in, tail_out);
+  std::copy(tail_out, tail_out + (P - i), out + i);
+}
+
+// out[b, l0 + t, h, :] = (y[t] + D * x) * silu(z), in out's dtype.
+void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                        const float* y, int64_t ld_y) {
+  const DF df;
+  const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
+  std::vector<float> scratch(static_cast<size_t>(4 * P), 0.0f);
+  float* skip = scratch.data();  // (P)
+  if (p.D.data) {
+    for (int64_t i = 0; i < P; ++i) {
+      skip[i] = p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)];
+    }
+  }
+  const bool out_f32 = p.out.dtype == DType::kF32;
+  for (int64_t t = 0; t < count; ++t) {
+    const float* xr = RowAsF32(p.x.data, p.x.dtype, p.x.Offset(b, l0 + t, h), P, scratch.data() + P);
+    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + 2 * P) : xr;
+    const int64_t out_off = p.out.Offset(b, l0 + t, h);
+    float* res = out_f32 ? static_cast<float*>(p.out.data) + out_off : scratch.data() + 3 * P;
+    const float* const rows[4] = {y + t * ld_y, xr, zr, skip};
+    ForEachVector<4>(P, lanes, rows, res, [&](const float* const* in, float* o) {
+      auto v = hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::LoadU(df, in[0]));
+      if (p.z.data) v = hn::Mul(v, Silu(df, hn::LoadU(df, in[2])));
+      hn::StoreU(v, df, o);
+    });
+    if (!out_f32) RowFromF32(res, P, p.out.data, p.out.dtype, out_off);
+  }
+}
+
+// dy[t] = dout * silu(z) * scale[t]; zeros from P up to width.
+void SsdLoadDyImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                   const float* scale, float* dst, int64_t ld_dst, int64_t width) {
+  const DF df;
+  const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
+  std::vector<float> scratch(static_cast<size_t>(2 * P), 0.0f);
+  for (int64_t t = 0; t < count; ++t) {
+    float* row = dst + t * ld_dst;
+    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch.data());
+    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + P) : dr;
+    const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
+    const float* const rows[2] = {dr, zr};
+    ForEachVector<2>(P, lanes, rows, row, [&](const float* const* in, float* o) {
+      auto v = hn::Mul(hn::LoadU(df, in[0]), sv);
+      if (p.z.data) v = hn::Mul(v, Silu(df, hn::LoadU(df, in[1])));
+      hn::StoreU(v, df, o);
+    });
+    std::fill(row + P, row + width, 0.0f);
+  }
+}
+
+// dz = dout * y * silu'(z).
+void SsdStoreDzImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                    const float* y, int64_t ld_y) {
+  const DF df;
+  const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
+  std::vector<float> scratch(static_cast<size_t>(3 * P), 0.0f);
+  const bool dz_f32 = p.dz.dtype == DType::kF32;
+  for (int64_t t = 0; t < count; ++t) {
+    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch.data());
+    const float* zr = RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + P);
+    const int64_t off = p.dz.Offset(b, l0 + t, h);
+    float* res = dz_f32 ? static_cast<float*>(p.dz.data) + off : scratch.data() + 2 * P;
+    const float* const rows[3] = {dr, y + t * ld_y, zr};
+    ForEachVector<3>(P, lanes, rows, res, [&](const float* const* in, float* o) {
+      const auto v = hn::Mul(hn::Mul(hn::LoadU(df, in[0]), hn::LoadU(df, in[1])), SiluGrad(df, hn::LoadU(df, in[2])));
+      hn::StoreU(v, df, o);
+    });
+    if (!dz_f32) RowFromF32(res, P, p.dz.data, p.dz.dtype, off);
+  }
+}
+
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssmkit::cpu::ssd {
+
+HWY_EXPORT(SsdDtRowImpl);
+HWY_EXPORT(SsdStoreOutputImpl);
+HWY_EXPORT(SsdLoadDyImpl);
+HWY_EXPORT(SsdStoreDzImpl);
+
+void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+            const float* scale, float* dst, int64_t ld_dst, int64_t width) {
+  HWY_DYNAMIC_DISPATCH(SsdLoadDyImpl)(p, b, h, l0, count, scale, dst, ld_dst, width);
+}
+
+void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+             const float* y, int64_t ld_y) {
+  HWY_DYNAMIC_DISPATCH(SsdStoreDzImpl)(p, b, h, l0, count, y, ld_y);
+}
+
+void DtRow(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, float* dt,
+           float* dt_grad, float* decay) {
+  HWY_DYNAMIC_DISPATCH(SsdDtRowImpl)(p, b, h, l0, count, dt, dt_grad, decay);
+}
+
+void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
+                 const float* y, int64_t ld_y) {
+  HWY_DYNAMIC_DISPATCH(SsdStoreOutputImpl)(p, b, h, l0, count, y, ld_y);
+}
+
+void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,
+                 int64_t count, const float* scale, float* dst, int64_t ld_dst, int64_t width) {
+  for (int64_t t = 0; t < count; ++t) {
+    float* row = dst + t * ld_dst;
+    const int64_t off = x.Offset(b, l0 + t, h);
+    const float s = scale ? scale[t] : 1.0f;
+    if (x.dtype == DType::kF32) {
+      const float* src = static_cast<const float*>(x.data) + off;
+      for (int64_t i = 0; i < headdim; ++i) row[i] = src[i] * s;
+    } else {
+      RowToF32(x.data, x.dtype, off, headdim, row);
+      for (int64_t i = 0; i < headdim; ++i) row[i] *= s;
+    }
+    std::fill(row + headdim, row + width, 0.0f);
+  }
+}
+
+}  // namespace ssmkit::cpu::ssd
+#endif  // HWY_ONCE

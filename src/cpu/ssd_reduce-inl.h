@@ -1,0 +1,92 @@
+// Horizontal sums in batches: the lane sums of W vectors (W = the vector width) as one
+// vector, for kernels whose partial sums end up spread over the lanes (the SSD backward's
+// B . g per head dim). On AVX-512 a reduction tree of block shuffles and in-block unpacks
+// costs ~3 shuffles and adds per sum, against ~10 for one SumOfLanes per vector.
+// Also dot products and an f64-accumulated dot for long sums.
+// A Highway "-inl.h": included once per target from files that use foreach_target.h.
+#if defined(SSMKIT_CPU_SSD_REDUCE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SSMKIT_CPU_SSD_REDUCE_INL_H_
+#undef SSMKIT_CPU_SSD_REDUCE_INL_H_
+#else
+#define SSMKIT_CPU_SSD_REDUCE_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Returns the vector whose lane i is the sum of the lanes of v[i], i < Lanes(df).
+template <class DF>
+HWY_INLINE hn::Vec<DF> SumLanesOfEach(DF df, const hn::Vec<DF>* v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(DF()) == 16) {
+    // 16 -> 8: vector k holds 8 partials of item 2k (blocks 0-1) and of 2k+1 (blocks 2-3).
+    __m512 w[8], x[4], y[2];
+    for (int k = 0; k < 8; ++k) {
+      const __m512 a = v[2 * k].raw, b = v[2 * k + 1].raw;
+      w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    }
+    // 8 -> 4: block j of x[k] holds 4 partials of item 4k + j.
+    for (int k = 0; k < 4; ++k) {
+      const __m512 a = w[2 * k], b = w[2 * k + 1];
+      x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));
+    }
+    // 4 -> 2: in block j of y[m], lanes 0, 2 hold item 8m + j, lanes 1, 3 item 8m + 4 + j.
+    for (int m = 0; m < 2; ++m) {
+      const __m512 a = x[2 * m], b = x[2 * m + 1];
+      y[m] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    // 2 -> 1: lane 4j + q holds item 4q + j; a permutation puts item i in lane i.
+    const __m512d a = _mm512_castps_pd(y[0]), b = _mm512_castps_pd(y[1]);
+    const __m512 r = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                                   _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return hn::Vec<DF>{_mm512_permutexvar_ps(order, r)};
+  }
+#endif
+  HWY_ALIGN float sums[hn::MaxLanes(DF())];
+  for (size_t i = 0; i < hn::Lanes(df); ++i) sums[i] = hn::GetLane(hn::SumOfLanes(df, v[i]));
+  return hn::Load(df, sums);
+}
+
+// sum_i a[i] b[i] in f32 with independent vector accumulators (n any, no padding needed).
+template <class DF>
+HWY_INLINE float Dot(DF df, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + i + lanes), hn::LoadU(df, b + i + lanes), acc1);
+  }
+  for (; i + lanes <= n; i += lanes) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// sum_i a[i] b[i] with f64 accumulation (products of f32 exact in f64), for long sums.
+template <class DF>
+HWY_INLINE double DotF64(DF df, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+  const hn::Rebind<double, hn::Half<DF>> dd;
+  const hn::Half<DF> dh;
+  const int64_t half = static_cast<int64_t>(hn::Lanes(dh));
+  auto acc = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + half <= n; i += half) {
+    acc = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(dh, a + i)), hn::PromoteTo(dd, hn::LoadU(dh, b + i)), acc);
+  }
+  double sum = hn::GetLane(hn::SumOfLanes(dd, acc));
+  for (; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return sum;
+}
+
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SSMKIT_CPU_SSD_REDUCE_INL_H_

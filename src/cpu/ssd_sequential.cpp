@@ -1,0 +1,770 @@
+// CPU SSD, sequential algorithm: the recurrence one step at a time, SIMD over the state,
+// forward and backward.
+//
+// Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size,
+// Nn N padded to 16, Pp P padded to the vector width, Pr P padded to the tile height,
+// T time block.
+//
+// A is one scalar per head, so the decay a_t = exp(dt_t A) is the same for the whole (P, N)
+// state of a step. The kernels run a scaled recurrence that moves it out of the inner loop:
+//   h_t = alpha_t S_t,  alpha_t = a_t alpha_{t-1},  S_t = S_{t-1} + (dt_t x_t / alpha_t) B_t^T
+//   y_t = alpha_t (C_t . S_t) + D x_t
+// so a step costs 2 FMAs per state element (update, readout) instead of mul + 2 FMAs. When
+// alpha leaves [2^-32, 2^32] the state is rebased (S *= alpha, alpha = 1): S stays within
+// 2^32 of h, far from f32 overflow, and the rounding is that of the plain recurrence. A
+// sequence reset (seq_idx) is a rebase by 0.
+//
+// Backward, per (b, h), with g_t = dLoss/dh_t and dy = dout * silu(z):
+//   forward sweep:  h_t again, and dC_t += h_t^T dy_t (summed over the heads of a group)
+//   adjoint sweep:  g_t = dy_t C_t^T + a_{t+1} g_{t+1}, scaled the same way backwards in time
+//                   (g_t = beta_t G_t), giving gB_t = g_t B_t (P), dB_t += dt_t g_t^T x_t,
+//                   dx_t = D dy_t + dt_t gB_t
+//   dt and A without <g_t, h_{t-1}> (which would need every state): with Lambda_t the
+//   cumulative log-decay, dLoss/dLambda_t = <dy_t, C_t h_t> + [t = L-1] <dfinal, h_t>
+//   - dt_t <x_t, gB_t>, and dLoss/dlog(a_u) = sum_{t >= u in u's sequence} dLoss/dLambda_t;
+//   then ddt_u = A dLoss/dlog(a_u) + <x_u, gB_u>, dA = sum_u dt_u dLoss/dlog(a_u).
+// Nothing of size (L, P, N) is stored.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/parallel.hpp"
+#include "cpu/ssd_common.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/ssd_sequential.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/ssd_reduce-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using ssd::PackedBC;
+using ssd::RoundUp;
+
+// Tuned for speed, do not affect correctness: state vectors held in registers per tile
+// (32 vector registers on AVX-512, 16 on AVX2), and steps per time block. On AVX-512 a
+// 8 x 4 forward tile (all 32 registers for the state; the compiler keeps x and y in memory
+// operands) measured ~10% faster than 4 x 4 and 16 x 2 in a loop over L1-resident data.
+constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 32 : 8;
+constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 4;
+constexpr int64_t kFwdBlock = 64;
+constexpr int64_t kBwdBlock = 32;
+// Sequences this short take the transpose-free plain recurrence (ForwardHeadShort).
+constexpr int64_t kShortSequence = 8;
+// Steps between the backward's state checkpoints (a multiple of kBwdBlock). Numerics: the
+// sum giving dLoss/dlog(a) runs over at most this many steps; the rest comes exactly from
+// <g, h> at the next checkpoint (see BackwardHead).
+constexpr int64_t kCheckpointSteps = 2 * kBwdBlock;
+constexpr int64_t kMaxCheckpoints = 64;
+
+// Where the scaled state is rebased (numerics: keeps S within 2^32 of h).
+constexpr float kRebaseLow = 0x1p-32f;
+constexpr float kRebaseHigh = 0x1p32f;
+
+bool NeedsRebase(float scale) { return !(scale >= kRebaseLow && scale <= kRebaseHigh); }
+
+// Forward scales: before step t's update the state is multiplied by mult[t] (1 = no-op;
+// a rebase factor; 0 at a reset), and after it h_t = alpha[t] * S.
+void ForwardScales(const SsdParams& p, int64_t b, const float* decay, float* mult, float* alpha) {
+  float prev = 1.0f;
+  for (int64_t t = 0; t < p.seqlen; ++t) {
+    const float next = prev * decay[t];
+    if (ssd::ResetAt(p, b, t)) {
+      mult[t] = 0.0f;
+      alpha[t] = 1.0f;
+    } else if (NeedsRebase(next)) {
+      mult[t] = next;
+      alpha[t] = 1.0f;
+    } else {
+      mult[t] = 1.0f;
+      alpha[t] = next;
+    }
+    prev = alpha[t];
+  }
+}
+
+// Adjoint scales, backwards in time: before adding dy_t C_t^T the adjoint state is
+// multiplied by mult[t] (the carry a_{t+1} folded with a rebase; 0 across a reset), and
+// g_t = beta[t] * G after it.
+void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mult, float* beta) {
+  const int64_t L = p.seqlen;
+  mult[L - 1] = 1.0f;
+  beta[L - 1] = 1.0f;
+  for (int64_t t = L - 2; t >= 0; --t) {
+    const float next = beta[t + 1] * decay[t + 1];
+    if (ssd::ResetAt(p, b, t + 1)) {
+      mult[t] = 0.0f;
+      beta[t] = 1.0f;
+    } else if (NeedsRebase(next)) {
+      mult[t] = next;
+      beta[t] = 1.0f;
+    } else {
+      mult[t] = 1.0f;
+      beta[t] = next;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward: state (Nn, Pp), vectors over p. Per step and tile of kN states x kPV vectors:
+//   S[n] += xs * B[n];  y += C[n] * S[n]      (xs = dt x / alpha)
+// y needs no horizontal sum: its lanes are the p of the output.
+
+struct FwdTileArgs {
+  const float* B;     // (T, >= Nn) at stride ldb
+  const float* C;     // (T, >= Nn) at stride ldc
+  int64_t ldb, ldc;
+  const float* xs;    // (T, Pp)
+  const float* mult;  // (T)
+  float* y;           // (T, Pp), accumulated
+  float* S;           // (Nn, Pp)
+  int64_t T, Pp;
+};
+
+// The arguments are copied to locals: the stores through y would otherwise make the
+// compiler reload them every step (they might alias).
+template <int kN, int kPV>
+HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t T = a.T, Pp = a.Pp, ldb = a.ldb, ldc = a.ldc;
+  const float* HWY_RESTRICT Bt = a.B + n0;
+  const float* HWY_RESTRICT Ct = a.C + n0;
+  const float* HWY_RESTRICT xt = a.xs + p0;
+  const float* HWY_RESTRICT mult = a.mult;
+  float* HWY_RESTRICT yt = a.y + p0;
+  VF S[kN][kPV];
+  for (int i = 0; i < kN; ++i)
+    for (int j = 0; j < kPV; ++j) S[i][j] = hn::LoadU(df, a.S + (n0 + i) * Pp + p0 + j * lanes);
+  for (int64_t t = 0; t < T; ++t, Bt += ldb, Ct += ldc, xt += Pp, yt += Pp) {
+    const float m = mult[t];
+    if (m != 1.0f) {
+      const VF mv = hn::Set(df, m);
+      for (int i = 0; i < kN; ++i)
+        for (int j = 0; j < kPV; ++j) S[i][j] = hn::Mul(S[i][j], mv);
+    }
+    VF xv[kPV], y[kPV];
+    for (int j = 0; j < kPV; ++j) {
+      xv[j] = hn::LoadU(df, xt + j * lanes);
+      y[j] = hn::Zero(df);
+    }
+    for (int i = 0; i < kN; ++i) {
+      const VF bi = hn::Set(df, Bt[i]), ci = hn::Set(df, Ct[i]);
+      for (int j = 0; j < kPV; ++j) {
+        S[i][j] = hn::MulAdd(xv[j], bi, S[i][j]);
+        y[j] = hn::MulAdd(ci, S[i][j], y[j]);
+      }
+    }
+    for (int j = 0; j < kPV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, yt + j * lanes), y[j]), df, yt + j * lanes);
+  }
+  for (int i = 0; i < kN; ++i)
+    for (int j = 0; j < kPV; ++j) hn::StoreU(S[i][j], df, a.S + (n0 + i) * Pp + p0 + j * lanes);
+}
+
+template <int kPV>
+void FwdTiles(const FwdTileArgs& a, int64_t Nn) {
+  constexpr int kN = std::min(16, kFwdStateRegs / kPV);  // divides Nn (a multiple of 16)
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+  for (int64_t p0 = 0; p0 < a.Pp; p0 += kPV * lanes)
+    for (int64_t n0 = 0; n0 < Nn; n0 += kN) FwdTile<kN, kPV>(a, n0, p0);
+}
+
+// Heads processed together, time block by time block: neighbouring heads share the pages
+// and cache lines of x and out, which a head-by-head walk over L (rows H*P apart) would
+// miss every step. Tuned for speed, does not affect correctness.
+constexpr int64_t kHeadsTogether = 16;
+
+// The backward keeps checkpoints per head (up to kMaxCheckpoints states): fewer together.
+constexpr int64_t kBwdHeadsTogether = 8;
+
+struct FwdHead {
+  std::vector<float> dt, decay, mult, alpha;  // (L)
+  std::vector<float> S;                       // (Nn, Pp)
+};
+
+struct FwdScratch {
+  std::vector<FwdHead> heads;
+  std::vector<float> scale, xs, y;  // (T), (T, Pp), (T, Pp)
+};
+
+// Heads [h0, h1) of batch row b, sharing group g.
+void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, int64_t b, int64_t h0,
+                  int64_t h1, FwdScratch& s) {
+  const DF df;
+  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), Pp = RoundUp(P, lanes), nPV = Pp / lanes;
+  s.heads.resize(h1 - h0);
+  s.scale.resize(kFwdBlock);
+  s.xs.resize(kFwdBlock * Pp);
+  s.y.resize(kFwdBlock * Pp);
+  for (int64_t h = h0; h < h1; ++h) {
+    FwdHead& hd = s.heads[h - h0];
+    for (auto* v : {&hd.dt, &hd.decay, &hd.mult, &hd.alpha}) v->resize(L);
+    hd.S.assign(Nn * Pp, 0.0f);
+    ssd::DtRow(p, b, h, 0, L, hd.dt.data(), nullptr, hd.decay.data());
+    ForwardScales(p, b, hd.decay.data(), hd.mult.data(), hd.alpha.data());
+    if (p.initial_states.data) {
+      const SsdStateView& v = p.initial_states;
+      const float* src = v.data + b * v.stride_batch + h * v.stride_head;
+      for (int64_t i = 0; i < P; ++i)
+        for (int64_t n = 0; n < N; ++n) hd.S[n * Pp + i] = src[i * v.stride_p + n];
+    }
+  }
+  for (int64_t t0 = 0; t0 < L; t0 += kFwdBlock) {
+    const int64_t T = std::min(kFwdBlock, L - t0);
+    for (int64_t h = h0; h < h1; ++h) {
+      FwdHead& hd = s.heads[h - h0];
+      const int64_t g = h / p.heads_per_group();
+      for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
+      ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xs.data(), Pp, Pp);
+      ssd::PrefetchRows(p.x, P, L, b, h, t0 + kFwdBlock, kFwdBlock);  // the next block's
+      ssd::PrefetchRows(p.out, P, L, b, h, t0 + kFwdBlock, kFwdBlock);
+      ssd::PrefetchRows(p.z, P, L, b, h, t0 + kFwdBlock, kFwdBlock);
+      std::fill(s.y.begin(), s.y.begin() + T * Pp, 0.0f);
+      const FwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
+                          hd.mult.data() + t0, s.y.data(),    hd.S.data(), T, Pp};
+      if (nPV % 4 == 0) {
+        FwdTiles<4>(a, Nn);
+      } else if (nPV % 2 == 0) {
+        FwdTiles<2>(a, Nn);
+      } else {
+        FwdTiles<1>(a, Nn);
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        const float al = hd.alpha[t0 + t];
+        for (int64_t i = 0; i < P; ++i) s.y[t * Pp + i] *= al;
+      }
+      ssd::StoreOutput(p, b, h, t0, T, s.y.data(), Pp);
+    }
+  }
+  if (!p.final_states.data) return;
+  for (int64_t h = h0; h < h1; ++h) {
+    const FwdHead& hd = s.heads[h - h0];
+    const SsdStateView& v = p.final_states;
+    float* dst = v.data + b * v.stride_batch + h * v.stride_head;
+    const float al = hd.alpha[L - 1];
+    for (int64_t i = 0; i < P; ++i)
+      for (int64_t n = 0; n < N; ++n) dst[i * v.stride_p + n] = al * hd.S[n * Pp + i];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Short sequences (decode): the plain recurrence with the state as (P, Nn), the layout of
+// initial_states and final_states, so nothing is transposed; vectors over n:
+//   h[p] = a h[p] + (dt x_p) B;   y_p = C . h[p]   (lane sums of 16 rows at a time)
+// For a few steps the transposes of the tiled kernel (2 P N scattered accesses per head)
+// cost more than the extra multiply and the lane sums here.
+
+struct ShortScratch {
+  std::vector<float> dt, decay, S, dtx, y;  // (L), (L), (P, Nn), (P), (L, P)
+};
+
+void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, int64_t b,
+                      int64_t h, ShortScratch& s) {
+  const DF df;
+  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t g = h / p.heads_per_group();
+  s.dt.resize(L);
+  s.decay.resize(L);
+  s.dtx.resize(P);
+  s.y.resize(L * P);
+  if (static_cast<int64_t>(s.S.size()) != P * Nn) s.S.assign(P * Nn, 0.0f);
+  if (!p.initial_states.data || N != Nn) std::fill(s.S.begin(), s.S.end(), 0.0f);
+  ssd::DtRow(p, b, h, 0, L, s.dt.data(), nullptr, s.decay.data());
+  // With N a multiple of 16 the first step reads initial_states and the last writes
+  // final_states in place (decode moves the state once); otherwise they go through S.
+  const bool in_place = N == Nn;
+  const SsdStateView& h0v = p.initial_states;
+  const SsdStateView& hfv = p.final_states;
+  const float* h0 = h0v.data ? h0v.data + b * h0v.stride_batch + h * h0v.stride_head : nullptr;
+  float* hf = hfv.data ? hfv.data + b * hfv.stride_batch + h * hfv.stride_head : nullptr;
+  if (h0 && !in_place) {
+    for (int64_t i = 0; i < P; ++i) std::copy(h0 + i * h0v.stride_p, h0 + i * h0v.stride_p + N, s.S.data() + i * Nn);
+  }
+  VF acc[64];
+  for (int64_t t = 0; t < L; ++t) {
+    const VF a = hn::Set(df, ssd::ResetAt(p, b, t) ? 0.0f : s.decay[t]);
+    ssd::LoadScaledX(p.x, P, b, h, t, 1, s.dt.data() + t, s.dtx.data(), P, P);
+    const float* Bt = Bp.Row(b, g, t);
+    const float* Ct = Cp.Row(b, g, t);
+    for (int64_t p0 = 0; p0 < P; p0 += lanes) {
+      const int64_t rows = std::min(lanes, P - p0);
+      for (int64_t i = 0; i < lanes; ++i) {
+        acc[i] = hn::Zero(df);
+        if (i >= rows) continue;
+        float* row = s.S.data() + (p0 + i) * Nn;
+        const float* in = in_place && t == 0 && h0 ? h0 + (p0 + i) * h0v.stride_p : row;
+        float* out = in_place && t == L - 1 && hf ? hf + (p0 + i) * hfv.stride_p : row;
+        const VF xv = hn::Set(df, s.dtx[p0 + i]);
+        for (int64_t n = 0; n < Nn; n += lanes) {
+          const VF hv = hn::MulAdd(xv, hn::LoadU(df, Bt + n), hn::Mul(a, hn::LoadU(df, in + n)));
+          hn::StoreU(hv, df, out + n);
+          acc[i] = hn::MulAdd(hn::LoadU(df, Ct + n), hv, acc[i]);
+        }
+      }
+      HWY_ALIGN float sums[64];
+      hn::Store(SumLanesOfEach(df, acc), df, sums);
+      std::copy(sums, sums + rows, s.y.data() + t * P + p0);
+    }
+  }
+  ssd::StoreOutput(p, b, h, 0, L, s.y.data(), P);
+  if (hf && !in_place) {
+    for (int64_t i = 0; i < P; ++i) std::copy(s.S.data() + i * Nn, s.S.data() + i * Nn + N, hf + i * hfv.stride_p);
+  }
+}
+
+void SequentialForwardImpl(const SsdParams& p) {
+  ssd::PackedBC Bp, Cp;
+  ssd::PackBC(p, p.B, &Bp);
+  ssd::PackBC(p, p.C, &Cp);
+  const int64_t H = p.nheads;
+  if (p.seqlen <= kShortSequence) {
+    ParallelFor(p.batch * H, [&](int64_t begin, int64_t end, int) {
+      thread_local ShortScratch s;
+      for (int64_t task = begin; task < end; ++task) ForwardHeadShort(p, Bp, Cp, task / H, task % H, s);
+    });
+    return;
+  }
+  ParallelFor(p.batch * H, [&](int64_t begin, int64_t end, int) {
+    thread_local FwdScratch s;  // kept between calls: no page faults per call
+    // Runs of at most kHeadsTogether heads of one batch row.
+    for (int64_t first = begin; first < end;) {
+      const int64_t b = first / H, h0 = first % H;
+      const int64_t h1 = std::min({H, h0 + kHeadsTogether, end - b * H});
+      ForwardHeads(p, Bp, Cp, b, h0, h1, s);
+      first = b * H + h1;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward: states (Pr, Nn), vectors over n. Tiles of kP rows x kV vectors. Per-row sums
+// over n (C . S for y, B . G for gB) are left as one partial vector per (step, row) in
+// `pvec` and summed across lanes in batches (SumLanesOfEach) once a row block is done.
+
+struct BwdTileArgs {
+  const float* B;     // (T, >= Nn) at stride ldb
+  const float* C;     // (T, >= Nn) at stride ldc
+  int64_t ldb, ldc;
+  const float* xs;    // (T, Pr): x scaled (forward sweep) or plain (adjoint sweep)
+  const float* dy;    // (T, Pr): dy (forward sweep) or dy / beta (adjoint sweep)
+  const float* mult;  // (T)
+  float* nbuf;        // (T, Nn), accumulated: dC (forward sweep) or dB (adjoint sweep)
+  float* pvec;        // (T, kP, lanes), accumulated: partial C . S or B . G of a row block
+  float* S;           // (Pr, Nn)
+  int64_t T, Pr, Nn;
+};
+
+// Forward sweep: S[p] += xs[p] B;  dC += dy[p] S[p];  and with kY, y[p] += C . S[p].
+template <int kP, int kV, bool kY>
+HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t T = a.T, Pr = a.Pr, Nn = a.Nn, ldb = a.ldb, ldc = a.ldc;
+  const float* HWY_RESTRICT Bt = a.B + n0;
+  const float* HWY_RESTRICT Ct = a.C + n0;
+  const float* HWY_RESTRICT xt = a.xs + p0;
+  const float* HWY_RESTRICT dyt = a.dy + p0;
+  const float* HWY_RESTRICT mult = a.mult;
+  float* HWY_RESTRICT nt = a.nbuf + n0;
+  float* HWY_RESTRICT pv = a.pvec;
+  VF S[kP][kV];
+  for (int i = 0; i < kP; ++i)
+    for (int j = 0; j < kV; ++j) S[i][j] = hn::LoadU(df, a.S + (p0 + i) * Nn + n0 + j * lanes);
+  for (int64_t t = 0; t < T; ++t, Bt += ldb, Ct += ldc, xt += Pr, dyt += Pr, nt += Nn, pv += kP * lanes) {
+    const float m = mult[t];
+    if (m != 1.0f) {
+      const VF mv = hn::Set(df, m);
+      for (int i = 0; i < kP; ++i)
+        for (int j = 0; j < kV; ++j) S[i][j] = hn::Mul(S[i][j], mv);
+    }
+    VF bv[kV], dc[kV];
+    for (int j = 0; j < kV; ++j) {
+      bv[j] = hn::LoadU(df, Bt + j * lanes);
+      dc[j] = hn::Zero(df);
+    }
+    for (int i = 0; i < kP; ++i) {
+      const VF xv = hn::Set(df, xt[i]);
+      const VF dyv = hn::Set(df, dyt[i]);
+      VF yacc = hn::Zero(df);
+      for (int j = 0; j < kV; ++j) {
+        S[i][j] = hn::MulAdd(xv, bv[j], S[i][j]);
+        dc[j] = hn::MulAdd(dyv, S[i][j], dc[j]);
+        if (kY) yacc = hn::MulAdd(hn::LoadU(df, Ct + j * lanes), S[i][j], yacc);
+      }
+      if (kY) hn::StoreU(hn::Add(hn::LoadU(df, pv + i * lanes), yacc), df, pv + i * lanes);
+    }
+    for (int j = 0; j < kV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, nt + j * lanes), dc[j]), df, nt + j * lanes);
+  }
+  for (int i = 0; i < kP; ++i)
+    for (int j = 0; j < kV; ++j) hn::StoreU(S[i][j], df, a.S + (p0 + i) * Nn + n0 + j * lanes);
+}
+
+// Adjoint sweep, backwards in time: G[p] += dy[p] C;  dB += x[p] G[p];  gB[p] += B . G[p].
+template <int kP, int kV>
+HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t T = a.T, Pr = a.Pr, Nn = a.Nn, ldb = a.ldb, ldc = a.ldc;
+  const float* HWY_RESTRICT Bt = a.B + (T - 1) * ldb + n0;
+  const float* HWY_RESTRICT Ct = a.C + (T - 1) * ldc + n0;
+  const float* HWY_RESTRICT xt = a.xs + (T - 1) * Pr + p0;
+  const float* HWY_RESTRICT dyt = a.dy + (T - 1) * Pr + p0;
+  const float* HWY_RESTRICT mult = a.mult;
+  float* HWY_RESTRICT nt = a.nbuf + (T - 1) * Nn + n0;
+  float* HWY_RESTRICT pv = a.pvec + (T - 1) * kP * lanes;
+  VF G[kP][kV];
+  for (int i = 0; i < kP; ++i)
+    for (int j = 0; j < kV; ++j) G[i][j] = hn::LoadU(df, a.S + (p0 + i) * Nn + n0 + j * lanes);
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const float m = mult[t];
+    if (m != 1.0f) {
+      const VF mv = hn::Set(df, m);
+      for (int i = 0; i < kP; ++i)
+        for (int j = 0; j < kV; ++j) G[i][j] = hn::Mul(G[i][j], mv);
+    }
+    VF bv[kV], cv[kV], db[kV];
+    for (int j = 0; j < kV; ++j) {
+      bv[j] = hn::LoadU(df, Bt + j * lanes);
+      cv[j] = hn::LoadU(df, Ct + j * lanes);
+      db[j] = hn::Zero(df);
+    }
+    for (int i = 0; i < kP; ++i) {
+      const VF dyv = hn::Set(df, dyt[i]);
+      const VF xv = hn::Set(df, xt[i]);
+      VF gb = hn::Zero(df);
+      for (int j = 0; j < kV; ++j) {
+        G[i][j] = hn::MulAdd(dyv, cv[j], G[i][j]);
+        db[j] = hn::MulAdd(xv, G[i][j], db[j]);
+        gb = hn::MulAdd(bv[j], G[i][j], gb);
+      }
+      hn::StoreU(hn::Add(hn::LoadU(df, pv + i * lanes), gb), df, pv + i * lanes);
+    }
+    for (int j = 0; j < kV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, nt + j * lanes), db[j]), df, nt + j * lanes);
+    if (t > 0) {  // step the pointers back (not past the start)
+      Bt -= ldb;
+      Ct -= ldc;
+      xt -= Pr;
+      dyt -= Pr;
+      nt -= Nn;
+      pv -= kP * lanes;
+    }
+  }
+  for (int i = 0; i < kP; ++i)
+    for (int j = 0; j < kV; ++j) hn::StoreU(G[i][j], df, a.S + (p0 + i) * Nn + n0 + j * lanes);
+}
+
+// The tile shape of the backward: kV vectors of n (the largest of 4, 2, 1 dividing
+// Nn / lanes) and kP = kBwdStateRegs / kV rows of p.
+int BwdTileVectors(int64_t Nn) {
+  const int64_t nV = Nn / static_cast<int64_t>(hn::Lanes(DF()));
+  return nV % 4 == 0 ? 4 : (nV % 2 == 0 ? 2 : 1);
+}
+int64_t BwdTileRows(int kV) { return kBwdStateRegs / kV; }
+
+// pbuf[t][p0 + i] += lane sum of pvec[t][i] for the T x kP vectors of a row block.
+template <int kP>
+void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), items = a.T * kP;
+  HWY_ALIGN float sums[64];
+  VF v[64];
+  for (int64_t first = 0; first < items; first += lanes) {
+    const int64_t n = std::min(lanes, items - first);
+    for (int64_t k = 0; k < lanes; ++k) v[k] = k < n ? hn::LoadU(df, a.pvec + (first + k) * lanes) : hn::Zero(df);
+    hn::Store(SumLanesOfEach(df, v), df, sums);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t item = first + k;
+      pbuf[(item / kP) * a.Pr + p0 + item % kP] += sums[k];
+    }
+  }
+}
+
+// Both sweeps over one time block: every row block, all its column tiles, then its sums.
+template <int kV, bool kAdjoint, bool kY>
+void BwdTiles(const BwdTileArgs& a, float* pbuf) {
+  constexpr int kP = kBwdStateRegs / kV;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+  for (int64_t p0 = 0; p0 < a.Pr; p0 += kP) {
+    if (kAdjoint || kY) std::fill(a.pvec, a.pvec + a.T * kP * lanes, 0.0f);
+    for (int64_t n0 = 0; n0 < a.Nn; n0 += kV * lanes) {
+      if (kAdjoint) {
+        BwdAdjointTile<kP, kV>(a, p0, n0);
+      } else {
+        BwdForwardTile<kP, kV, kY>(a, p0, n0);
+      }
+    }
+    if (kAdjoint || kY) FoldRowBlock<kP>(a, p0, pbuf);
+  }
+}
+
+template <bool kAdjoint, bool kY>
+void BwdTilesAnyShape(const BwdTileArgs& a, int kV, float* pbuf) {
+  if (kV == 4) {
+    BwdTiles<4, kAdjoint, kY>(a, pbuf);
+  } else if (kV == 2) {
+    BwdTiles<2, kAdjoint, kY>(a, pbuf);
+  } else {
+    BwdTiles<1, kAdjoint, kY>(a, pbuf);
+  }
+}
+
+// Per-head state of the backward, kept across time blocks.
+struct BwdHead {
+  std::vector<float> dt, dt_grad, decay, fmult, alpha, amult, beta, cdc, xg;  // (L)
+  std::vector<float> skip, dD;     // (Pr): D[h, p] (0 without D), the dD sums
+  std::vector<float> S;            // (Pr, Nn): the state, then the adjoint state
+  std::vector<float> checkpoints;  // (L / K, Pr, Nn): h before each checkpoint
+  std::vector<double> dlog_a_at;   // (L / K + 1): exact dLoss/dlog(a) there
+  double final_term = 0.0;         // <dfinal, h_{L-1}>
+};
+
+struct BwdScratch {
+  std::vector<BwdHead> heads;
+  std::vector<float> scale, xs, dy, dys, nbuf, pbuf, pvec, row;  // one time block
+};
+
+// Steps between the backward's state checkpoints: kCheckpointSteps, stretched so that a
+// head keeps at most kMaxCheckpoints of them (memory (kMaxCheckpoints, P, N) per head).
+int64_t CheckpointSteps(int64_t L) {
+  return std::max(kCheckpointSteps, RoundUp((L + kMaxCheckpoints - 1) / kMaxCheckpoints, kBwdBlock));
+}
+
+// Heads [h0, h1) of batch row b (one group), time block by time block: accumulates their
+// dB, dC (L, Nn) into the task partials and writes their dx, ddt, dz, dinitial_states and
+// their dA, ddt_bias, dD partials.
+void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp, int64_t b,
+                   int64_t h0, int64_t h1, float* dB_part, float* dC_part, float* dA_part,
+                   float* ddt_bias_part, float* dD_part, BwdScratch& s) {
+  const DF df;
+  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t g = h0 / p.heads_per_group();
+  const int kV = BwdTileVectors(Nn);
+  // Rows padded to whole vectors (a multiple of kP too), so the per-step loops over p run
+  // on whole vectors.
+  const int64_t kP = BwdTileRows(kV), Pr = RoundUp(P, std::max(kP, lanes));
+  const int64_t T = kBwdBlock, K = CheckpointSteps(L), checkpoints = (L + K - 1) / K;
+  const bool with_y = p.z.data && p.dz.data;
+  s.heads.resize(h1 - h0);
+  s.scale.resize(T);
+  s.xs.resize(T * Pr);
+  s.dy.resize(T * Pr);
+  s.dys.resize(T * Pr);
+  s.nbuf.resize(T * Nn);
+  s.pbuf.resize(T * Pr);
+  s.pvec.resize(T * kP * lanes);
+  s.row.resize(Pr);
+  for (int64_t h = h0; h < h1; ++h) {
+    BwdHead& hd = s.heads[h - h0];
+    for (auto* v : {&hd.dt, &hd.dt_grad, &hd.decay, &hd.fmult, &hd.alpha, &hd.amult, &hd.beta, &hd.cdc, &hd.xg}) {
+      v->resize(L);
+    }
+    hd.skip.assign(Pr, 0.0f);
+    for (int64_t i = 0; i < P && p.D.data; ++i) {
+      hd.skip[i] = p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)];
+    }
+    hd.dD.assign(Pr, 0.0f);
+    hd.S.assign(Pr * Nn, 0.0f);
+    hd.checkpoints.resize(checkpoints * Pr * Nn);
+    hd.dlog_a_at.assign(checkpoints + 1, 0.0);
+    ssd::DtRow(p, b, h, 0, L, hd.dt.data(), hd.dt_grad.data(), hd.decay.data());
+    ForwardScales(p, b, hd.decay.data(), hd.fmult.data(), hd.alpha.data());
+    AdjointScales(p, b, hd.decay.data(), hd.amult.data(), hd.beta.data());
+    if (p.initial_states.data) {
+      const SsdStateView& v = p.initial_states;
+      const float* src = v.data + b * v.stride_batch + h * v.stride_head;
+      for (int64_t i = 0; i < P; ++i) std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
+    }
+  }
+
+  // Forward sweep: the states again, dC, and y for dz.
+  for (int64_t t0 = 0; t0 < L; t0 += T) {
+    const int64_t Tn = std::min(T, L - t0);
+    for (int64_t h = h0; h < h1; ++h) {
+      BwdHead& hd = s.heads[h - h0];
+      if (t0 % K == 0 && t0 > 0) {  // checkpoint: h_{t0-1} = alpha S
+        const auto al = hn::Set(df, hd.alpha[t0 - 1]);
+        float* ck = hd.checkpoints.data() + (t0 / K) * Pr * Nn;
+        for (int64_t i = 0; i < Pr * Nn; i += lanes) hn::StoreU(hn::Mul(al, hn::LoadU(df, hd.S.data() + i)), df, ck + i);
+      }
+      for (int64_t t = 0; t < Tn; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
+      ssd::LoadScaledX(p.x, P, b, h, t0, Tn, s.scale.data(), s.xs.data(), Pr, Pr);
+      ssd::LoadDy(p, b, h, t0, Tn, nullptr, s.dy.data(), Pr, Pr);
+      std::fill(s.nbuf.begin(), s.nbuf.begin() + Tn * Nn, 0.0f);
+      std::fill(s.pbuf.begin(), s.pbuf.begin() + Tn * Pr, 0.0f);
+      const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
+                          s.xs.data(),      s.dy.data(),      hd.fmult.data() + t0, s.nbuf.data(),
+                          s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
+      if (with_y) {
+        BwdTilesAnyShape<false, true>(a, kV, s.pbuf.data());
+      } else {
+        BwdTilesAnyShape<false, false>(a, kV, s.pbuf.data());
+      }
+      for (int64_t t = 0; t < Tn; ++t) {
+        const auto al = hn::Set(df, hd.alpha[t0 + t]);
+        float* dCt = dC_part + (t0 + t) * Nn;
+        float* nt = s.nbuf.data() + t * Nn;
+        for (int64_t n = 0; n < Nn; n += lanes) {  // nt = this head's dC_t; dC += nt
+          const auto v = hn::Mul(al, hn::LoadU(df, nt + n));
+          hn::StoreU(v, df, nt + n);
+          hn::StoreU(hn::Add(hn::LoadU(df, dCt + n), v), df, dCt + n);
+        }
+        hd.cdc[t0 + t] = Dot(df, Cp.Row(b, g, t0 + t), nt, N);  // <dy_t, C_t h_t>
+      }
+      if (with_y) {  // y = alpha (C . S) + D x, the pre-gate output; xs holds dt x / alpha
+        for (int64_t t = 0; t < Tn; ++t) {
+          const float al = hd.alpha[t0 + t];
+          RowToF32(p.x.data, p.x.dtype, p.x.Offset(b, t0 + t, h), P, s.row.data());
+          for (int64_t i = 0; i < P; ++i) s.pbuf[t * Pr + i] = al * s.pbuf[t * Pr + i] + hd.skip[i] * s.row[i];
+        }
+        ssd::StoreDz(p, b, h, t0, Tn, s.pbuf.data(), Pr);
+      }
+    }
+  }
+  for (int64_t h = h0; h < h1; ++h) {
+    BwdHead& hd = s.heads[h - h0];
+    hd.final_term = 0.0;
+    if (p.dfinal_states.data) {  // <dfinal, h_{L-1}>, the final state's share of dLoss/dLambda_{L-1}
+      const SsdStateView& v = p.dfinal_states;
+      const float* src = v.data + b * v.stride_batch + h * v.stride_head;
+      for (int64_t i = 0; i < P; ++i) hd.final_term += DotF64(df, src + i * v.stride_p, hd.S.data() + i * Nn, N);
+      hd.final_term *= hd.alpha[L - 1];
+    }
+    std::fill(hd.S.begin(), hd.S.end(), 0.0f);  // now the adjoint state, from dfinal
+    if (p.dfinal_states.data) {
+      const SsdStateView& v = p.dfinal_states;
+      const float* src = v.data + b * v.stride_batch + h * v.stride_head;
+      for (int64_t i = 0; i < P; ++i) std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
+    }
+  }
+
+  // Adjoint sweep, last block first.
+  for (int64_t t0 = (L - 1) / T * T; t0 >= 0; t0 -= T) {
+    const int64_t Tn = std::min(T, L - t0);
+    for (int64_t h = h0; h < h1; ++h) {
+      BwdHead& hd = s.heads[h - h0];
+      ssd::LoadScaledX(p.x, P, b, h, t0, Tn, nullptr, s.xs.data(), Pr, Pr);
+      ssd::LoadDy(p, b, h, t0, Tn, nullptr, s.dy.data(), Pr, Pr);
+      for (int64_t t = 0; t < Tn; ++t) {  // dy / beta: the scaled adjoint's input
+        const auto inv_beta = hn::Set(df, 1.0f / hd.beta[t0 + t]);
+        for (int64_t i = 0; i < Pr; i += lanes) {
+          hn::StoreU(hn::Mul(inv_beta, hn::LoadU(df, s.dy.data() + t * Pr + i)), df, s.dys.data() + t * Pr + i);
+        }
+      }
+      std::fill(s.nbuf.begin(), s.nbuf.begin() + Tn * Nn, 0.0f);
+      std::fill(s.pbuf.begin(), s.pbuf.begin() + Tn * Pr, 0.0f);
+      const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
+                          s.xs.data(),      s.dys.data(),     hd.amult.data() + t0, s.nbuf.data(),
+                          s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
+      BwdTilesAnyShape<true, false>(a, kV, s.pbuf.data());
+      for (int64_t t = 0; t < Tn; ++t) {
+        const float bt = hd.beta[t0 + t], dt = hd.dt[t0 + t];
+        const float* xt = s.xs.data() + t * Pr;
+        const float* dyt = s.dy.data() + t * Pr;
+        const float* gB = s.pbuf.data() + t * Pr;
+        const auto btv = hn::Set(df, bt), dtv = hn::Set(df, dt);
+        auto xg = hn::Zero(df);
+        for (int64_t i = 0; i < Pr; i += lanes) {
+          const auto gv = hn::Mul(btv, hn::LoadU(df, gB + i));  // g_t B_t
+          const auto dyv = hn::LoadU(df, dyt + i), xv = hn::LoadU(df, xt + i);
+          hn::StoreU(hn::MulAdd(hn::LoadU(df, hd.skip.data() + i), dyv, hn::Mul(dtv, gv)), df, s.row.data() + i);
+          hn::StoreU(hn::MulAdd(dyv, xv, hn::LoadU(df, hd.dD.data() + i)), df, hd.dD.data() + i);
+          xg = hn::MulAdd(xv, gv, xg);
+        }
+        hd.xg[t0 + t] = hn::GetLane(hn::SumOfLanes(df, xg));  // <x_t, g_t B_t>
+        if (p.dx.data) RowFromF32(s.row.data(), P, p.dx.data, p.dx.dtype, p.dx.Offset(b, t0 + t, h));
+        const auto scale = hn::Set(df, dt * bt);
+        float* dBt = dB_part + (t0 + t) * Nn;
+        const float* nt = s.nbuf.data() + t * Nn;
+        for (int64_t n = 0; n < Nn; n += lanes) {
+          hn::StoreU(hn::MulAdd(scale, hn::LoadU(df, nt + n), hn::LoadU(df, dBt + n)), df, dBt + n);
+        }
+      }
+      if (t0 % K == 0 && t0 > 0) {  // dLoss/dlog(a_t0) = a_t0 <g_t0, h_{t0-1}>, g_t0 = beta G
+        const double dot = DotF64(df, hd.S.data(), hd.checkpoints.data() + (t0 / K) * Pr * Nn, Pr * Nn);
+        hd.dlog_a_at[t0 / K] = ssd::ResetAt(p, b, t0) ? 0.0 : dot * hd.beta[t0] * hd.decay[t0];
+      }
+    }
+  }
+
+  for (int64_t h = h0; h < h1; ++h) {
+    BwdHead& hd = s.heads[h - h0];
+    if (p.dinitial_states.data) {
+      const SsdStateView& v = p.dinitial_states;
+      float* dst = v.data + b * v.stride_batch + h * v.stride_head;
+      const float scale = hd.decay[0] * hd.beta[0];
+      for (int64_t i = 0; i < P; ++i)
+        for (int64_t n = 0; n < N; ++n) dst[i * v.stride_p + n] = scale * hd.S[i * Nn + n];
+    }
+    // dt, A: dLoss/dlog(a_u) = sum of dLoss/dLambda_t over t >= u in u's sequence. From a
+    // checkpoint e on, the sum is replaced by the exact dLoss/dlog(a_e), so that f32
+    // rounding of the terms accumulates over at most K steps.
+    const float A = p.A.data[h * p.A.stride_head];
+    double acc = 0.0, dA = 0.0, ddt_bias = 0.0;
+    for (int64_t t = L - 1; t >= 0; --t) {
+      if ((t + 1) % K == 0 && t + 1 < L) acc = hd.dlog_a_at[(t + 1) / K];
+      acc += static_cast<double>(hd.cdc[t]) - static_cast<double>(hd.dt[t]) * hd.xg[t] +
+             (t == L - 1 ? hd.final_term : 0.0);
+      const bool reset = ssd::ResetAt(p, b, t);
+      const double dlog_a = reset ? 0.0 : acc;  // a reset discards a_t
+      if (reset) acc = 0.0;
+      dA += dlog_a * hd.dt[t];
+      const float ddt = static_cast<float>((dlog_a * A + hd.xg[t]) * hd.dt_grad[t]);
+      ddt_bias += ddt;
+      if (p.ddt.data) StoreFromF32(p.ddt.data, p.ddt.dtype, b * p.ddt.stride_batch + t * p.ddt.stride_seq + h, ddt);
+    }
+    std::copy(hd.dD.begin(), hd.dD.begin() + P, dD_part + (b * p.nheads + h) * P);
+    dA_part[b * p.nheads + h] = static_cast<float>(dA);
+    ddt_bias_part[b * p.nheads + h] = static_cast<float>(ddt_bias);
+  }
+}
+
+void SequentialBackwardImpl(const SsdBwdParams& p) {
+  const int64_t L = p.seqlen, Nn = RoundUp(p.dstate, 16);
+  ssd::PackedBC Bp, Cp;
+  ssd::PackBC(p, p.B, &Bp);
+  ssd::PackBC(p, p.C, &Cp);
+  const ssd::TaskSplit split = ssd::MakeTaskSplit(p);
+  ssd::GradPartials& part = ssd::ThreadGradPartials(p, split);
+  std::vector<float>&dB_part = part.dB, &dC_part = part.dC, &dA_part = part.dA;
+  std::vector<float>&ddt_bias_part = part.ddt_bias, &dD_part = part.dD;
+  ParallelFor(split.count(), [&](int64_t begin, int64_t end, int) {
+    thread_local BwdScratch s;  // kept between calls: no page faults per call
+    for (int64_t task = begin; task < end; ++task) {
+      int64_t b, g, h_begin, h_end;
+      split.Decode(task, &b, &g, &h_begin, &h_end);
+      float* dB = dB_part.data() + task * L * Nn;
+      float* dC = dC_part.data() + task * L * Nn;
+      std::fill(dB, dB + L * Nn, 0.0f);
+      std::fill(dC, dC + L * Nn, 0.0f);
+      for (int64_t h = h_begin; h < h_end; h += kBwdHeadsTogether) {
+        BackwardHeads(p, Bp, Cp, b, h, std::min(h_end, h + kBwdHeadsTogether), dB, dC, dA_part.data(),
+                      ddt_bias_part.data(), dD_part.data(), s);
+      }
+    }
+  });
+  ssd::ReduceBCGrads(p, split, dB_part, dC_part, Nn);
+  ssd::ReduceHeadGrads(p, dA_part, ddt_bias_part, dD_part);
+}
+
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssmkit::cpu::ssd {
+
+HWY_EXPORT(SequentialForwardImpl);
+HWY_EXPORT(SequentialBackwardImpl);
+
+void SequentialForward(const SsdParams& p) { HWY_DYNAMIC_DISPATCH(SequentialForwardImpl)(p); }
+void SequentialBackward(const SsdBwdParams& p) { HWY_DYNAMIC_DISPATCH(SequentialBackwardImpl)(p); }
+
+}  // namespace ssmkit::cpu::ssd
+#endif  // HWY_ONCE

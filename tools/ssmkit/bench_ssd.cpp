@@ -1,0 +1,148 @@
+// `ssmkit bench ssd`: the Mamba-2 SSD scan (mamba_chunk_scan_combined) at the TARGETS.md
+// workload shapes, each algorithm, forward and forward+backward, with a Mamba-2 layer's
+// options (D per head, dt_bias, dt_softplus; no z: Mamba-2 gates in its norm).
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "ssmkit/ssd.hpp"
+
+namespace ssmkit::bench {
+namespace {
+
+struct SsdShape {
+  const char* name;
+  int64_t batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size;
+  double ggml_fwd_ms;  // llama.cpp ggml CPU, 2 threads, TARGETS.md; 0 = none
+};
+
+constexpr SsdShape kShapes[] = {
+    {"m2-130m", 1, 2048, 24, 64, 1, 128, 256, 23.4},
+    {"m2-h48-l512", 1, 512, 48, 64, 1, 128, 256, 10.2},
+    {"m2-130m-b4", 4, 512, 24, 64, 1, 128, 256, 0.0},
+    {"decode", 1, 1, 24, 64, 1, 128, 256, 0.0141},
+};
+
+// A Mamba-2 layer's scan inputs: A = -exp(A_log), A_log uniform in [log 1, log 16];
+// dt = softplus(dt_in + dt_bias) log-uniform in [1e-3, 1e-1]; x, B, C, D normal.
+struct SsdData {
+  std::vector<float> x, dt, A, B, C, D, dt_bias, out, final_states;
+  std::vector<float> dout, dx, ddt, dA, dB, dC, dD, ddt_bias;
+  SsdInputs inputs;
+  Tensor out_t, final_t, dout_t;
+  SsdGrads grads;
+
+  explicit SsdData(const SsdShape& s) {
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    const int64_t seq = s.batch * s.seqlen * s.nheads * s.headdim;
+    const int64_t bc = s.batch * s.seqlen * s.ngroups * s.dstate;
+    const int64_t dts = s.batch * s.seqlen * s.nheads;
+    auto fill = [&](std::vector<float>& v, int64_t n) {
+      v.resize(n);
+      for (auto& e : v) e = normal(rng);
+    };
+    fill(x, seq);
+    fill(B, bc);
+    fill(C, bc);
+    fill(D, s.nheads);
+    fill(dout, seq);
+    dt.resize(dts);
+    for (auto& e : dt) e = std::log(std::expm1(std::exp(std::log(1e-3f) + uniform(rng) * std::log(100.0f))));
+    dt_bias.assign(s.nheads, 0.0f);
+    A.resize(s.nheads);
+    for (auto& e : A) e = -std::exp(uniform(rng) * std::log(16.0f));
+    out.resize(seq);
+    final_states.resize(s.batch * s.nheads * s.headdim * s.dstate);
+    dx.resize(seq);
+    ddt.resize(dts);
+    dB.resize(bc);
+    dC.resize(bc);
+    dA.resize(s.nheads);
+    dD.resize(s.nheads);
+    ddt_bias.resize(s.nheads);
+    const DType f32 = DType::kF32;
+    const std::initializer_list<int64_t> seq_shape = {s.batch, s.seqlen, s.nheads, s.headdim};
+    const std::initializer_list<int64_t> bc_shape = {s.batch, s.seqlen, s.ngroups, s.dstate};
+    const std::initializer_list<int64_t> dt_shape = {s.batch, s.seqlen, s.nheads};
+    inputs.x = Tensor::Contiguous(x.data(), f32, seq_shape);
+    inputs.dt = Tensor::Contiguous(dt.data(), f32, dt_shape);
+    inputs.A = Tensor::Contiguous(A.data(), f32, {s.nheads});
+    inputs.B = Tensor::Contiguous(B.data(), f32, bc_shape);
+    inputs.C = Tensor::Contiguous(C.data(), f32, bc_shape);
+    inputs.D = Tensor::Contiguous(D.data(), f32, {s.nheads});
+    inputs.dt_bias = Tensor::Contiguous(dt_bias.data(), f32, {s.nheads});
+    inputs.dt_softplus = true;
+    out_t = Tensor::Contiguous(out.data(), f32, seq_shape);
+    final_t = Tensor::Contiguous(final_states.data(), f32, {s.batch, s.nheads, s.headdim, s.dstate});
+    dout_t = Tensor::Contiguous(dout.data(), f32, seq_shape);
+    grads.dx = Tensor::Contiguous(dx.data(), f32, seq_shape);
+    grads.ddt = Tensor::Contiguous(ddt.data(), f32, dt_shape);
+    grads.dA = Tensor::Contiguous(dA.data(), f32, {s.nheads});
+    grads.dB = Tensor::Contiguous(dB.data(), f32, bc_shape);
+    grads.dC = Tensor::Contiguous(dC.data(), f32, bc_shape);
+    grads.dD = Tensor::Contiguous(dD.data(), f32, {s.nheads});
+    grads.ddt_bias = Tensor::Contiguous(ddt_bias.data(), f32, {s.nheads});
+  }
+};
+
+int RunSsdBench(const Options& options) {
+  std::vector<Result> results;
+  for (const SsdShape& shape : kShapes) {
+    if (!options.shape.empty() && options.shape != shape.name) continue;
+    SsdData data(shape);
+    // Minimum traffic (f32): read x, dt, B, C, write out; the backward also reads dout and
+    // writes dx, ddt, dB, dC.
+    const double seq_bytes = 4.0 * shape.batch * shape.seqlen * shape.nheads * shape.headdim;
+    const double bc_bytes = 4.0 * shape.batch * shape.seqlen * shape.ngroups * shape.dstate;
+    const double dt_bytes = 4.0 * shape.batch * shape.seqlen * shape.nheads;
+    const double fwd_bytes = 2 * seq_bytes + 2 * bc_bytes + dt_bytes;
+    const double states = static_cast<double>(shape.batch) * shape.seqlen * shape.nheads * shape.headdim * shape.dstate;
+    for (SsdAlgorithm algorithm : {SsdAlgorithm::kAuto, SsdAlgorithm::kSequential, SsdAlgorithm::kChunked}) {
+      SsdOptions ssd_options;
+      ssd_options.algorithm = algorithm;
+      ssd_options.chunk_size = shape.chunk_size;
+      std::string algo = SsdAlgorithmName(algorithm);
+      if (!options.algo.empty() && options.algo != algo) continue;
+      if (algorithm == SsdAlgorithm::kAuto) {
+        const SsdAlgorithm picked = SsdAutoAlgorithm(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate);
+        algo += std::string("=") + SsdAlgorithmName(picked);
+      }
+      Status status = Status::Ok();
+      const double fwd_ms = MedianMs(options, [&] {
+        status = SsdForward(data.inputs, data.out_t, data.final_t, ssd_options);
+      });
+      if (!status.ok()) {
+        std::fprintf(stderr, "%s\n", status.message().c_str());
+        return 1;
+      }
+      Result fwd{"ssd", shape.name, algo, "fwd", fwd_ms, fwd_bytes, states, "state"};
+      if (shape.ggml_fwd_ms > 0) {
+        fwd.peer_ms = shape.ggml_fwd_ms;
+        fwd.peer = "ggml, TARGETS.md, not this run";
+      }
+      results.push_back(fwd);
+      const double both_ms = MedianMs(options, [&] {
+        status = SsdForward(data.inputs, data.out_t, data.final_t, ssd_options);
+        if (status.ok()) status = SsdBackward(data.inputs, data.dout_t, Tensor{}, data.grads, ssd_options);
+      });
+      if (!status.ok()) {
+        std::fprintf(stderr, "%s\n", status.message().c_str());
+        return 1;
+      }
+      results.push_back({"ssd", shape.name, algo, "fwd+bwd", both_ms, 2 * fwd_bytes + seq_bytes, states, "state"});
+    }
+  }
+  Print(options, results);
+  return 0;
+}
+
+const SuiteRegistration kRegistration{
+    {"ssd", "Mamba-2 SSD scan, auto/sequential/chunked: m2-130m, m2-h48-l512, m2-130m-b4, decode", RunSsdBench}};
+
+}  // namespace
+}  // namespace ssmkit::bench
