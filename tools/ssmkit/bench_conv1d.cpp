@@ -1,8 +1,9 @@
 // `ssmkit bench conv1d`: the causal conv1d (causal_conv1d_fn) forward and forward+backward at
 // the TARGETS.md shapes, and its decode update (causal_conv1d_update). Dimension legend:
 // B batch, D channels, L length, K conv width. All are memory bound, so each case prints its
-// bandwidth; the peer, where one exists, is ggml's ssm_conv as measured for TARGETS.md (not in
-// this run; it has no bias and no activation, so that case runs without them too).
+// bandwidth; the peer is ggml's ssm_conv: the TARGETS.md figure (ggml-ssm-conv: no bias, no
+// activation, so that case runs without them too), or with --ggml ggml measured in this run
+// on every f32 case (peer_ggml.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "bench_harness.hpp"
 #include "core/dtype.hpp"
+#include "peer_ggml.hpp"
 #include "ssmkit/conv1d.hpp"
 
 namespace ssmkit::bench {
@@ -73,7 +75,15 @@ double PerCallMs(const Options& options, const std::function<void()>& fn) {
          reps;
 }
 
-int RunSequence(const Options& options, const ConvCase& c, std::vector<Result>* results) {
+// ggml's SSM_CONV (+ bias + silu where the case has them), f32 only. For the update it is
+// one token's output from a (K, D) window; ggml does not shift the state in that op.
+std::string GgmlCase(const ConvCase& c) {
+  if (c.dtype != DType::kF32) return "";
+  return GgmlSsmConvCase(c.D, c.L, c.B, c.K, c.bias_silu);
+}
+
+int RunSequence(const Options& options, const ConvCase& c, GgmlPeer& peer,
+                std::vector<Result>* results) {
   std::mt19937 rng(1234);
   const int64_t B = c.B, D = c.D, L = c.L, K = c.K;
   Buffer x({B, D, L}, c.dtype, rng), out({B, D, L}, c.dtype, rng), dout({B, D, L}, c.dtype, rng);
@@ -90,10 +100,7 @@ int RunSequence(const Options& options, const ConvCase& c, std::vector<Result>* 
   }
   const double n = static_cast<double>(B * D * L), s = static_cast<double>(DTypeSize(c.dtype));
   Result fwd{"causal_conv1d", c.shape, c.variant, "fwd", fwd_ms, 2 * n * s, n, "elem"};
-  if (c.peer_ms > 0) {
-    fwd.peer_ms = c.peer_ms;
-    fwd.peer = kPeer;
-  }
+  peer.Apply(GgmlCase(c), c.peer_ms, kPeer, &fwd);
   results->push_back(fwd);
   const double both_ms = PerCallMs(options, [&] {
     status = CausalConv1dForward(in, out.view, Tensor{});
@@ -108,7 +115,8 @@ int RunSequence(const Options& options, const ConvCase& c, std::vector<Result>* 
   return 0;
 }
 
-int RunUpdate(const Options& options, const ConvCase& c, std::vector<Result>* results) {
+int RunUpdate(const Options& options, const ConvCase& c, GgmlPeer& peer,
+              std::vector<Result>* results) {
   std::mt19937 rng(1234);
   const int64_t B = c.B, D = c.D, K = c.K;
   Buffer x({B, D}, c.dtype, rng), out({B, D}, c.dtype, rng), weight({D, K}, DType::kF32, rng);
@@ -123,18 +131,35 @@ int RunUpdate(const Options& options, const ConvCase& c, std::vector<Result>* re
   // x -> out, the state read and written, the weights read.
   const double n = static_cast<double>(B * D), s = static_cast<double>(DTypeSize(c.dtype));
   const double bytes = 2 * n * s + 2 * 4.0 * n * (K - 1) + 4.0 * D * (K + 1);
-  results->push_back({"conv1d_update", c.shape, c.variant, "fwd", ms, bytes, n, "channel"});
+  Result r{"conv1d_update", c.shape, c.variant, "fwd", ms, bytes, n, "channel"};
+  peer.Apply(GgmlCase(c), 0.0, kPeer, &r);
+  results->push_back(r);
   return 0;
+}
+
+bool Selected(const Options& options, const ConvCase& c) {
+  return (options.shape.empty() || options.shape == c.shape) &&
+         (options.algo.empty() || options.algo == c.variant);
 }
 
 int RunConvBench(const Options& options) {
   std::vector<Result> results;
+  GgmlPeer peer;
+  std::vector<std::string> peer_cases;
+  for (const ConvCase& c : kCases) {
+    if (Selected(options, c)) peer_cases.push_back(GgmlCase(c));
+  }
+  std::string error;
+  if (!peer.Measure(options, peer_cases, &error)) {
+    std::fprintf(stderr, "bench conv1d: --ggml: %s\n", error.c_str());
+    return 2;
+  }
   bool any = false;
   for (const ConvCase& c : kCases) {
-    if (!options.shape.empty() && options.shape != c.shape) continue;
-    if (!options.algo.empty() && options.algo != c.variant) continue;
+    if (!Selected(options, c)) continue;
     any = true;
-    const int rc = c.update ? RunUpdate(options, c, &results) : RunSequence(options, c, &results);
+    const int rc = c.update ? RunUpdate(options, c, peer, &results)
+                            : RunSequence(options, c, peer, &results);
     if (rc != 0) return rc;
   }
   if (!any) {
@@ -142,6 +167,7 @@ int RunConvBench(const Options& options) {
     return 1;
   }
   Print(options, results);
+  PrintNotes(options, peer.Notes());
   return 0;
 }
 

@@ -14,6 +14,7 @@ struct Options {
   int warmup = 3;       // untimed runs first (and at least 300 ms of them: MedianMs)
   std::string shape;    // only cases whose shape name equals this ("" = all)
   std::string algo;     // only this algorithm ("" = all)
+  std::string ggml;     // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
 };
 
 struct Result {

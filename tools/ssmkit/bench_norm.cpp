@@ -138,6 +138,10 @@ double CopyMs(const Options& options, double bytes) {
 }
 
 int RunNormBench(const Options& options) {
+  if (!options.ggml.empty()) {
+    std::fprintf(stderr, "bench norm: --ggml: no ggml case here (the peer is a memcpy in this run)\n");
+    return 2;
+  }
   std::vector<Result> results;
   for (const NormCase& c : kCases) {
     if (!options.shape.empty() && options.shape != c.shape) continue;

@@ -1,6 +1,8 @@
 // `ssmkit bench scan`: the Mamba-1 selective scan at the TARGETS.md workload shapes, every
 // algorithm, forward and forward+backward, on inputs distributed as in a Mamba-1 layer
-// (scan_inputs.hpp). Dimension legend: B batch, D channels, L length, N state size.
+// (scan_inputs.hpp). The forward's peer is ggml's SSM_SCAN: the TARGETS.md figure, or
+// measured in this run with --ggml (peer_ggml.hpp).
+// Dimension legend: B batch, D channels, L length, N state size.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "peer_ggml.hpp"
 #include "scan_inputs.hpp"
 #include "ssmkit/selective_scan.hpp"
 
@@ -151,10 +154,26 @@ bool ValidFilters(const Options& options) {
   return false;
 }
 
+// ggml's SSM_SCAN with head_dim 1 is the Mamba-1 scan (it always reads a state, like decode).
+std::string GgmlCase(const ScanCase& c) {
+  const scan_inputs::Shape& s = c.shape;
+  return GgmlSsmScanCase(s.dstate, 1, s.dim, 1, s.seqlen, s.batch);
+}
+
 int RunScanBench(const Options& options) {
   if (!ValidFilters(options)) return 2;
   std::vector<Result> results;
   std::vector<std::string> notes;
+  GgmlPeer peer;
+  std::vector<std::string> peer_cases;
+  for (const ScanCase& c : kCases) {
+    if (options.shape.empty() || options.shape == c.name) peer_cases.push_back(GgmlCase(c));
+  }
+  std::string error;
+  if (!peer.Measure(options, peer_cases, &error)) {
+    std::fprintf(stderr, "bench scan: --ggml: %s\n", error.c_str());
+    return 2;
+  }
   for (const ScanCase& c : kCases) {
     if (!options.shape.empty() && options.shape != c.name) continue;
     scan_inputs::Options input_options;
@@ -183,10 +202,7 @@ int RunScanBench(const Options& options) {
                         " non-finite values (see docs/numerics.md)");
       }
       Result fwd = MakeResult(c.name, algo, "fwd", fwd_ms, MinimumBytes(s, c.reads_state, false), states);
-      if (c.ggml_fwd_ms > 0) {
-        fwd.peer_ms = c.ggml_fwd_ms;
-        fwd.peer = kPeer;
-      }
+      peer.Apply(GgmlCase(c), c.ggml_fwd_ms, kPeer, &fwd);
       results.push_back(fwd);
       const double both_ms = TimeCase(options, label + " fwd+bwd", [&] {
         status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
@@ -202,8 +218,8 @@ int RunScanBench(const Options& options) {
     }
   }
   Print(options, results);
-  // Notes go to stderr under --json, so that stdout stays one JSON array.
-  for (const std::string& note : notes) std::fprintf(options.json ? stderr : stdout, "note: %s\n", note.c_str());
+  for (const std::string& note : peer.Notes()) notes.push_back(note);
+  PrintNotes(options, notes);
   return 0;
 }
 

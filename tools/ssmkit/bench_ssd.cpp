@@ -1,6 +1,7 @@
 // `ssmkit bench ssd`: the Mamba-2 SSD scan (mamba_chunk_scan_combined) at the TARGETS.md
 // workload shapes, each algorithm, forward and forward+backward, with a Mamba-2 layer's
-// options (D per head, dt_bias, dt_softplus; no z: Mamba-2 gates in its norm).
+// options (D per head, dt_bias, dt_softplus; no z: Mamba-2 gates in its norm). The peer is
+// ggml's SSM_SCAN: the TARGETS.md figure, or measured in this run with --ggml (peer_ggml.hpp).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "peer_ggml.hpp"
 #include "ssmkit/ssd.hpp"
 
 namespace ssmkit::bench {
@@ -90,8 +92,23 @@ struct SsdData {
   }
 };
 
+// ggml's SSM_SCAN with head_dim > 1 is the Mamba-2 scan (A one scalar per head).
+std::string GgmlCase(const SsdShape& s) {
+  return GgmlSsmScanCase(s.dstate, s.headdim, s.nheads, s.ngroups, s.seqlen, s.batch);
+}
+
 int RunSsdBench(const Options& options) {
   std::vector<Result> results;
+  GgmlPeer peer;
+  std::vector<std::string> peer_cases;
+  for (const SsdShape& shape : kShapes) {
+    if (options.shape.empty() || options.shape == shape.name) peer_cases.push_back(GgmlCase(shape));
+  }
+  std::string error;
+  if (!peer.Measure(options, peer_cases, &error)) {
+    std::fprintf(stderr, "bench ssd: --ggml: %s\n", error.c_str());
+    return 2;
+  }
   for (const SsdShape& shape : kShapes) {
     if (!options.shape.empty() && options.shape != shape.name) continue;
     SsdData data(shape);
@@ -121,10 +138,7 @@ int RunSsdBench(const Options& options) {
         return 1;
       }
       Result fwd{"ssd", shape.name, algo, "fwd", fwd_ms, fwd_bytes, states, "state"};
-      if (shape.ggml_fwd_ms > 0) {
-        fwd.peer_ms = shape.ggml_fwd_ms;
-        fwd.peer = "ggml, TARGETS.md, not this run";
-      }
+      peer.Apply(GgmlCase(shape), shape.ggml_fwd_ms, "ggml, TARGETS.md, not this run", &fwd);
       results.push_back(fwd);
       const double both_ms = MedianMs(options, [&] {
         status = SsdForward(data.inputs, data.out_t, data.final_t, ssd_options);
@@ -138,6 +152,7 @@ int RunSsdBench(const Options& options) {
     }
   }
   Print(options, results);
+  PrintNotes(options, peer.Notes());
   return 0;
 }
 

@@ -2,8 +2,9 @@
 // (selective_state_update) at the decode shapes of the TARGETS.md models, both forms.
 // Dimension legend: B batch, D channels, H heads, P head dim, N state size, G groups.
 // A step reads and writes the whole state, so the bandwidth column is the figure of merit;
-// the peer is ggml's ssm_scan with one token, as measured for TARGETS.md (not in this run; it
-// does not apply D or the z gate, which these cases do, as the models need).
+// the peer is ggml's ssm_scan with one token, as measured for TARGETS.md, or in this run with
+// --ggml (peer_ggml.hpp; it does not apply D or the z gate, which these cases do, as the models
+// need).
 #include <cstdio>
 #include <functional>
 #include <initializer_list>
@@ -13,6 +14,7 @@
 
 #include "bench_harness.hpp"
 #include "core/dtype.hpp"
+#include "peer_ggml.hpp"
 #include "ssmkit/state_update.hpp"
 
 namespace ssmkit::bench {
@@ -67,11 +69,31 @@ struct Buffer {
 // reported is per call (the state keeps evolving; A < 0 keeps it bounded).
 constexpr int kReps = 100;
 
+bool Selected(const Options& options, const StepCase& c) {
+  return (options.shape.empty() || options.shape == c.shape) &&
+         (options.algo.empty() || options.algo == c.variant);
+}
+
+// ggml's SSM_SCAN over one token (f32 only: no peer for the bf16 cases).
+std::string GgmlCase(const StepCase& c) {
+  if (c.dtype != DType::kF32) return "";
+  return GgmlSsmScanCase(c.N, c.P, c.H, c.G, 1, c.B);
+}
+
 int RunStepBench(const Options& options) {
   std::vector<Result> results;
+  GgmlPeer peer;
+  std::vector<std::string> peer_cases;
   for (const StepCase& c : kCases) {
-    if (!options.shape.empty() && options.shape != c.shape) continue;
-    if (!options.algo.empty() && options.algo != c.variant) continue;
+    if (Selected(options, c)) peer_cases.push_back(GgmlCase(c));
+  }
+  std::string error;
+  if (!peer.Measure(options, peer_cases, &error)) {
+    std::fprintf(stderr, "bench step: --ggml: %s\n", error.c_str());
+    return 2;
+  }
+  for (const StepCase& c : kCases) {
+    if (!Selected(options, c)) continue;
     std::mt19937 rng(1234);
     std::normal_distribution<float> normal;
     std::uniform_real_distribution<float> decay(-3.0f, -0.5f), step(-4.0f, -1.0f);
@@ -102,10 +124,7 @@ int RunStepBench(const Options& options) {
     const double io = static_cast<double>(DTypeSize(c.dtype));
     const double bytes = 8.0 * states + 4.0 * A.view.numel() + io * (4.0 * B * H * P + 2.0 * B * G * N);
     Result r{"state_update", c.shape, c.variant, "fwd", ms, bytes, states, "state"};
-    if (c.peer_ms > 0) {
-      r.peer_ms = c.peer_ms;
-      r.peer = kPeer;
-    }
+    peer.Apply(GgmlCase(c), c.peer_ms, kPeer, &r);
     results.push_back(r);
   }
   if (results.empty()) {
@@ -113,6 +132,7 @@ int RunStepBench(const Options& options) {
     return 1;
   }
   Print(options, results);
+  PrintNotes(options, peer.Notes());
   return 0;
 }
 

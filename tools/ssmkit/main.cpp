@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
     sub->add_option("--warmup", options.warmup, "untimed runs before timing")->check(CLI::NonNegativeNumber);
     sub->add_option("--shape", options.shape, "only this workload shape (e.g. policy, m1-130m)");
     sub->add_option("--algo", options.algo, "only this algorithm");
+    sub->add_option("--ggml", options.ggml,
+                    "a ggml test-backend-ops binary: measure the peer in this run\n"
+                    "(docs/benchmarks.md)");
     sub->callback([&options, &exit_code, &suite, &threads] {
       ssmkit::SetNumThreads(threads);
       exit_code = suite.run(options);
