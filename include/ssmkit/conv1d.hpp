@@ -13,6 +13,7 @@
 // weight[:, K-1] multiplies the current input and weight[:, 0] the oldest (causal-conv1d's
 // order, i.e. PyTorch's conv1d with padding K - 1 and the right end trimmed).
 // act is the identity or silu(v) = v * sigmoid(v). Accumulation is f32 for every dtype.
+// docs/ops/conv1d.md has the details and the deviations from causal-conv1d.
 #pragma once
 
 #include <cstdint>

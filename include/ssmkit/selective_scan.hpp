@@ -1,5 +1,6 @@
 // Mamba-1 selective scan, forward and backward, with mamba_ssm's semantics
 // (selective_scan_fn) plus an initial state h0 and the final state as an output.
+// docs/ops/selective_scan.md has the details and the deviations from mamba_ssm.
 //
 // Dimension legend: B batch, D channels (d_inner), L sequence length, N state size,
 // G groups of B/C (D % G == 0; channel d reads group d / (D / G)).
@@ -47,7 +48,8 @@ struct SelectiveScanInputs {
 };
 
 struct SelectiveScanOptions {
-  ScanAlgorithm algorithm = ScanAlgorithm::kSequential;  // forward only; see docs/ops.md
+  // The forward's algorithm; the backward always runs one (docs/ops/selective_scan.md).
+  ScanAlgorithm algorithm = ScanAlgorithm::kSequential;
   // Steps per chunk for kChunked and for the backward's checkpoints; 0 picks the default.
   // Tuned for speed, does not affect the function computed.
   int64_t chunk_length = 0;

@@ -19,7 +19,8 @@
 //   y          = sum_n C[n] * state[s,n] + D * x
 //   out        = y * silu(z)                   (y when z is absent)
 // A row b with s < 0 is skipped (mamba_ssm's pad slots): neither its state row nor its out row
-// is read or written. Accumulation is f32 whatever the input dtype.
+// is read or written. Accumulation is f32 whatever the input dtype. docs/ops/state_update.md has
+// the details and the deviations from mamba_ssm.
 #pragma once
 
 #include <cstdint>
