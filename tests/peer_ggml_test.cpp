@@ -157,8 +157,7 @@ TEST_F(FakeGgml, PeerColumnMeasuredOrFromTargets) {
   Options options;
   Result r;
   GgmlPeer from_targets;
-  std::string error;
-  ASSERT_TRUE(from_targets.Measure(options, {kPolicyScan}, &error));
+  ASSERT_TRUE(from_targets.Measure(options, "test", {kPolicyScan}));
   from_targets.Apply(kPolicyScan, 1.49, "ggml (TARGETS.md, not this run)", &r);
   EXPECT_EQ(r.peer_ms, 1.49);
   EXPECT_EQ(r.peer, "ggml (TARGETS.md, not this run)");
@@ -168,7 +167,7 @@ TEST_F(FakeGgml, PeerColumnMeasuredOrFromTargets) {
   options.ggml = Script("ggml ok", 0);
   GgmlPeer measured;
   const std::string absent = GgmlSsmScanCase(16, 1, 1536, 1, 2048, 1);
-  ASSERT_TRUE(measured.Measure(options, {kPolicyScan, "", kPolicyScan, absent}, &error)) << error;
+  ASSERT_TRUE(measured.Measure(options, "test", {kPolicyScan, "", kPolicyScan, absent}));
   SetNumThreads(0);
   EXPECT_EQ(Filter(), std::string(kPolicyScan) + "," + absent);  // deduplicated, "" dropped
   Result a, b, c;
@@ -183,6 +182,10 @@ TEST_F(FakeGgml, PeerColumnMeasuredOrFromTargets) {
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_NE(notes[0].find("GGML_N_THREADS=3"), std::string::npos) << notes[0];
   EXPECT_NE(notes[1].find(absent), std::string::npos) << notes[1];
+
+  options.ggml = Script("ggml fails", 1);
+  GgmlPeer failing;
+  EXPECT_FALSE(failing.Measure(options, "test", {kPolicyScan}));
 }
 
 }  // namespace

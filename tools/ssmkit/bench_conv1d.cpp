@@ -149,11 +149,7 @@ int RunConvBench(const Options& options) {
   for (const ConvCase& c : kCases) {
     if (Selected(options, c)) peer_cases.push_back(GgmlCase(c));
   }
-  std::string error;
-  if (!peer.Measure(options, peer_cases, &error)) {
-    std::fprintf(stderr, "bench conv1d: --ggml: %s\n", error.c_str());
-    return 2;
-  }
+  if (!peer.Measure(options, "conv1d", peer_cases)) return 2;
   bool any = false;
   for (const ConvCase& c : kCases) {
     if (!Selected(options, c)) continue;

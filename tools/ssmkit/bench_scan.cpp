@@ -169,11 +169,7 @@ int RunScanBench(const Options& options) {
   for (const ScanCase& c : kCases) {
     if (options.shape.empty() || options.shape == c.name) peer_cases.push_back(GgmlCase(c));
   }
-  std::string error;
-  if (!peer.Measure(options, peer_cases, &error)) {
-    std::fprintf(stderr, "bench scan: --ggml: %s\n", error.c_str());
-    return 2;
-  }
+  if (!peer.Measure(options, "scan", peer_cases)) return 2;
   for (const ScanCase& c : kCases) {
     if (!options.shape.empty() && options.shape != c.name) continue;
     scan_inputs::Options input_options;

@@ -104,11 +104,7 @@ int RunSsdBench(const Options& options) {
   for (const SsdShape& shape : kShapes) {
     if (options.shape.empty() || options.shape == shape.name) peer_cases.push_back(GgmlCase(shape));
   }
-  std::string error;
-  if (!peer.Measure(options, peer_cases, &error)) {
-    std::fprintf(stderr, "bench ssd: --ggml: %s\n", error.c_str());
-    return 2;
-  }
+  if (!peer.Measure(options, "ssd", peer_cases)) return 2;
   for (const SsdShape& shape : kShapes) {
     if (!options.shape.empty() && options.shape != shape.name) continue;
     SsdData data(shape);

@@ -87,11 +87,7 @@ int RunStepBench(const Options& options) {
   for (const StepCase& c : kCases) {
     if (Selected(options, c)) peer_cases.push_back(GgmlCase(c));
   }
-  std::string error;
-  if (!peer.Measure(options, peer_cases, &error)) {
-    std::fprintf(stderr, "bench step: --ggml: %s\n", error.c_str());
-    return 2;
-  }
+  if (!peer.Measure(options, "step", peer_cases)) return 2;
   for (const StepCase& c : kCases) {
     if (!Selected(options, c)) continue;
     std::mt19937 rng(1234);

@@ -85,8 +85,8 @@ bool RunGgmlPerf(const std::string& binary, const std::vector<std::string>& case
   return true;
 }
 
-bool GgmlPeer::Measure(const Options& options, const std::vector<std::string>& cases,
-                       std::string* error) {
+bool GgmlPeer::Measure(const Options& options, const std::string& suite,
+                       const std::vector<std::string>& cases) {
   if (options.ggml.empty()) return true;
   std::vector<std::string> unique;
   for (const std::string& c : cases) {
@@ -95,8 +95,10 @@ bool GgmlPeer::Measure(const Options& options, const std::vector<std::string>& c
   }
   threads_ = NumThreads();
   binary_ = options.ggml;
-  if (unique.empty()) return true;
-  return RunGgmlPerf(binary_, unique, threads_, &ms_, error);
+  std::string error;
+  if (unique.empty() || RunGgmlPerf(binary_, unique, threads_, &ms_, &error)) return true;
+  std::fprintf(stderr, "bench %s: --ggml: %s\n", suite.c_str(), error.c_str());
+  return false;
 }
 
 void GgmlPeer::Apply(const std::string& ggml_case, double targets_ms, const char* targets_label,

@@ -47,9 +47,10 @@ bool RunGgmlPerf(const std::string& binary, const std::vector<std::string>& case
 class GgmlPeer {
  public:
   // With options.ggml set, runs the binary once for `cases` (duplicates and "" ignored) at
-  // the library's thread count. Returns false with *error set when that fails; without
-  // --ggml it does nothing and returns true.
-  bool Measure(const Options& options, const std::vector<std::string>& cases, std::string* error);
+  // the library's thread count. When that fails it prints "bench <suite>: --ggml: <why>" to
+  // stderr and returns false; without --ggml it does nothing and returns true.
+  bool Measure(const Options& options, const std::string& suite,
+               const std::vector<std::string>& cases);
 
   // Sets r->peer_ms and r->peer: with --ggml, ggml's time for `ggml_case` from this run
   // (none when the case is "" or missing from the binary's output, which Notes reports);
