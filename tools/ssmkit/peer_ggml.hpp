@@ -57,8 +57,8 @@ class GgmlPeer {
   // without, `targets_ms` (0 = none) labelled `targets_label`.
   void Apply(const std::string& ggml_case, double targets_ms, const char* targets_label, Result* r);
 
-  // What the peer column rests on, one line each: the binary and thread count, or
-  // the TARGETS.md source; every requested case the binary did not report.
+  // With --ggml, one line each: the binary and thread count the column rests on, and every
+  // requested case the binary did not report. Nothing without (the labels say TARGETS.md).
   std::vector<std::string> Notes() const;
 
  private:
