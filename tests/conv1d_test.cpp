@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "hwy/targets.h"
 #include "ref/conv1d_ref.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -480,14 +479,8 @@ TEST(Conv1dUpdate, ManyRowsThreaded) {
 TEST(Conv1dTargets, EveryCompiledTargetMatchesTheOracle) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  int n = 0, targets_run = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) continue;
-    ++targets_run;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
-    SCOPED_TRACE(hwy::TargetName(target));
+  int n = 0;
+  const int targets_run = ForEachSimdTarget([&] {
     for (int64_t K : {2, 4, 7}) {
       for (DType dtype : {DType::kF32, DType::kBF16}) {
         ConvCase c;
@@ -512,9 +505,7 @@ TEST(Conv1dTargets, EveryCompiledTargetMatchesTheOracle) {
         EXPECT_LE(UpdateCaseError(u, seed + n++).out_error, Tolerance(dtype));
       }
     }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().DeInit();
+  });
   EXPECT_GE(targets_run, 2) << "the portable target at least, and one SIMD target";
 }
 

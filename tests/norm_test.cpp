@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "hwy/targets.h"
 #include "ref/norm_ref.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -89,13 +88,6 @@ std::vector<double> Rounded(const std::vector<double>& values, DType dtype) {
 double Tolerance(DType dtype) {
   return dtype == DType::kF32 ? 1e-5 : 1e-2;
 }
-
-// Sets the library's thread count for one test and restores the default after it.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int n) { SetNumThreads(n); }
-  ~ScopedThreads() { SetNumThreads(0); }
-};
 
 // The largest error a test saw per label, printed at its end (for docs/ops/norm.md).
 class WorstError {
@@ -770,14 +762,8 @@ TEST(NormTargets, EveryCompiledTargetMatchesTheOracle) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   WorstError worst;
-  int n = 0, targets_run = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) continue;
-    ++targets_run;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
-    SCOPED_TRACE(hwy::TargetName(target));
+  int n = 0;
+  const int targets_run = ForEachSimdTarget([&] {
     for (auto [E, S] : std::vector<std::pair<int64_t, int64_t>>{{37, 0}, {148, 37}, {64, 8}}) {
       for (int gate = 0; gate < 3; ++gate) {
         for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -815,9 +801,7 @@ TEST(NormTargets, EveryCompiledTargetMatchesTheOracle) {
     const std::vector<double> dres_d = dres_out.Fill(rng, rng.NormalVec(5 * 37));
     ExpectAddClose(FastAddBackward(prob, dout, &dres_out), OracleAddBackward(prob, dout_d, &dres_d),
                    1e-5, worst, "add f32");
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().DeInit();
+  });
   EXPECT_GE(targets_run, 2) << "the portable target at least, and one SIMD target";
 }
 

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "hwy/targets.h"
 #include "ref/selective_scan_ref.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/threads.hpp"
@@ -281,32 +280,5 @@ class WorstErrors {
   std::map<std::string, double> worst_;
 };
 
-// Sets the library's thread count for a scope.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int n) { SetNumThreads(n); }
-  ~ScopedThreads() { SetNumThreads(0); }
-};
-
-// The Highway targets the library is compiled for (CMakeLists.txt: AVX-512, AVX2 and the
-// portable fallback) that this CPU supports. ForEachSimdTarget runs fn once with dispatch
-// forced to each, so the narrower vector widths (and their tile and padding paths) are tested
-// on a machine that would otherwise only ever run the widest.
-template <class Fn>
-int ForEachSimdTarget(Fn&& fn) {
-  int targets_run = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) continue;
-    ++targets_run;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().DeInit();
-  return targets_run;
-}
 
 }  // namespace ssmkit::testing

@@ -6,39 +6,17 @@
 // constant (D, N) form, which keeps them small). Checked against the fp64 oracle on four
 // whole rows, the first and last channel of each batch (the last row included), sliced out.
 // Labelled `large` (the file name): excluded from the sanitizer preset.
-#include <sys/mman.h>
-
 #include <cmath>
 #include <cstddef>
 
 #include "selective_scan_fixture.hpp"
+#include "sparse_floats.hpp"
 
 namespace ssmkit::testing {
 namespace {
 
 constexpr int64_t kBatch = 2, kDim = 9, kLen = int64_t{1} << 23, kState = 16;
 constexpr int64_t kFarBatchStride = (int64_t{1} << 31) + (int64_t{1} << 20);  // elements
-
-// A float buffer of `count` elements reserved as address space only: pages are backed (with
-// zeros) when first touched.
-class SparseFloats {
- public:
-  explicit SparseFloats(int64_t count) : bytes_(static_cast<size_t>(count) * sizeof(float)) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    data_ = p == MAP_FAILED ? nullptr : static_cast<float*>(p);
-  }
-  ~SparseFloats() {
-    if (data_) munmap(data_, bytes_);
-  }
-  SparseFloats(const SparseFloats&) = delete;
-  SparseFloats& operator=(const SparseFloats&) = delete;
-  float* data() const { return data_; }
-
- private:
-  size_t bytes_;
-  float* data_ = nullptr;
-};
 
 // A (B, rows, cols) f32 view whose batch stride is kFarBatchStride.
 Tensor FarBatchView(float* data, int64_t rows, int64_t cols) {

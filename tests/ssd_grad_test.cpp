@@ -4,6 +4,7 @@
 // dout = w and dfinal_states = wf are random and nonzero.
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ssd_fixture.hpp"
@@ -254,6 +255,29 @@ TEST(SsdGrad, OddSizesAndSingleStep) {
                   SsdAlgorithmName(a));
     }
   }
+}
+
+// The fast backwards with dispatch forced to each compiled SIMD target.
+TEST(SsdGrad, EverySimdTarget) {
+  const int targets = ForEachSimdTarget([&] {
+    for (auto [L, P, N] : {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
+      SsdCase c = SmallCase();
+      c.seqlen = L;
+      c.headdim = P;
+      c.dstate = N;
+      for (SsdAlgorithm a : kAlgorithms) {
+        const uint64_t seed = FreshSeed();
+        SCOPED_TRACE(SeedTrace(seed));
+        SCOPED_TRACE(c.Name());
+        Rng rng(seed);
+        SsdProblem prob(c, rng);
+        const Projection proj = MakeProjection(prob, rng);
+        ExpectClose(FastBackward(prob, proj, Algo(a, 16)), OracleBackward(prob, proj), 1e-5,
+                    SsdAlgorithmName(a), 1e-4);
+      }
+    }
+  });
+  EXPECT_GE(targets, 2) << "the portable target at least, and one SIMD target";
 }
 
 TEST(SsdGrad, Bf16) {

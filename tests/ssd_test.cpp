@@ -1,6 +1,7 @@
 // SSD forward: both algorithms against the fp64 oracle on fresh random inputs, outputs
 // poisoned (NaN) before the call, errors as ||out - ref|| / ||ref||.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ssd_fixture.hpp"
@@ -212,6 +213,24 @@ TEST(SsdForward, StridedInputs) {
 }
 
 // The same inputs and thread count give the same bits; the default algorithm runs.
+// Both algorithms with dispatch forced to each compiled SIMD target (AVX-512, AVX2, the
+// portable fallback): the vector width changes the padding of P and N, the register tiles and
+// the short-sequence path's lane sums.
+TEST(SsdForward, EverySimdTarget) {
+  const int targets = ForEachSimdTarget([&] {
+    for (auto [L, P, N] : {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
+      SsdCase c = AllOn();
+      c.seqlen = L;
+      c.headdim = P;
+      c.dstate = N;
+      for (SsdAlgorithm a : kAlgorithms) CheckForward(c, Algo(a, 16), kF32Tol);
+      c.dtype = DType::kBF16;
+      CheckForward(c, Algo(SsdAlgorithm::kSequential, 16), kBf16Tol);
+    }
+  });
+  EXPECT_GE(targets, 2) << "the portable target at least, and one SIMD target";
+}
+
 TEST(SsdForward, DeterministicAndAuto) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "hwy/targets.h"
 #include "ref/state_update_ref.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -404,14 +403,8 @@ TEST(StateUpdate, ModelShapes) {
 TEST(StateUpdateTargets, EveryCompiledTargetMatchesTheOracle) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  int n = 0, targets_run = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) continue;
-    ++targets_run;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
-    SCOPED_TRACE(hwy::TargetName(target));
+  int n = 0;
+  const int targets_run = ForEachSimdTarget([&] {
     for (bool mamba2 : {false, true}) {
       for (int64_t N : {16, 11, 40}) {
         for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -429,9 +422,7 @@ TEST(StateUpdateTargets, EveryCompiledTargetMatchesTheOracle) {
         }
       }
     }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().DeInit();
+  });
   EXPECT_GE(targets_run, 2) << "the portable target at least, and one SIMD target";
 }
 

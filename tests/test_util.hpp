@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "hwy/targets.h"
 #include "ssmkit/tensor.hpp"
+#include "ssmkit/threads.hpp"
 
 namespace ssmkit::testing {
 
@@ -125,6 +127,34 @@ double CentralDifference(std::vector<double>& x, size_t i, double step, Loss&& l
   const double minus = loss();
   x[i] = saved;
   return (plus - minus) / (2.0 * step);
+}
+
+// Sets the library's thread count for a scope.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) { SetNumThreads(n); }
+  ~ScopedThreads() { SetNumThreads(0); }
+};
+
+// The Highway targets the library is compiled for (CMakeLists.txt: AVX-512, AVX2 and the
+// portable fallback) that this CPU supports. ForEachSimdTarget runs fn once with dispatch
+// forced to each, so the narrower vector widths (and their tile and padding paths) are tested
+// on a machine that would otherwise only ever run the widest.
+template <class Fn>
+int ForEachSimdTarget(Fn&& fn) {
+  int targets_run = 0;
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) continue;
+    ++targets_run;
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::GetChosenTarget().DeInit();
+  return targets_run;
 }
 
 }  // namespace ssmkit::testing
