@@ -147,6 +147,26 @@ struct ThreadStates {
   }
 };
 
+// One step of the recurrence for the thread's KS states, h = exp(dt A) h + dt B u (prev and
+// next may be the same array); returns the thread's share of y = C . h. s_B, s_C: the staged
+// rows (variable forms), bs their row length; t the step within the staged chunk.
+template <int KS>
+__device__ __forceinline__ float StepStates(const ThreadStates<KS>& st, const SelectiveScanParams& p,
+                                            const float* s_B, const float* s_C, int bs, int t,
+                                            const Place& pl, int tpc, float dt, float u,
+                                            const float (&prev)[KS], float (&next)[KS]) {
+  float y = 0.0f;
+#pragma unroll
+  for (int k = 0; k < KS; ++k) {
+    const int n = pl.j + k * tpc;
+    const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
+    const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
+    next[k] = exp2f(dt * st.a2[k]) * prev[k] + dt * bv * u;
+    y += cv * next[k];
+  }
+  return y;
+}
+
 // Forward. checkpoints == nullptr: writes out and final_state. Otherwise the backward's
 // checkpoint pass: writes the state before every ck_every-th step to
 // checkpoints[((b * ck_count + l / ck_every) * D + d) * N + n] and nothing else.
@@ -196,15 +216,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       const float u = s_u[pl.c * row + t], dt = s_dt[pl.c * row + t];
-      float y = 0.0f;
-#pragma unroll
-      for (int k = 0; k < KS; ++k) {
-        const int n = pl.j + k * lay.tpc;
-        const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
-        const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
-        h[k] = exp2f(dt * st.a2[k]) * h[k] + dt * bv * u;
-        y += cv * h[k];
-      }
+      float y = StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u, h, h);
       y = ChannelSum(y, lay.tpc);
       if (pl.j == 0 && pl.active) {
         y += d_skip * u;
@@ -283,7 +295,8 @@ __global__ void __launch_bounds__(kThreads)
     if (p.C.is_variable) StageBC<T>(s_C, p.C, p, pl, lay.n_alloc, l0);
     __syncthreads();
 
-    // Recompute the chunk's states from its checkpoint: hs[t] = h after step l0 + t.
+    // Recompute the chunk's states from its checkpoint: hs[t] = h after step l0 + t (past the
+    // sequence's end they hold values never read).
     float h_start[KS], hs[T][KS];
 #pragma unroll
     for (int k = 0; k < KS; ++k) {
@@ -292,17 +305,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const float dt = TimeStep(s_x[pl.c * row + t], p.delta_softplus), u = s_u[pl.c * row + t];
-      float y = 0.0f;
-#pragma unroll
-      for (int k = 0; k < KS; ++k) {
-        const int n = pl.j + k * lay.tpc;
-        const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
-        const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
-        const float prev = t == 0 ? h_start[k] : hs[t > 0 ? t - 1 : 0][k];
-        // Steps past the end keep the state: it is never read.
-        hs[t][k] = t < steps ? exp2f(dt * st.a2[k]) * prev + dt * bv * u : prev;
-        y += cv * hs[t][k];
-      }
+      float y = StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u, t == 0 ? h_start : hs[t > 0 ? t - 1 : 0], hs[t]);
       y = ChannelSum(y, lay.tpc);
       if (pl.j == 0) s_y[pl.c * row + t] = y;
     }
