@@ -32,6 +32,8 @@ class AllOnCuda : public ::testing::Test {
   // Without the backend: Unsupported, naming the backend; with it but no device: a CUDA error.
   static void ExpectRefused(const Status& s, const char* op) {
     EXPECT_FALSE(s.ok()) << op;
+    // A valid call: refused for want of a GPU, not for its arguments.
+    EXPECT_NE(s.code(), StatusCode::kInvalidArgument) << s.message();
     if (!CudaBuilt()) {
       EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
       EXPECT_NE(s.message().find("CUDA backend"), std::string::npos) << s.message();
@@ -78,7 +80,7 @@ TEST_F(AllOnCuda, StateUpdateConvAndNorms) {
   su.C = OnCuda(C);
   ExpectRefused(SelectiveStateUpdate(su, OnCuda(state), OnCuda(out)), "selective_state_update");
 
-  HostTensor cx({1, 4, 9}, DType::kF32), w({4, 4}, DType::kF32), cout = cx, cstate({1, 4, 3}, DType::kF32);
+  HostTensor cx({1, 4, 9}, DType::kF32), w({4, 4}, DType::kF32), cout = cx, cstate({2, 4, 3}, DType::kF32);
   CausalConv1dInputs ci;
   ci.x = OnCuda(cx);
   ci.weight = OnCuda(w);

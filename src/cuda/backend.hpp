@@ -30,9 +30,10 @@ Status SelectiveStateUpdate(const StateUpdateParams& p);
 Status CausalConv1dForward(const CausalConv1dParams& p);
 Status CausalConv1dBackward(const CausalConv1dBwdParams& p);
 Status CausalConv1dUpdate(const CausalConv1dUpdateParams& p);
-// Both RMS norms (gated, and add + norm) share one params struct, as on the CPU.
-Status RmsNormForward(const NormParams& p);
-Status RmsNormBackward(const NormBwdParams& p);
+// Both RMS norms (gated, and add + norm) share one params struct, as on the CPU; `op` names
+// the public op in messages ("rmsnorm" or "add_rmsnorm").
+Status RmsNormForward(const char* op, const NormParams& p);
+Status RmsNormBackward(const char* op, const NormBwdParams& p);
 
 }  // namespace cuda
 }  // namespace ssmkit

@@ -120,16 +120,14 @@ int ThreadsFor(int64_t group_size) {
 
 }  // namespace
 
-Status RmsNormForward(const NormParams& p) {
-  const char* op = p.residual_out.data ? "add_rmsnorm" : "rmsnorm";
+Status RmsNormForward(const char* op, const NormParams& p) {
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(Grid(op, p.rows, p.features / p.group_size, &grid));
   RmsNormForwardKernel<<<grid, ThreadsFor(p.group_size), 0, CurrentStream()>>>(p);
   return CheckLaunch(op, "RmsNormForwardKernel");
 }
 
-Status RmsNormBackward(const NormBwdParams& p) {
-  const char* op = "rmsnorm";
+Status RmsNormBackward(const char* op, const NormBwdParams& p) {
   const int64_t tiles = CeilDiv(p.rows, kRowsPerBlock);
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(Grid(op, tiles, p.features / p.group_size, &grid));

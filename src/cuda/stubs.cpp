@@ -25,8 +25,8 @@ Status CausalConv1dBackward(const CausalConv1dBwdParams&) { return NotBuilt("cau
 Status CausalConv1dUpdate(const CausalConv1dUpdateParams&) {
   return NotBuilt("causal_conv1d_update");
 }
-Status RmsNormForward(const NormParams&) { return NotBuilt("rmsnorm"); }
-Status RmsNormBackward(const NormBwdParams&) { return NotBuilt("rmsnorm"); }
+Status RmsNormForward(const char* op, const NormParams&) { return NotBuilt(op); }
+Status RmsNormBackward(const char* op, const NormBwdParams&) { return NotBuilt(op); }
 
 }  // namespace cuda
 }  // namespace ssmkit

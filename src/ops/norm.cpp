@@ -142,12 +142,12 @@ Status CheckAddDevices(const AddRmsNormInputs& in, std::initializer_list<check::
 }
 
 Status Run(const char* op, Device device, const NormParams& p) {
-  if (device == Device::kCuda) return cuda::RmsNormForward(p);
+  if (device == Device::kCuda) return cuda::RmsNormForward(op, p);
   return RunGuarded(op, [&] { return cpu::RmsNormForward(p); });
 }
 
 Status RunBackward(const char* op, Device device, const NormBwdParams& p) {
-  if (device == Device::kCuda) return cuda::RmsNormBackward(p);
+  if (device == Device::kCuda) return cuda::RmsNormBackward(op, p);
   return RunGuarded(op, [&] { return cpu::RmsNormBackward(p); });
 }
 
