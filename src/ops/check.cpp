@@ -32,10 +32,33 @@ Status RankIn(const char* op, const char* name, const ssmkit::Tensor& t,
   return Mismatch(op, name, expected, "rank " + std::to_string(t.rank) + " " + t.shape_string());
 }
 
+Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
+               std::initializer_list<NamedTensor> outputs, Device* device) {
+  int on_cuda = 0, on_cpu = 0;
+  for (const auto& list : {inputs, outputs}) {
+    for (const NamedTensor& n : list) {
+      if (n.tensor.defined()) (n.tensor.device == Device::kCuda ? on_cuda : on_cpu) += 1;
+    }
+  }
+  *device = on_cuda > on_cpu ? Device::kCuda : Device::kCpu;
+  auto name_of = [](Device d) -> std::string {
+    if (d == Device::kCpu) return "a CPU tensor";
+    if (d == Device::kCuda) return "a CUDA tensor";
+    return "a tensor on unknown device " + std::to_string(static_cast<int>(d));
+  };
+  for (const auto& list : {inputs, outputs}) {
+    for (const NamedTensor& n : list) {
+      if (n.tensor.defined() && n.tensor.device != *device) {
+        return Mismatch(op, n.name, name_of(*device), name_of(n.tensor.device));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
               std::initializer_list<DType> dtypes) {
   if (!t.defined()) return Mismatch(op, name, "a tensor of shape " + ShapeWithLegend(shape), "null");
-  if (t.device != Device::kCpu) return Mismatch(op, name, "a CPU tensor", "a CUDA tensor");
   bool shape_ok = t.rank == static_cast<int>(shape.dims.size());
   int i = 0;
   for (int64_t d : shape.dims) shape_ok = shape_ok && t.shape[i++] == d;

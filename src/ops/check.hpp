@@ -17,7 +17,18 @@ struct ShapeSpec {
   std::vector<int64_t> dims;  // the sizes those names have in this call
 };
 
-// A tensor the op requires (or an optional one that is present): not null, on the CPU,
+// The device an op runs on: the one most of its defined tensors live on (a tie goes to the
+// CPU), so that a mix is reported on the odd tensor out, as
+// "<op>: <name>: expected a CPU tensor, given a CUDA tensor". Absent tensors are skipped.
+struct NamedTensor {
+  const char* name;
+  const ssmkit::Tensor& tensor;
+};
+// `inputs` and `outputs` are one list, split for the callers' convenience.
+Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
+               std::initializer_list<NamedTensor> outputs, Device* device);
+
+// A tensor the op requires (or an optional one that is present): not null,
 // of `shape`, one of `dtypes`, unit stride on the last dimension, no negative strides.
 Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
               std::initializer_list<DType> dtypes);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpu/conv1d.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/conv1d_params.hpp"
 
@@ -91,6 +92,15 @@ Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_na
   return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
 }
 
+// Every tensor of a forward or backward call, named for the device check.
+Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::NamedTensor> more,
+                    Device* device) {
+  return check::Devices(kOp,
+                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias},
+                         {"initial_states", in.initial_states}},
+                        more, device);
+}
+
 template <class Fn>
 Status RunGuarded(const char* op, Fn&& fn) {
   try {
@@ -105,18 +115,28 @@ Status RunGuarded(const char* op, Fn&& fn) {
 Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
                            const Tensor& final_states) {
   CausalConv1dParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(
+      CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("final_states", final_states, p));
   p.out = MakeSeqView(out);
   p.final_states = MakeSeqView(final_states);
+  if (device == Device::kCuda) return cuda::CausalConv1dForward(p);
   return RunGuarded(kOp, [&] { return cpu::CausalConv1dForward(p); });
 }
 
 Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout,
                             const Tensor& dfinal_states, const CausalConv1dGrads& grads) {
   CausalConv1dBwdParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(
+      inputs,
+      {{"dout", dout}, {"dfinal_states", dfinal_states}, {"dx", grads.dx},
+       {"dweight", grads.dweight}, {"dbias", grads.dbias}, {"dinitial_states", grads.dinitial_states}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
@@ -132,12 +152,17 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
   p.dinitial_states = MakeSeqView(grads.dinitial_states);
   p.dweight = MakeChannelView(grads.dweight);
   p.dbias = MakeChannelView(grads.dbias);
+  if (device == Device::kCuda) return cuda::CausalConv1dBackward(p);
   return RunGuarded(kOp, [&] { return cpu::CausalConv1dBackward(p); });
 }
 
 Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& conv_state,
                           const Tensor& out) {
   const CausalConv1dUpdateInputs& in = inputs;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(check::Devices(kUpdateOp,
+                                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}},
+                                        {{"conv_state", conv_state}, {"out", out}}, &device));
   if (!in.x.defined()) return check::Mismatch(kUpdateOp, "x", "a tensor (B, D) or (B, D, T)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kUpdateOp, "x", in.x, {2, 3}));
   const bool steps_dim = in.x.rank == 3;
@@ -178,6 +203,7 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& 
   p.bias = MakeChannelView(in.bias);
   p.conv_state = MakeSeqView(conv_state);
   p.out = MakeSeqView(out);
+  if (device == Device::kCuda) return cuda::CausalConv1dUpdate(p);
   return RunGuarded(kUpdateOp, [&] { return cpu::CausalConv1dUpdate(p); });
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cpu/norm.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/norm_params.hpp"
 
@@ -126,21 +127,53 @@ Status RunGuarded(const char* op, Fn&& fn) {
   }
 }
 
+Status CheckGatedDevices(const RmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
+                         Device* device) {
+  return check::Devices(kGatedOp,
+                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}, {"z", in.z}}, more,
+                        device);
+}
+
+Status CheckAddDevices(const AddRmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
+                       Device* device) {
+  return check::Devices(
+      kAddOp, {{"x", in.x}, {"residual", in.residual}, {"weight", in.weight}, {"bias", in.bias}},
+      more, device);
+}
+
+Status Run(const char* op, Device device, const NormParams& p) {
+  if (device == Device::kCuda) return cuda::RmsNormForward(op, p);
+  return RunGuarded(op, [&] { return cpu::RmsNormForward(p); });
+}
+
+Status RunBackward(const char* op, Device device, const NormBwdParams& p) {
+  if (device == Device::kCuda) return cuda::RmsNormBackward(op, p);
+  return RunGuarded(op, [&] { return cpu::RmsNormBackward(p); });
+}
+
 }  // namespace
 
 Status RmsNormForward(const RmsNormInputs& inputs, const Tensor& out,
                       const RmsNormOptions& options) {
   NormParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(inputs, {{"out", out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kGatedOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
   p.out = MakeRowsView(out);
-  return RunGuarded(kGatedOp, [&] { return cpu::RmsNormForward(p); });
+  return Run(kGatedOp, device, p);
 }
 
 Status RmsNormBackward(const RmsNormInputs& inputs, const Tensor& dout, const RmsNormGrads& grads,
                        const RmsNormOptions& options) {
   NormBwdParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(
+      inputs,
+      {{"dout", dout}, {"dx", grads.dx}, {"dweight", grads.dweight}, {"dbias", grads.dbias},
+       {"dz", grads.dz}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kGatedOp, "dout", dout, {"(M, E)", {p.rows, p.features}}, {inputs.x.dtype}));
@@ -155,12 +188,15 @@ Status RmsNormBackward(const RmsNormInputs& inputs, const Tensor& dout, const Rm
   p.dz = MakeRowsView(grads.dz);
   p.dweight = static_cast<float*>(grads.dweight.data);
   p.dbias = static_cast<float*>(grads.dbias.data);
-  return RunGuarded(kGatedOp, [&] { return cpu::RmsNormBackward(p); });
+  return RunBackward(kGatedOp, device, p);
 }
 
 Status AddRmsNormForward(const AddRmsNormInputs& inputs, const Tensor& out,
                          const Tensor& residual_out, const AddRmsNormOptions& options) {
   NormParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(
+      CheckAddDevices(inputs, {{"out", out}, {"residual_out", residual_out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kAddOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
@@ -168,13 +204,19 @@ Status AddRmsNormForward(const AddRmsNormInputs& inputs, const Tensor& out,
                                          DType::kF32, false));
   p.out = MakeRowsView(out);
   p.residual_out = MakeRowsView(residual_out);
-  return RunGuarded(kAddOp, [&] { return cpu::RmsNormForward(p); });
+  return Run(kAddOp, device, p);
 }
 
 Status AddRmsNormBackward(const AddRmsNormInputs& inputs, const Tensor& dout,
                           const Tensor& dresidual_out, const AddRmsNormGrads& grads,
                           const AddRmsNormOptions& options) {
   NormBwdParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckAddDevices(
+      inputs,
+      {{"dout", dout}, {"dresidual_out", dresidual_out}, {"dx", grads.dx},
+       {"dresidual", grads.dresidual}, {"dweight", grads.dweight}, {"dbias", grads.dbias}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   const check::ShapeSpec rows{"(M, E)", {p.rows, p.features}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kAddOp, "dout", dout, rows, {inputs.x.dtype}));
@@ -193,7 +235,7 @@ Status AddRmsNormBackward(const AddRmsNormInputs& inputs, const Tensor& dout,
   p.dresidual = MakeRowsView(grads.dresidual);
   p.dweight = static_cast<float*>(grads.dweight.data);
   p.dbias = static_cast<float*>(grads.dbias.data);
-  return RunGuarded(kAddOp, [&] { return cpu::RmsNormBackward(p); });
+  return RunBackward(kAddOp, device, p);
 }
 
 }  // namespace ssmkit

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpu/selective_scan.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/selective_scan_params.hpp"
 
@@ -55,12 +56,11 @@ BCView MakeBCView(const Tensor& t) {
 
 // Checks B or C, whose rank picks its form.
 Status CheckBC(const char* name, const Tensor& t, int64_t batch, int64_t dim, int64_t dstate,
-               int64_t seqlen) {
+               int64_t seqlen, std::initializer_list<DType> dtypes) {
   if (!t.defined()) {
     return check::Mismatch(kOp, name, "a tensor (D, N), (B, N, L) or (B, G, N, L)", "null");
   }
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, name, t, {2, 3, 4}));
-  const auto dtypes = {DType::kF32, DType::kBF16};
   if (t.rank == 2) return check::Tensor(kOp, name, t, {"(D, N)", {dim, dstate}}, dtypes);
   if (t.rank == 3) return check::Tensor(kOp, name, t, {"(B, N, L)", {batch, dstate, seqlen}}, dtypes);
   const int64_t groups = t.shape[1];
@@ -72,7 +72,7 @@ Status CheckBC(const char* name, const Tensor& t, int64_t batch, int64_t dim, in
 }
 
 // Checks the inputs shared by forward and backward and fills the input half of `p`.
-Status CheckInputs(const SelectiveScanInputs& in, SelectiveScanParams* p) {
+Status CheckInputs(const SelectiveScanInputs& in, Device device, SelectiveScanParams* p) {
   if (!in.u.defined()) return check::Mismatch(kOp, "u", "a tensor (B, D, L)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "u", in.u, {3}));
   if (!in.A.defined()) return check::Mismatch(kOp, "A", "a tensor (D, N)", "null");
@@ -88,13 +88,16 @@ Status CheckInputs(const SelectiveScanInputs& in, SelectiveScanParams* p) {
     return check::Mismatch(kOp, "A", "state size N in [1, " + std::to_string(kMaxScanStateSize) + "]",
                            "N = " + std::to_string(dstate));
   }
-  const auto seq_dtypes = {DType::kF32, DType::kBF16};
+  // f16 is served by the CUDA backend only.
+  const std::initializer_list<DType> cpu_dtypes = {DType::kF32, DType::kBF16};
+  const std::initializer_list<DType> cuda_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
+  const std::initializer_list<DType> seq_dtypes = device == Device::kCuda ? cuda_dtypes : cpu_dtypes;
   const check::ShapeSpec seq{"(B, D, L)", {batch, dim, seqlen}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "u", in.u, seq, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "delta", in.delta, seq, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "A", in.A, {"(D, N)", {dim, dstate}}, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(CheckBC("B", in.B, batch, dim, dstate, seqlen));
-  SSMKIT_RETURN_IF_ERROR(CheckBC("C", in.C, batch, dim, dstate, seqlen));
+  SSMKIT_RETURN_IF_ERROR(CheckBC("B", in.B, batch, dim, dstate, seqlen, seq_dtypes));
+  SSMKIT_RETURN_IF_ERROR(CheckBC("C", in.C, batch, dim, dstate, seqlen, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "D", in.D, {"(D)", {dim}}, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "z", in.z, seq, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(
@@ -141,6 +144,16 @@ Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_na
   return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
 }
 
+// Every tensor of a call, named for the device check.
+Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::NamedTensor> more,
+                    Device* device) {
+  return check::Devices(kOp,
+                        {{"u", in.u}, {"delta", in.delta}, {"A", in.A}, {"B", in.B}, {"C", in.C},
+                         {"D", in.D}, {"z", in.z}, {"delta_bias", in.delta_bias},
+                         {"initial_state", in.initial_state}},
+                        more, device);
+}
+
 template <class Fn>
 Status RunGuarded(Fn&& fn) {
   try {
@@ -178,14 +191,18 @@ Status ParseScanAlgorithm(std::string_view name, ScanAlgorithm* algorithm) {
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const SelectiveScanOptions& options) {
   SelectiveScanParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(
+      CheckDevices(inputs, {{"out", out}, {"final_state", final_state}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", final_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
   p.out = MakeSeqView(out);
   p.final_state = MakeF32View(final_state);
+  if (device == Device::kCuda) return cuda::SelectiveScanForward(p);
   return RunGuarded([&] { return cpu::SelectiveScanForward(p, options); });
 }
 
@@ -193,8 +210,15 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
                              const Tensor& dfinal_state, const SelectiveScanGrads& grads,
                              const SelectiveScanOptions& options) {
   SelectiveScanBwdParams p;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(
+      inputs,
+      {{"dout", dout}, {"dfinal_state", dfinal_state}, {"du", grads.du}, {"ddelta", grads.ddelta},
+       {"dA", grads.dA}, {"dB", grads.dB}, {"dC", grads.dC}, {"dD", grads.dD}, {"dz", grads.dz},
+       {"ddelta_bias", grads.ddelta_bias}, {"dinitial_state", grads.dinitial_state}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_state", dfinal_state,
@@ -220,6 +244,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
   p.dD = MakeF32View(grads.dD);
   p.ddelta_bias = MakeF32View(grads.ddelta_bias);
   p.dinitial_state = MakeF32View(grads.dinitial_state);
+  if (device == Device::kCuda) return cuda::SelectiveScanBackward(p);
   return RunGuarded([&] { return cpu::SelectiveScanBackward(p, options); });
 }
 

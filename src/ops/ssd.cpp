@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cpu/ssd.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/ssd_params.hpp"
 
@@ -138,6 +139,16 @@ Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_na
   return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
 }
 
+// Every tensor of a call, named for the device check.
+Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTensor> more,
+                    Device* device) {
+  return check::Devices(kOp,
+                        {{"x", in.x}, {"dt", in.dt}, {"A", in.A}, {"B", in.B}, {"C", in.C},
+                         {"D", in.D}, {"z", in.z}, {"dt_bias", in.dt_bias},
+                         {"initial_states", in.initial_states}, {"seq_idx", in.seq_idx}},
+                        more, device);
+}
+
 template <class Fn>
 Status RunGuarded(Fn&& fn) {
   try {
@@ -185,6 +196,9 @@ Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& fina
                   const SsdOptions& options) {
   SsdParams p;
   SsdAlgorithm algorithm;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(
+      CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out,
@@ -195,6 +209,7 @@ Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& fina
                                          {DType::kF32}));
   p.out = MakeSeqView(out);
   p.final_states = MakeStateView(final_states);
+  if (device == Device::kCuda) return cuda::SsdForward(p);
   return RunGuarded([&] { return cpu::SsdForward(p, algorithm); });
 }
 
@@ -202,6 +217,13 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
                    const SsdGrads& grads, const SsdOptions& options) {
   SsdBwdParams p;
   SsdAlgorithm algorithm;
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(
+      inputs,
+      {{"dout", dout}, {"dfinal_states", dfinal_states}, {"dx", grads.dx}, {"ddt", grads.ddt},
+       {"dA", grads.dA}, {"dB", grads.dB}, {"dC", grads.dC}, {"dD", grads.dD}, {"dz", grads.dz},
+       {"ddt_bias", grads.ddt_bias}, {"dinitial_states", grads.dinitial_states}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout,
@@ -231,6 +253,7 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   p.dD = MakeHeadView(grads.dD);
   p.ddt_bias = MakeHeadView(grads.ddt_bias);
   p.dinitial_states = MakeStateView(grads.dinitial_states);
+  if (device == Device::kCuda) return cuda::SsdBackward(p);
   return RunGuarded([&] { return cpu::SsdBackward(p, algorithm); });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/state_update.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/state_update_params.hpp"
 
@@ -92,7 +93,7 @@ Status CheckIndexValues(const StateUpdateParams& p) {
 }
 
 Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& out,
-                StateUpdateParams* p) {
+                Device device, StateUpdateParams* p) {
   if (!state.defined()) {
     return check::Mismatch(kOp, "state", "a tensor (Bs, D, N) or (Bs, H, P, N)", "null");
   }
@@ -170,7 +171,10 @@ Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& 
   if (in.state_batch_indices.defined()) {
     p->state_batch_indices = static_cast<const int32_t*>(in.state_batch_indices.data);
     p->indices_stride = in.state_batch_indices.strides[0];
-    SSMKIT_RETURN_IF_ERROR(CheckIndexValues(*p));
+    // Device memory is not read on the host (that would synchronise every decode step): the
+    // CUDA kernel skips rows whose index is negative or >= Bs, and distinctness is the
+    // caller's promise there (docs/cuda.md).
+    if (device == Device::kCpu) SSMKIT_RETURN_IF_ERROR(CheckIndexValues(*p));
   }
   return Status::Ok();
 }
@@ -180,8 +184,16 @@ Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& 
 Status SelectiveStateUpdate(const StateUpdateInputs& inputs, const Tensor& state,
                             const Tensor& out) {
   StateUpdateParams p;
+  Device device;
+  const StateUpdateInputs& in = inputs;
+  SSMKIT_RETURN_IF_ERROR(check::Devices(
+      kOp,
+      {{"x", in.x}, {"dt", in.dt}, {"A", in.A}, {"B", in.B}, {"C", in.C}, {"D", in.D},
+       {"z", in.z}, {"dt_bias", in.dt_bias}, {"state_batch_indices", in.state_batch_indices}},
+      {{"state", state}, {"out", out}}, &device));
   try {
-    SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, state, out, &p));
+    SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, state, out, device, &p));
+    if (device == Device::kCuda) return cuda::SelectiveStateUpdate(p);
     return cpu::SelectiveStateUpdate(p);
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(std::string(kOp) + ": could not allocate the workspace");

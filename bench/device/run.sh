@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The device benchmark, in ONE call on a lent GPU machine (<= 10 minutes): builds ssmkit with the
+# CUDA backend for sm_90, runs the GPU tests, times ssmkit's ops (bench/cuda_bench.cpp) and the
+# peers (mamba_ssm, causal-conv1d; bench/device/compare.py) side by side, prints the table.
+# bench/device/README.md says how a session prepares what it carries (.deps/, .whl/).
+#
+#   run   command: bash bench/device/run.sh
+#         carry:   [".deps", ".whl"]
+#
+# Everything lands in $OUT (build and test logs, ours.jsonl, peers.jsonl, table.txt); the
+# table is printed last. Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds
+# scripts/sanitize_gpu.sh, a few minutes), SSMKIT_ARCH (default 90-real).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/ssmkit-out}
+mkdir -p "$OUT"
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start )) s] $*"; }
+
+stamp "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+nvcc --version | tail -1
+
+# Peers: wheels carried in .whl/ (bench/device/README.md), installed outside the image's packages.
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || stamp "could not install the carried wheels"
+else
+  stamp "no wheels in .whl/: the peers' columns will say so"
+fi
+
+source bench/device/deps.sh
+build=build/device
+stamp "configure"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSMKIT_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/configure.log" 2>&1 \
+  || { tail -30 "$OUT/configure.log"; stamp "configure failed (log in \$OUT/configure.log)"; exit 1; }
+stamp "build"
+targets=(ssmkit_cuda_bench)
+for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
+  || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
+
+if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
+  stamp "GPU tests"
+  for t in "$build"/tests/gpu/*_gpu_test; do
+    timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed" | head -40
+  done
+fi
+if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
+  stamp "compute-sanitizer"
+  timeout 300 scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"; tail -5 "$OUT/sanitize.log"
+fi
+
+stamp "ssmkit benchmark"
+"$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
+stamp "peers and the table"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" --peers-out "$OUT/peers.jsonl" \
+  2> "$OUT/peers.err" | tee "$OUT/table.txt"
+tail -5 "$OUT/peers.err"
+stamp "done"

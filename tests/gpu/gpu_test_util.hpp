@@ -1,0 +1,96 @@
+// Helpers of the GPU tests: skip without a GPU, mirror host tensors (the CPU tests' fixtures,
+// strides and padding included) to device memory, copy outputs back so the host-side checks
+// (oracle comparison, NaN poisoning, untouched padding) run unchanged.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ssmkit/cuda.hpp"
+#include "ssmkit/tensor.hpp"
+
+// Skips the calling test, with the reason, where no CUDA device is usable (CI has none).
+#define SSMKIT_REQUIRE_GPU()                                                           \
+  do {                                                                                 \
+    if (::ssmkit::CudaDeviceCount() == 0) {                                            \
+      GTEST_SKIP() << "no CUDA GPU here: the 'gpu' tests need one (bench/device/run.sh)"; \
+    }                                                                                  \
+  } while (0)
+
+#define SSMKIT_CUDA_OK(expr)                                               \
+  do {                                                                     \
+    const cudaError_t ssmkit_err_ = (expr);                                \
+    ASSERT_EQ(ssmkit_err_, cudaSuccess) << cudaGetErrorString(ssmkit_err_); \
+  } while (0)
+
+namespace ssmkit::testing {
+
+// Elements from a view's first element to its last, inclusive: what a kernel may touch.
+inline int64_t Extent(const Tensor& t) {
+  int64_t last = 0;
+  for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+  return last + 1;
+}
+
+// Device copies of host tensors for one call. Outputs are copied back by CopyBack(), which
+// also waits for the stream and returns the first error the kernels raised.
+class Mirrors {
+ public:
+  Mirrors() = default;
+  Mirrors(const Mirrors&) = delete;
+  Mirrors& operator=(const Mirrors&) = delete;
+  ~Mirrors() {
+    for (auto& m : list_) cudaFree(m.device);
+  }
+
+  // The device twin of `host` (same shape and strides, device = kCuda); absent stays absent.
+  Tensor In(const Tensor& host) { return Add(host, false); }
+  // The same for an output: its host memory receives the device result in CopyBack().
+  Tensor Out(const Tensor& host) { return Add(host, true); }
+
+  cudaError_t CopyBack() {
+    cudaError_t err = cudaDeviceSynchronize();
+    for (auto& m : list_) {
+      if (err != cudaSuccess) break;
+      if (m.output) err = cudaMemcpy(m.host, m.device, m.bytes, cudaMemcpyDeviceToHost);
+    }
+    return err;
+  }
+
+  // Bytes held on the device by all mirrors.
+  int64_t bytes() const {
+    int64_t total = 0;
+    for (const auto& m : list_) total += m.bytes;
+    return total;
+  }
+
+ private:
+  struct Mirror {
+    void* host;
+    void* device;
+    size_t bytes;
+    bool output;
+  };
+  Tensor Add(const Tensor& host, bool output) {
+    if (!host.defined()) return host;
+    Tensor t = host;
+    Mirror m{host.data, nullptr, static_cast<size_t>(Extent(host) * DTypeSize(host.dtype)), output};
+    if (cudaMalloc(&m.device, m.bytes) != cudaSuccess ||
+        cudaMemcpy(m.device, host.data, m.bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+      ADD_FAILURE() << "could not mirror a tensor of " << m.bytes << " bytes to the GPU";
+      cudaFree(m.device);
+      return Tensor{};
+    }
+    list_.push_back(m);
+    t.data = m.device;
+    t.device = Device::kCuda;
+    return t;
+  }
+  std::vector<Mirror> list_;
+};
+
+}  // namespace ssmkit::testing
