@@ -24,8 +24,14 @@ AddRmsNormGrads = namedtuple("AddRmsNormGrads", "dx dresidual dweight dbias")
 
 
 def _array(a):
-    """An input as a numpy array (no copy when it already is one); None stays None."""
-    return None if a is None else np.asarray(a)
+    """An input as a numpy array, None staying None. The kernels read any strides but need the
+    last dimension dense and no negative stride: only an array that is not so is copied."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if a.ndim and ((a.shape[-1] > 1 and a.strides[-1] != a.itemsize) or min(a.strides) < 0):
+        a = np.ascontiguousarray(a)
+    return a
 
 
 def _indices(a):
