@@ -17,6 +17,7 @@ class Case:
     op: str                        # the function name in ssmkit / ssmkit.jax / references
     vmap_arg: str                  # an argument to batch under vmap
     outputs: int = 2               # out and a final state, or just out
+    batch_args: tuple = ()         # the arguments whose leading dim is the batch (sharded)
 
 
 def normal(rng, *shape, scale=1.0):
@@ -38,8 +39,10 @@ def selective_scan(rng, Bn=2, D=8, L=16, N=4, bc="variable"):
                 A=-np.exp(uniform(rng, -1.0, 1.5, D, N)), B=B, C=C, D=normal(rng, D),
                 z=normal(rng, Bn, D, L), delta_bias=uniform(rng, -0.5, 0.5, D),
                 initial_state=normal(rng, Bn, D, N))
+    batch_args = ("u", "delta", "z", "initial_state") + (() if bc == "constant" else ("B", "C"))
     return Case(f"selective_scan_{bc}", args, tuple(args),
-                dict(delta_softplus=True, return_last_state=True), "selective_scan_fn", "u")
+                dict(delta_softplus=True, return_last_state=True), "selective_scan_fn", "u",
+                batch_args=batch_args)
 
 
 def ssd(rng, Bn=2, L=12, H=4, P=4, G=2, N=4, seq_idx=False):
@@ -52,29 +55,31 @@ def ssd(rng, Bn=2, L=12, H=4, P=4, G=2, N=4, seq_idx=False):
         args["seq_idx"] = np.cumsum(rng.uniform(size=(Bn, L)) < 0.2, axis=1).astype(np.int32)
     return Case("ssd" + ("_seq_idx" if seq_idx else ""), args, diff,
                 dict(chunk_size=5, dt_softplus=True, return_final_states=True),
-                "mamba_chunk_scan_combined", "x")
+                "mamba_chunk_scan_combined", "x",
+                batch_args=("x", "dt", "B", "C", "z", "initial_states") +
+                (("seq_idx",) if seq_idx else ()))
 
 
 def conv1d(rng, Bn=2, D=6, L=10, K=4):
     args = dict(x=normal(rng, Bn, D, L), weight=normal(rng, D, K, scale=0.5),
                 bias=normal(rng, D, scale=0.5), initial_states=normal(rng, Bn, D, K - 1))
     return Case("conv1d", args, tuple(args), dict(return_final_states=True, activation="silu"),
-                "causal_conv1d_fn", "x")
+                "causal_conv1d_fn", "x", batch_args=("x", "initial_states"))
 
 
-def rmsnorm(rng, M=6, E=16, group_size=8, norm_before_gate=False):
-    args = dict(x=normal(rng, 2, M // 2, E), weight=normal(rng, E), bias=normal(rng, E, scale=0.3),
-                z=normal(rng, 2, M // 2, E))
+def rmsnorm(rng, M=6, E=16, group_size=8, norm_before_gate=False, lead=2):
+    args = dict(x=normal(rng, lead, M // lead, E), weight=normal(rng, E),
+                bias=normal(rng, E, scale=0.3), z=normal(rng, lead, M // lead, E))
     return Case(f"rmsnorm_gate_{'after' if norm_before_gate else 'before'}", args, tuple(args),
                 dict(eps=1e-5, group_size=group_size, norm_before_gate=norm_before_gate),
-                "rmsnorm_fn", "x", outputs=1)
+                "rmsnorm_fn", "x", outputs=1, batch_args=("x", "z"))
 
 
 def add_rmsnorm(rng, M=6, E=16):
     args = dict(x=normal(rng, M, E), weight=normal(rng, E), bias=normal(rng, E, scale=0.3),
                 residual=normal(rng, M, E))
     return Case("add_rmsnorm", args, tuple(args), dict(eps=1e-5, prenorm=True), "rms_norm_fn",
-                "x")
+                "x", batch_args=("x", "residual"))
 
 
 ALL = [selective_scan, lambda r: selective_scan(r, bc="constant"),
