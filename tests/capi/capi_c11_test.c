@@ -21,22 +21,22 @@
 static int g_passed, g_failed;
 static uint64_t g_seed, g_rng;
 
-#define CHECK(cond, ...)                                                              \
-  do {                                                                                \
-    if (cond) {                                                                       \
-      ++g_passed;                                                                     \
-    } else {                                                                          \
-      ++g_failed;                                                                     \
-      fprintf(stderr, "%s:%d: FAILED (seed %llu): ", __FILE__, __LINE__,              \
-              (unsigned long long)g_seed);                                            \
-      fprintf(stderr, __VA_ARGS__);                                                   \
-      fputc('\n', stderr);                                                            \
-    }                                                                                 \
+#define CHECK(cond, ...)                                                 \
+  do {                                                                   \
+    if (cond) {                                                          \
+      ++g_passed;                                                        \
+    } else {                                                             \
+      ++g_failed;                                                        \
+      fprintf(stderr, "%s:%d: FAILED (seed %llu): ", __FILE__, __LINE__, \
+              (unsigned long long)g_seed);                               \
+      fprintf(stderr, __VA_ARGS__);                                      \
+      fputc('\n', stderr);                                               \
+    }                                                                    \
   } while (0)
 
-#define CHECK_OK(call)                                                                \
-  do {                                                                                \
-    ssmkit_status s_ = (call);                                                        \
+#define CHECK_OK(call)                                                                          \
+  do {                                                                                          \
+    ssmkit_status s_ = (call);                                                                  \
     CHECK(s_ == SSMKIT_OK, "%s -> %s: %s", #call, ssmkit_status_name(s_), ssmkit_last_error()); \
   } while (0)
 
@@ -95,7 +95,9 @@ static ssmkit_tensor view(Arr* a) {
   }
   return t;
 }
-static void release(Arr* a) { free(a->data); }
+static void release(Arr* a) {
+  free(a->data);
+}
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define RANK(...) ((int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
@@ -114,8 +116,12 @@ static double rel_err(const float* got, const double* want, int64_t n) {
   return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
 }
 
-static double softplus(double v) { return v <= 20.0 ? log1p(exp(v)) : v; }
-static double silu(double v) { return v / (1.0 + exp(-v)); }
+static double softplus(double v) {
+  return v <= 20.0 ? log1p(exp(v)) : v;
+}
+static double silu(double v) {
+  return v / (1.0 + exp(-v));
+}
 
 static const double kFwdTol = 1e-5;
 
@@ -148,10 +154,24 @@ static void check_direction(const char* op, const char* name, Arr* x, const floa
   /* Terms of both signs can cancel in <grad, v>: the error is measured against a twentieth of
    * the sum of their sizes at least (a gradient wired to the wrong input misses by all of it). */
   const double scale = fmax(fmax(fabs(analytic), fabs(fd)), fmax(0.05 * mass, 1e-4));
-  CHECK(fabs(fd - analytic) / scale < 2e-2, "%s: d%s: <grad, v> = %.6g, finite difference %.6g",
-        op, name, analytic, fd);
+  CHECK(fabs(fd - analytic) / scale < 2e-2, "%s: d%s: <grad, v> = %.6g, finite difference %.6g", op,
+        name, analytic, fd);
   free(saved);
   free(v);
+}
+
+/* One directional check per differentiable input of an op. */
+typedef struct {
+  const char* name;
+  Arr* input;
+  const Arr* grad;
+} GradCheck;
+
+static void check_gradients(const char* op, const GradCheck* checks, size_t n, LossFn loss,
+                            void* ctx) {
+  for (size_t i = 0; i < n; ++i) {
+    check_direction(op, checks[i].name, checks[i].input, checks[i].grad->data, loss, ctx);
+  }
 }
 
 static double dot(const Arr* a, const Arr* w) {
@@ -178,7 +198,9 @@ static void test_versions(void) {
   CHECK(ssmkit_num_threads() >= 1, "default threads %d", ssmkit_num_threads());
 }
 
-static int contains(const char* s, const char* part) { return strstr(s, part) != NULL; }
+static int contains(const char* s, const char* part) {
+  return strstr(s, part) != NULL;
+}
 
 static void test_errors(void) {
   Arr u = NORMAL(1, 1, 4, 5), delta = NORMAL(1, 1, 4, 5), A = UNIFORM(-2, -0.5, 4, 3);
@@ -236,7 +258,8 @@ static void test_errors(void) {
 
   ssmkit_tensor t;
   CHECK(ssmkit_tensor_contiguous(&t, u.data, SSMKIT_F32, 7, SHAPE(1, 1, 1, 1, 1, 1, 1)) ==
-            SSMKIT_INVALID_ARGUMENT, "rank 7");
+            SSMKIT_INVALID_ARGUMENT,
+        "rank 7");
   CHECK(contains(ssmkit_last_error(), "rank"), "message: %s", ssmkit_last_error());
   CHECK(ssmkit_tensor_contiguous(NULL, u.data, SSMKIT_F32, 1, SHAPE(3)) == SSMKIT_INVALID_ARGUMENT,
         "NULL tensor");
@@ -324,19 +347,21 @@ static void test_selective_scan(void) {
   g.dD = view(&dD), g.dz = view(&dz), g.ddelta_bias = view(&dbias), g.dinitial_state = view(&dh0);
   ssmkit_tensor dout = view(&c.w_out), dfin = view(&c.w_fin);
   CHECK_OK(ssmkit_selective_scan_bwd(&c.args, &dout, &dfin, &g));
-  const char* op = "selective_scan";
-  check_direction(op, "u", &c.u, du.data, scan_loss, &c);
-  check_direction(op, "delta", &c.delta, dd.data, scan_loss, &c);
-  check_direction(op, "A", &c.A, dA.data, scan_loss, &c);
-  check_direction(op, "B", &c.B, dB.data, scan_loss, &c);
-  check_direction(op, "C", &c.C, dC.data, scan_loss, &c);
-  check_direction(op, "D", &c.D, dD.data, scan_loss, &c);
-  check_direction(op, "z", &c.z, dz.data, scan_loss, &c);
-  check_direction(op, "delta_bias", &c.bias, dbias.data, scan_loss, &c);
-  check_direction(op, "initial_state", &c.h0, dh0.data, scan_loss, &c);
+  const GradCheck checks[] = {
+      {"u", &c.u, &du},
+      {"delta", &c.delta, &dd},
+      {"A", &c.A, &dA},
+      {"B", &c.B, &dB},
+      {"C", &c.C, &dC},
+      {"D", &c.D, &dD},
+      {"z", &c.z, &dz},
+      {"delta_bias", &c.bias, &dbias},
+      {"initial_state", &c.h0, &dh0},
+  };
+  check_gradients("selective_scan", checks, sizeof checks / sizeof *checks, scan_loss, &c);
 
-  Arr* all[] = {&c.u, &c.delta, &c.A, &c.B, &c.C, &c.D, &c.z, &c.bias, &c.h0, &c.out, &c.fin,
-                &c.w_out, &c.w_fin, &du, &dd, &dA, &dB, &dC, &dD, &dz, &dbias, &dh0};
+  Arr* all[] = {&c.u,     &c.delta, &c.A, &c.B, &c.C, &c.D, &c.z, &c.bias, &c.h0, &c.out, &c.fin,
+                &c.w_out, &c.w_fin, &du,  &dd,  &dA,  &dB,  &dC,  &dD,     &dz,   &dbias, &dh0};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
@@ -411,19 +436,21 @@ static void test_ssd(void) {
   g.dD = view(&dD), g.dz = view(&dz), g.ddt_bias = view(&dbias), g.dinitial_states = view(&dh0);
   ssmkit_tensor dout = view(&c.w_out), dfin = view(&c.w_fin);
   CHECK_OK(ssmkit_ssd_bwd(&c.args, &dout, &dfin, &g));
-  const char* op = "ssd";
-  check_direction(op, "x", &c.x, dx.data, ssd_loss, &c);
-  check_direction(op, "dt", &c.dt, ddt.data, ssd_loss, &c);
-  check_direction(op, "A", &c.A, dA.data, ssd_loss, &c);
-  check_direction(op, "B", &c.B, dB.data, ssd_loss, &c);
-  check_direction(op, "C", &c.C, dC.data, ssd_loss, &c);
-  check_direction(op, "D", &c.D, dD.data, ssd_loss, &c);
-  check_direction(op, "z", &c.z, dz.data, ssd_loss, &c);
-  check_direction(op, "dt_bias", &c.bias, dbias.data, ssd_loss, &c);
-  check_direction(op, "initial_states", &c.h0, dh0.data, ssd_loss, &c);
+  const GradCheck checks[] = {
+      {"x", &c.x, &dx},
+      {"dt", &c.dt, &ddt},
+      {"A", &c.A, &dA},
+      {"B", &c.B, &dB},
+      {"C", &c.C, &dC},
+      {"D", &c.D, &dD},
+      {"z", &c.z, &dz},
+      {"dt_bias", &c.bias, &dbias},
+      {"initial_states", &c.h0, &dh0},
+  };
+  check_gradients("ssd", checks, sizeof checks / sizeof *checks, ssd_loss, &c);
 
-  Arr* all[] = {&c.x, &c.dt, &c.A, &c.B, &c.C, &c.D, &c.z, &c.bias, &c.h0, &c.out, &c.fin,
-                &c.w_out, &c.w_fin, &dx, &ddt, &dA, &dB, &dC, &dD, &dz, &dbias, &dh0};
+  Arr* all[] = {&c.x,     &c.dt,    &c.A, &c.B, &c.C, &c.D, &c.z, &c.bias, &c.h0, &c.out, &c.fin,
+                &c.w_out, &c.w_fin, &dx,  &ddt, &dA,  &dB,  &dC,  &dD,     &dz,   &dbias, &dh0};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
@@ -515,10 +542,13 @@ static void test_conv1d(void) {
   g.dx = view(&dx), g.dweight = view(&dw), g.dbias = view(&db), g.dinitial_states = view(&dinit);
   ssmkit_tensor dout = view(&c.w_out), dfin = view(&c.w_fin);
   CHECK_OK(ssmkit_causal_conv1d_bwd(&c.args, &dout, &dfin, &g));
-  check_direction("conv1d", "x", &c.x, dx.data, conv_loss, &c);
-  check_direction("conv1d", "weight", &c.w, dw.data, conv_loss, &c);
-  check_direction("conv1d", "bias", &c.bias, db.data, conv_loss, &c);
-  check_direction("conv1d", "initial_states", &c.init, dinit.data, conv_loss, &c);
+  const GradCheck checks[] = {
+      {"x", &c.x, &dx},
+      {"weight", &c.w, &dw},
+      {"bias", &c.bias, &db},
+      {"initial_states", &c.init, &dinit},
+  };
+  check_gradients("conv1d", checks, sizeof checks / sizeof *checks, conv_loss, &c);
 
   /* The decode update: one step against the same definition, the state shifted. */
   Arr state = NORMAL(1, CB, CD, CK), xs = NORMAL(1, CB, CD), o1 = NEW(CB, CD);
@@ -544,8 +574,8 @@ static void test_conv1d(void) {
         rel_err(o1.data, want1, o1.n));
   CHECK(rel_err(state.data, want_state, state.n) == 0, "conv1d_update: state not shifted");
 
-  Arr* all[] = {&c.x, &c.w, &c.bias, &c.init, &c.out, &c.fin, &c.w_out, &c.w_fin, &dx, &dw,
-                &db, &dinit, &state, &xs, &o1};
+  Arr* all[] = {&c.x, &c.w, &c.bias, &c.init, &c.out, &c.fin, &c.w_out, &c.w_fin,
+                &dx,  &dw,  &db,     &dinit,  &state, &xs,    &o1};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
@@ -612,10 +642,13 @@ static void test_rmsnorm(void) {
     g.dx = view(&dx), g.dweight = view(&dw), g.dbias = view(&db), g.dz = view(&dz);
     ssmkit_tensor dout = view(&c.w_out);
     CHECK_OK(ssmkit_rmsnorm_bwd(&c.args, &dout, &g));
-    check_direction("rmsnorm", "x", &c.x, dx.data, rmsnorm_loss, &c);
-    check_direction("rmsnorm", "weight", &c.w, dw.data, rmsnorm_loss, &c);
-    check_direction("rmsnorm", "bias", &c.bias, db.data, rmsnorm_loss, &c);
-    check_direction("rmsnorm", "z", &c.z, dz.data, rmsnorm_loss, &c);
+    const GradCheck checks[] = {
+        {"x", &c.x, &dx},
+        {"weight", &c.w, &dw},
+        {"bias", &c.bias, &db},
+        {"z", &c.z, &dz},
+    };
+    check_gradients("rmsnorm", checks, sizeof checks / sizeof *checks, rmsnorm_loss, &c);
     release(&dx), release(&dw), release(&db), release(&dz);
   }
 
@@ -646,13 +679,16 @@ static void test_rmsnorm(void) {
   g.dx = view(&dx), g.dresidual = view(&dres), g.dweight = view(&dw), g.dbias = view(&db);
   ssmkit_tensor dout = view(&c.w_out), dres_out = view(&c.w_res);
   CHECK_OK(ssmkit_add_rmsnorm_bwd(&c.add_args, &dout, &dres_out, &g));
-  check_direction("add_rmsnorm", "x", &c.x, dx.data, add_rmsnorm_loss, &c);
-  check_direction("add_rmsnorm", "residual", &c.residual, dres.data, add_rmsnorm_loss, &c);
-  check_direction("add_rmsnorm", "weight", &c.w, dw.data, add_rmsnorm_loss, &c);
-  check_direction("add_rmsnorm", "bias", &c.bias, db.data, add_rmsnorm_loss, &c);
+  const GradCheck checks[] = {
+      {"x", &c.x, &dx},
+      {"residual", &c.residual, &dres},
+      {"weight", &c.w, &dw},
+      {"bias", &c.bias, &db},
+  };
+  check_gradients("add_rmsnorm", checks, sizeof checks / sizeof *checks, add_rmsnorm_loss, &c);
 
-  Arr* all[] = {&c.x, &c.w, &c.bias, &c.z, &c.residual, &c.out, &c.res_out, &c.w_out, &c.w_res,
-                &dx, &dres, &dw, &db};
+  Arr* all[] = {&c.x,     &c.w,     &c.bias, &c.z,  &c.residual, &c.out, &c.res_out,
+                &c.w_out, &c.w_res, &dx,     &dres, &dw,         &db};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
