@@ -41,21 +41,25 @@ def peers():
     return {"ssmkit": ssmkit.jax, "jax-scan": jax_references, "jax-assoc": assoc}
 
 
-def time_step(step, params, x, target, repeats, min_seconds):
-    """Compiles, warms up for at least min_seconds, then times `repeats` steps one by one.
-    Returns (compile seconds, list of step seconds, the last (loss, grads))."""
-    t0 = time.perf_counter()
-    result = jax.block_until_ready(step(params, x, target))
-    compile_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < min_seconds:
-        result = jax.block_until_ready(step(params, x, target))
-    times = []
-    for _ in range(repeats):
+def time_steps(steps, params, x, target, repeats, min_seconds):
+    """Compiles every step, warms each up for at least min_seconds, then times `repeats` rounds
+    in which every peer runs one step in turn, so that a change in the machine's load falls on
+    all peers alike. Returns {name: (compile seconds, step seconds, (loss, grads))}."""
+    results = {}
+    for name, step in steps.items():
         t0 = time.perf_counter()
         result = jax.block_until_ready(step(params, x, target))
-        times.append(time.perf_counter() - t0)
-    return compile_s, times, result
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < min_seconds:
+            result = jax.block_until_ready(step(params, x, target))
+        results[name] = (compile_s, [], result)
+    for _ in range(repeats):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(step(params, x, target))
+            results[name][1].append(time.perf_counter() - t0)
+    return results
 
 
 def max_rel_err(grads, want):
@@ -98,21 +102,19 @@ def main():
         print(header)
         print(f"{'peer':<10} {'compile s':>9} {'median ms':>10} {'min ms':>9} {'vs ssmkit':>9} "
               f"{'max grad rel err':>17}")
-    rows, ours_ms, ours_grads = [], None, None
     all_peers = peers()
-    for name in args.peers.split(","):
-        ops = all_peers[name]
-        step = jax.jit(jax.value_and_grad(
-            lambda p, x, t, ops=ops: mamba_model.mse_loss(ops, p, x, t)))
-        compile_s, times, (loss, grads) = time_step(step, params, x, target, args.repeats,
-                                                    args.warmup_seconds)
+    names = args.peers.split(",")
+    steps = {name: jax.jit(jax.value_and_grad(
+        lambda p, x, t, ops=all_peers[name]: mamba_model.mse_loss(ops, p, x, t)))
+        for name in names}
+    results = time_steps(steps, params, x, target, args.repeats, args.warmup_seconds)
+    ours_ms = 1e3 * float(np.median(results["ssmkit"][1])) if "ssmkit" in results else None
+    rows = []
+    for name in names:
+        compile_s, times, (loss, grads) = results[name]
         median_ms, min_ms = 1e3 * float(np.median(times)), 1e3 * min(times)
-        if name == "ssmkit":
-            ours_ms, ours_grads = median_ms, grads
-            err, ratio = 0.0, 1.0
-        else:
-            err = max_rel_err(ours_grads, grads) if ours_ms else float("nan")
-            ratio = median_ms / ours_ms if ours_ms else float("nan")
+        err = max_rel_err(results["ssmkit"][2][1], grads) if ours_ms else float("nan")
+        ratio = median_ms / ours_ms if ours_ms else float("nan")
         rows.append(dict(peer=name, compile_s=compile_s, median_ms=median_ms, min_ms=min_ms,
                          ratio=ratio, loss=float(loss), max_grad_rel_err=err))
         if not args.json:
