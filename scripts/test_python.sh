@@ -9,10 +9,12 @@ venv=build/venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
+# Debian 12's venv pip (23.0) predates options the build uses; a current one comes first.
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade "pip>=24"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-test.txt
 cmake --install build/release --prefix build/install >/dev/null
 # No build isolation: the venv already has the build requirements (scikit-build-core,
 # nanobind, jaxlib for the XLA FFI headers).
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-  -Ccmake.define.CMAKE_PREFIX_PATH="$PWD/build/install" ./python
+  --config-settings=cmake.define.CMAKE_PREFIX_PATH="$PWD/build/install" ./python
 "$venv/bin/python" -m pytest -q python/tests "$@"
