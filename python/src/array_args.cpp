@@ -24,13 +24,26 @@ struct InternalError : std::runtime_error {
 std::string DTypeString(nb::dlpack::dtype d) {
   const char* kind = "?";
   switch (static_cast<nb::dlpack::dtype_code>(d.code)) {
-    case nb::dlpack::dtype_code::Int: kind = "int"; break;
-    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
-    case nb::dlpack::dtype_code::Float: kind = "float"; break;
-    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
-    case nb::dlpack::dtype_code::Complex: kind = "complex"; break;
-    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
-    default: break;
+    case nb::dlpack::dtype_code::Int:
+      kind = "int";
+      break;
+    case nb::dlpack::dtype_code::UInt:
+      kind = "uint";
+      break;
+    case nb::dlpack::dtype_code::Float:
+      kind = "float";
+      break;
+    case nb::dlpack::dtype_code::Bfloat:
+      kind = "bfloat";
+      break;
+    case nb::dlpack::dtype_code::Complex:
+      kind = "complex";
+      break;
+    case nb::dlpack::dtype_code::Bool:
+      kind = "bool";
+      break;
+    default:
+      break;
   }
   return std::string(kind) + std::to_string(d.bits);
 }
@@ -41,12 +54,18 @@ bool ToDType(nb::dlpack::dtype d, DType* out) {
   using Code = nb::dlpack::dtype_code;
   const auto code = static_cast<Code>(d.code);
   if (d.lanes != 1) return false;
-  if (code == Code::Float && d.bits == 32) *out = DType::kF32;
-  else if (code == Code::Float && d.bits == 16) *out = DType::kF16;
-  else if ((code == Code::Bfloat || code == Code::UInt) && d.bits == 16) *out = DType::kBF16;
-  else if (code == Code::Int && d.bits == 32) *out = DType::kI32;
-  else if (code == Code::Int && d.bits == 64) *out = DType::kI64;
-  else return false;
+  if (code == Code::Float && d.bits == 32)
+    *out = DType::kF32;
+  else if (code == Code::Float && d.bits == 16)
+    *out = DType::kF16;
+  else if ((code == Code::Bfloat || code == Code::UInt) && d.bits == 16)
+    *out = DType::kBF16;
+  else if (code == Code::Int && d.bits == 32)
+    *out = DType::kI32;
+  else if (code == Code::Int && d.bits == 64)
+    *out = DType::kI64;
+  else
+    return false;
   return true;
 }
 
@@ -82,11 +101,16 @@ Tensor ViewOf(const char* op, const char* key, const Array& a) {
 
 void ThrowIfError(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return;
-    case StatusCode::kInvalidArgument: throw InvalidArgumentError(status.message());
-    case StatusCode::kUnsupported: throw UnsupportedError(status.message());
-    case StatusCode::kOutOfMemory: throw OutOfMemoryError(status.message());
-    case StatusCode::kInternal: break;
+    case StatusCode::kOk:
+      return;
+    case StatusCode::kInvalidArgument:
+      throw InvalidArgumentError(status.message());
+    case StatusCode::kUnsupported:
+      throw UnsupportedError(status.message());
+    case StatusCode::kOutOfMemory:
+      throw OutOfMemoryError(status.message());
+    case StatusCode::kInternal:
+      break;
   }
   throw InternalError(status.message());
 }
@@ -135,9 +159,17 @@ std::vector<Tensor> ArrayArgs::Views(const char* const* keys, size_t n, bool wri
   return views;
 }
 
-bool ArrayArgs::Flag(const char* key) const { return nb::cast<bool>(Get(key)); }
-int64_t ArrayArgs::Integer(const char* key) const { return nb::cast<int64_t>(Get(key)); }
-float ArrayArgs::Real(const char* key) const { return nb::cast<float>(Get(key)); }
-std::string ArrayArgs::String(const char* key) const { return nb::cast<std::string>(Get(key)); }
+bool ArrayArgs::Flag(const char* key) const {
+  return nb::cast<bool>(Get(key));
+}
+int64_t ArrayArgs::Integer(const char* key) const {
+  return nb::cast<int64_t>(Get(key));
+}
+float ArrayArgs::Real(const char* key) const {
+  return nb::cast<float>(Get(key));
+}
+std::string ArrayArgs::String(const char* key) const {
+  return nb::cast<std::string>(Get(key));
+}
 
 }  // namespace ssmkit::python

@@ -14,11 +14,8 @@ using Ranks = ffi::Span<const int64_t>;
 
 // The binding every handler starts with: thread pool, operands, results, ranks.
 auto Bind() {
-  return ffi::Ffi::Bind()
-      .Ctx<ffi::ThreadPool>()
-      .RemainingArgs()
-      .RemainingRets()
-      .Attr<Ranks>("ranks");
+  return ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets().Attr<Ranks>(
+      "ranks");
 }
 
 ffi::Error ScanFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
@@ -28,8 +25,8 @@ ffi::Error ScanFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
   options.chunk_length = chunk_length;
   return RunOverSlices("selective_scan_fn", pool, args, rets, ranks, kScanInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
-                         return SelectiveScanForward(ScanInputs(in, delta_softplus), out[0],
-                                                     out[1], options);
+                         return SelectiveScanForward(ScanInputs(in, delta_softplus), out[0], out[1],
+                                                     options);
                        });
 }
 
@@ -79,8 +76,8 @@ ffi::Error StateUpdate(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remai
   return RunOverSlices("selective_state_update", pool, args, rets, ranks,
                        kStateUpdateInputs.size() + 1, 2, [&](Tensors in, Tensors out) {
                          SSMKIT_RETURN_IF_ERROR(CopyInto(in[0], out[1], "selective_state_update"));
-                         return SelectiveStateUpdate(StateUpdateInputsOf(in.subspan(1), dt_softplus),
-                                                     out[1], out[0]);
+                         return SelectiveStateUpdate(
+                             StateUpdateInputsOf(in.subspan(1), dt_softplus), out[1], out[0]);
                        });
 }
 
@@ -157,29 +154,35 @@ ffi::Error AddRmsNormBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Rem
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitScanFwd, ScanFwd,
-                              Bind().Attr<bool>("delta_softplus").Attr<int64_t>("algorithm")
-                                  .Attr<int64_t>("chunk_length"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    SsmkitScanFwd, ScanFwd,
+    Bind().Attr<bool>("delta_softplus").Attr<int64_t>("algorithm").Attr<int64_t>("chunk_length"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitScanBwd, ScanBwd,
                               Bind().Attr<bool>("delta_softplus").Attr<int64_t>("chunk_length"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdFwd, SsdFwd,
-                              Bind().Attr<bool>("dt_softplus").Attr<float>("dt_min")
-                                  .Attr<float>("dt_max").Attr<int64_t>("algorithm")
+                              Bind()
+                                  .Attr<bool>("dt_softplus")
+                                  .Attr<float>("dt_min")
+                                  .Attr<float>("dt_max")
+                                  .Attr<int64_t>("algorithm")
                                   .Attr<int64_t>("chunk_size"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdBwd, SsdBwd,
-                              Bind().Attr<bool>("dt_softplus").Attr<float>("dt_min")
-                                  .Attr<float>("dt_max").Attr<int64_t>("algorithm")
+                              Bind()
+                                  .Attr<bool>("dt_softplus")
+                                  .Attr<float>("dt_min")
+                                  .Attr<float>("dt_max")
+                                  .Attr<int64_t>("algorithm")
                                   .Attr<int64_t>("chunk_size"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitStateUpdate, StateUpdate, Bind().Attr<bool>("dt_softplus"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvFwd, ConvFwd, Bind().Attr<bool>("silu"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvBwd, ConvBwd, Bind().Attr<bool>("silu"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvUpdate, ConvUpdate, Bind().Attr<bool>("silu"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormFwd, RmsNormFwd,
-                              Bind().Attr<float>("eps").Attr<int64_t>("group_size")
-                                  .Attr<bool>("norm_before_gate"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormBwd, RmsNormBwd,
-                              Bind().Attr<float>("eps").Attr<int64_t>("group_size")
-                                  .Attr<bool>("norm_before_gate"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    SsmkitRmsNormFwd, RmsNormFwd,
+    Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    SsmkitRmsNormBwd, RmsNormBwd,
+    Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormFwd, AddRmsNormFwd, Bind().Attr<float>("eps"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormBwd, AddRmsNormBwd, Bind().Attr<float>("eps"));
 

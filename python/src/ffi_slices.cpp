@@ -29,12 +29,23 @@ struct Operand {
 
 bool ToDType(ffi::DataType t, DType* out) {
   switch (t) {
-    case ffi::DataType::F32: *out = DType::kF32; return true;
-    case ffi::DataType::BF16: *out = DType::kBF16; return true;
-    case ffi::DataType::F16: *out = DType::kF16; return true;
-    case ffi::DataType::S32: *out = DType::kI32; return true;
-    case ffi::DataType::S64: *out = DType::kI64; return true;
-    default: return false;
+    case ffi::DataType::F32:
+      *out = DType::kF32;
+      return true;
+    case ffi::DataType::BF16:
+      *out = DType::kBF16;
+      return true;
+    case ffi::DataType::F16:
+      *out = DType::kF16;
+      return true;
+    case ffi::DataType::S32:
+      *out = DType::kI32;
+      return true;
+    case ffi::DataType::S64:
+      *out = DType::kI64;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -53,17 +64,23 @@ ffi::Error Decoded(const char* op, const char* kind, size_t i, ffi::AnyBuffer b,
 
 ffi::ErrorCode ToErrorCode(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return ffi::ErrorCode::kOk;
-    case StatusCode::kInvalidArgument: return ffi::ErrorCode::kInvalidArgument;
-    case StatusCode::kUnsupported: return ffi::ErrorCode::kUnimplemented;
-    case StatusCode::kOutOfMemory: return ffi::ErrorCode::kResourceExhausted;
-    case StatusCode::kInternal: break;
+    case StatusCode::kOk:
+      return ffi::ErrorCode::kOk;
+    case StatusCode::kInvalidArgument:
+      return ffi::ErrorCode::kInvalidArgument;
+    case StatusCode::kUnsupported:
+      return ffi::ErrorCode::kUnimplemented;
+    case StatusCode::kOutOfMemory:
+      return ffi::ErrorCode::kResourceExhausted;
+    case StatusCode::kInternal:
+      break;
   }
   return ffi::ErrorCode::kInternal;
 }
 
 // The view of slice `index` (a position in the leading dims `batch`) of one operand.
-Tensor SliceView(const Operand& o, const std::vector<int64_t>& batch, const std::vector<int64_t>& index) {
+Tensor SliceView(const Operand& o, const std::vector<int64_t>& batch,
+                 const std::vector<int64_t>& index) {
   if (o.count == 0) return {};
   const size_t lead = batch.size();
   Tensor t;
@@ -90,12 +107,11 @@ ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArg
                          ffi::RemainingRets rets, ffi::Span<const int64_t> ranks, size_t n_in,
                          size_t n_out, const SliceFn& fn) {
   if (args.size() != n_in || rets.size() != n_out || ranks.size() != n_in + n_out) {
-    return ffi::Error::Internal(std::string(op) + ": the JAX wrapper passed " +
-                                std::to_string(args.size()) + " operands, " +
-                                std::to_string(rets.size()) + " results and " +
-                                std::to_string(ranks.size()) + " ranks; expected " +
-                                std::to_string(n_in) + ", " + std::to_string(n_out) + ", " +
-                                std::to_string(n_in + n_out));
+    return ffi::Error::Internal(
+        std::string(op) + ": the JAX wrapper passed " + std::to_string(args.size()) +
+        " operands, " + std::to_string(rets.size()) + " results and " +
+        std::to_string(ranks.size()) + " ranks; expected " + std::to_string(n_in) + ", " +
+        std::to_string(n_out) + ", " + std::to_string(n_in + n_out));
   }
   std::vector<Operand> operands(n_in + n_out);
   for (size_t i = 0; i < n_in; ++i) {
@@ -149,7 +165,8 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const char* what) {
   bool same = src.defined() && dst.defined() && src.rank == dst.rank && src.dtype == dst.dtype;
   for (int d = 0; same && d < src.rank; ++d) same = src.shape[d] == dst.shape[d];
   if (!same) {
-    return Status::InvalidArgument(std::string(what) + ": expected the updated state to have the "
+    return Status::InvalidArgument(std::string(what) +
+                                   ": expected the updated state to have the "
                                    "input state's shape and dtype, given " +
                                    src.shape_string() + " and " + dst.shape_string());
   }

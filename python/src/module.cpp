@@ -15,10 +15,10 @@ namespace nb = nanobind;
 
 NB_MODULE(_ssmkit, m) {
   m.doc() = "ssmkit's C++ kernels: numpy binding and XLA FFI handlers";
-  m.attr("__version__") = nb::str(
-      (std::to_string(SSMKIT_VERSION_MAJOR) + "." + std::to_string(SSMKIT_VERSION_MINOR) + "." +
-       std::to_string(SSMKIT_VERSION_PATCH))
-          .c_str());
+  m.attr("__version__") =
+      nb::str((std::to_string(SSMKIT_VERSION_MAJOR) + "." + std::to_string(SSMKIT_VERSION_MINOR) +
+               "." + std::to_string(SSMKIT_VERSION_PATCH))
+                  .c_str());
   ssmkit::python::RegisterErrors(m);
   ssmkit::python::RegisterNumpyOps(m);
   m.def("set_num_threads", &ssmkit::SetNumThreads, nb::arg("n"),

@@ -43,9 +43,8 @@ void SelectiveScanBwd(nb::dict args) {
   const Tensor dout = a.Input("dout"), dfinal_state = a.Input("dfinal_state");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased([&] {
-    return SelectiveScanBackward(inputs, dout, dfinal_state, ScanGrads(grads), options);
-  });
+  RunReleased(
+      [&] { return SelectiveScanBackward(inputs, dout, dfinal_state, ScanGrads(grads), options); });
 }
 
 void SsdFwd(nb::dict args) {

@@ -65,8 +65,7 @@ inline StateUpdateInputs StateUpdateInputsOf(Tensors t, bool dt_softplus) {
 }
 
 // ---------------------------------------------------------------- causal conv1d
-inline constexpr std::array<const char*, 4> kConvInputs = {"x", "weight", "bias",
-                                                           "initial_states"};
+inline constexpr std::array<const char*, 4> kConvInputs = {"x", "weight", "bias", "initial_states"};
 inline constexpr std::array<const char*, 4> kConvGrads = {"dx", "dweight", "dbias",
                                                           "dinitial_states"};
 inline constexpr std::array<const char*, 3> kConvUpdateInputs = {"x", "weight", "bias"};
@@ -77,7 +76,9 @@ inline CausalConv1dInputs ConvInputs(Tensors t, bool silu) {
   in.activation = silu ? Conv1dActivation::kSilu : Conv1dActivation::kNone;
   return in;
 }
-inline CausalConv1dGrads ConvGrads(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+inline CausalConv1dGrads ConvGrads(Tensors t) {
+  return {t[0], t[1], t[2], t[3]};
+}
 inline CausalConv1dUpdateInputs ConvUpdateInputs(Tensors t, bool silu) {
   CausalConv1dUpdateInputs in;
   in.x = t[0], in.weight = t[1], in.bias = t[2];
@@ -88,13 +89,16 @@ inline CausalConv1dUpdateInputs ConvUpdateInputs(Tensors t, bool silu) {
 // ---------------------------------------------------------------- RMSNorm
 inline constexpr std::array<const char*, 4> kRmsNormInputs = {"x", "weight", "bias", "z"};
 inline constexpr std::array<const char*, 4> kRmsNormGrads = {"dx", "dweight", "dbias", "dz"};
-inline constexpr std::array<const char*, 4> kAddRmsNormInputs = {"x", "residual", "weight",
-                                                                 "bias"};
+inline constexpr std::array<const char*, 4> kAddRmsNormInputs = {"x", "residual", "weight", "bias"};
 inline constexpr std::array<const char*, 4> kAddRmsNormGrads = {"dx", "dresidual", "dweight",
                                                                 "dbias"};
 
-inline RmsNormInputs RmsNormInputsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
-inline RmsNormGrads RmsNormGradsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+inline RmsNormInputs RmsNormInputsOf(Tensors t) {
+  return {t[0], t[1], t[2], t[3]};
+}
+inline RmsNormGrads RmsNormGradsOf(Tensors t) {
+  return {t[0], t[1], t[2], t[3]};
+}
 inline RmsNormOptions RmsNormOptionsOf(float eps, int64_t group_size, bool norm_before_gate) {
   RmsNormOptions o;
   o.eps = eps;
@@ -102,7 +106,11 @@ inline RmsNormOptions RmsNormOptionsOf(float eps, int64_t group_size, bool norm_
   o.norm_before_gate = norm_before_gate;
   return o;
 }
-inline AddRmsNormInputs AddRmsNormInputsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
-inline AddRmsNormGrads AddRmsNormGradsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+inline AddRmsNormInputs AddRmsNormInputsOf(Tensors t) {
+  return {t[0], t[1], t[2], t[3]};
+}
+inline AddRmsNormGrads AddRmsNormGradsOf(Tensors t) {
+  return {t[0], t[1], t[2], t[3]};
+}
 
 }  // namespace ssmkit::python
