@@ -10,6 +10,9 @@ The peers, both pure JAX from python/tests/jax_references.py, differing only in 
   jax-scan   the selective scan as jax.lax.scan over L (h: (B, D, N) carried)
   jax-assoc  the selective scan as jax.lax.associative_scan over L
 Both peers and ssmkit share the GEMMs (projections), which XLA runs the same way in all three.
+  floor      not a peer: the scan, conv and norms replaced by cheap elementwise stand-ins (a
+             different function), i.e. what the rest of the network costs: no implementation
+             of the three ops can make the step faster than this.
 
 Run: build/venv/bin/python bench/jax_train_step.py [--repeats 10] [--json]
 """
@@ -33,18 +36,35 @@ import ssmkit  # noqa: E402
 import ssmkit.jax  # noqa: E402
 
 
+def _floor_ops():
+    def scan(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False):
+        return (u * jax.nn.sigmoid(delta + delta_bias[None, :, None]) * D[None, :, None] * z +
+                B.sum(1, keepdims=True) + C.sum(1, keepdims=True) + A.sum())
+
+    def conv(x, weight, bias=None, activation=None):
+        return x * weight[None, :, -1:] + bias[None, :, None]
+
+    def norm(x, weight, bias, residual=None, prenorm=False, eps=1e-5):
+        r = x if residual is None else x + residual
+        return (r * weight, r) if prenorm else r * weight
+
+    return types.SimpleNamespace(selective_scan_fn=scan, causal_conv1d_fn=conv, rms_norm_fn=norm)
+
+
 def peers():
     assoc = types.SimpleNamespace(**{k: getattr(jax_references, k) for k in dir(jax_references)
                                      if not k.startswith("_")})
     assoc.selective_scan_fn = functools.partial(jax_references.selective_scan_fn,
                                                 method="associative")
-    return {"ssmkit": ssmkit.jax, "jax-scan": jax_references, "jax-assoc": assoc}
+    return {"ssmkit": ssmkit.jax, "jax-scan": jax_references, "jax-assoc": assoc,
+            "floor": _floor_ops()}
 
 
 def time_steps(steps, params, x, target, repeats, min_seconds):
     """Compiles every step, warms each up for at least min_seconds, then times `repeats` rounds
     in which every peer runs one step in turn, so that a change in the machine's load falls on
-    all peers alike. Returns {name: (compile seconds, step seconds, (loss, grads))}."""
+    all peers alike. Returns {name: (compile seconds, step seconds, process CPU seconds per
+    step, (loss, grads))}: CPU time (all threads) is the steadier figure on a shared machine."""
     results = {}
     for name, step in steps.items():
         t0 = time.perf_counter()
@@ -53,12 +73,13 @@ def time_steps(steps, params, x, target, repeats, min_seconds):
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < min_seconds:
             result = jax.block_until_ready(step(params, x, target))
-        results[name] = (compile_s, [], result)
+        results[name] = (compile_s, [], [], result)
     for _ in range(repeats):
         for name, step in steps.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             jax.block_until_ready(step(params, x, target))
             results[name][1].append(time.perf_counter() - t0)
+            results[name][2].append(time.process_time() - c0)
     return results
 
 
@@ -81,7 +102,7 @@ def main():
     parser.add_argument("--d-out", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup-seconds", type=float, default=1.0)
-    parser.add_argument("--peers", default="ssmkit,jax-scan,jax-assoc")
+    parser.add_argument("--peers", default="ssmkit,jax-scan,jax-assoc,floor")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -101,25 +122,29 @@ def main():
     if not args.json:
         print(header)
         print(f"{'peer':<10} {'compile s':>9} {'median ms':>10} {'min ms':>9} {'vs ssmkit':>9} "
-              f"{'max grad rel err':>17}")
+              f"{'cpu ms':>9} {'cpu vs':>7} {'max grad rel err':>17}")
     all_peers = peers()
     names = args.peers.split(",")
     steps = {name: jax.jit(jax.value_and_grad(
         lambda p, x, t, ops=all_peers[name]: mamba_model.mse_loss(ops, p, x, t)))
         for name in names}
     results = time_steps(steps, params, x, target, args.repeats, args.warmup_seconds)
-    ours_ms = 1e3 * float(np.median(results["ssmkit"][1])) if "ssmkit" in results else None
+    ours = results.get("ssmkit")
+    ours_ms = 1e3 * float(np.median(ours[1])) if ours else float("nan")
+    ours_cpu_ms = 1e3 * float(np.median(ours[2])) if ours else float("nan")
     rows = []
     for name in names:
-        compile_s, times, (loss, grads) = results[name]
+        compile_s, times, cpu_times, (loss, grads) = results[name]
         median_ms, min_ms = 1e3 * float(np.median(times)), 1e3 * min(times)
-        err = max_rel_err(results["ssmkit"][2][1], grads) if ours_ms else float("nan")
-        ratio = median_ms / ours_ms if ours_ms else float("nan")
+        cpu_ms = 1e3 * float(np.median(cpu_times))
+        err = max_rel_err(ours[3][1], grads) if ours and name != "floor" else float("nan")
+        ratio, cpu_ratio = median_ms / ours_ms, cpu_ms / ours_cpu_ms
         rows.append(dict(peer=name, compile_s=compile_s, median_ms=median_ms, min_ms=min_ms,
-                         ratio=ratio, loss=float(loss), max_grad_rel_err=err))
+                         ratio=ratio, cpu_ms=cpu_ms, cpu_ratio=cpu_ratio, loss=float(loss),
+                         max_grad_rel_err=err))
         if not args.json:
             print(f"{name:<10} {compile_s:>9.1f} {median_ms:>10.1f} {min_ms:>9.1f} "
-                  f"{ratio:>8.2f}x {err:>17.2e}", flush=True)
+                  f"{ratio:>8.2f}x {cpu_ms:>9.1f} {cpu_ratio:>6.2f}x {err:>17.2e}", flush=True)
     if args.json:
         print(json.dumps(dict(workload="policy-train", header=header, rows=rows), indent=1))
 
