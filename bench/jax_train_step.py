@@ -10,11 +10,12 @@ The peers, both pure JAX from python/tests/jax_references.py, differing only in 
   jax-scan   the selective scan as jax.lax.scan over L (h: (B, D, N) carried)
   jax-assoc  the selective scan as jax.lax.associative_scan over L
 Both peers and ssmkit share the GEMMs (projections), which XLA runs the same way in all three.
-  floor      not a peer: the scan, conv and norms replaced by cheap elementwise stand-ins (a
-             different function), i.e. what the rest of the network costs: no implementation
-             of the three ops can make the step faster than this.
+  floor      (only with --peers ...,floor) not a peer: the scan, conv and norms replaced by
+             elementwise stand-ins (a different function), roughly what the rest of the
+             network costs. The stand-ins are not free, so it is an estimate, not a bound.
 
 Run: build/venv/bin/python bench/jax_train_step.py [--repeats 10] [--json]
+(after scripts/test_python.sh made build/venv and installed the package)
 """
 import argparse
 import functools
@@ -102,7 +103,8 @@ def main():
     parser.add_argument("--d-out", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup-seconds", type=float, default=1.0)
-    parser.add_argument("--peers", default="ssmkit,jax-scan,jax-assoc,floor")
+    parser.add_argument("--peers", default="ssmkit,jax-scan,jax-assoc",
+                        help="comma-separated, from ssmkit, jax-scan, jax-assoc, floor")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
