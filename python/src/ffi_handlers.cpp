@@ -18,6 +18,19 @@ auto Bind() {
       "ranks");
 }
 
+// The SSD's and the gated RMSNorm's attributes, the same for forward and backward.
+auto SsdBind() {
+  return Bind()
+      .Attr<bool>("dt_softplus")
+      .Attr<float>("dt_min")
+      .Attr<float>("dt_max")
+      .Attr<int64_t>("algorithm")
+      .Attr<int64_t>("chunk_size");
+}
+auto RmsNormBind() {
+  return Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate");
+}
+
 ffi::Error ScanFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    Ranks ranks, bool delta_softplus, int64_t algorithm, int64_t chunk_length) {
   SelectiveScanOptions options;
@@ -159,30 +172,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     Bind().Attr<bool>("delta_softplus").Attr<int64_t>("algorithm").Attr<int64_t>("chunk_length"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitScanBwd, ScanBwd,
                               Bind().Attr<bool>("delta_softplus").Attr<int64_t>("chunk_length"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdFwd, SsdFwd,
-                              Bind()
-                                  .Attr<bool>("dt_softplus")
-                                  .Attr<float>("dt_min")
-                                  .Attr<float>("dt_max")
-                                  .Attr<int64_t>("algorithm")
-                                  .Attr<int64_t>("chunk_size"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdBwd, SsdBwd,
-                              Bind()
-                                  .Attr<bool>("dt_softplus")
-                                  .Attr<float>("dt_min")
-                                  .Attr<float>("dt_max")
-                                  .Attr<int64_t>("algorithm")
-                                  .Attr<int64_t>("chunk_size"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdFwd, SsdFwd, SsdBind());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdBwd, SsdBwd, SsdBind());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitStateUpdate, StateUpdate, Bind().Attr<bool>("dt_softplus"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvFwd, ConvFwd, Bind().Attr<bool>("silu"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvBwd, ConvBwd, Bind().Attr<bool>("silu"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvUpdate, ConvUpdate, Bind().Attr<bool>("silu"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    SsmkitRmsNormFwd, RmsNormFwd,
-    Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    SsmkitRmsNormBwd, RmsNormBwd,
-    Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormFwd, RmsNormFwd, RmsNormBind());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormBwd, RmsNormBwd, RmsNormBind());
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormFwd, AddRmsNormFwd, Bind().Attr<float>("eps"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormBwd, AddRmsNormBwd, Bind().Attr<float>("eps"));
 
