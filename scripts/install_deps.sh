@@ -3,6 +3,7 @@
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev)
+packages+=(python3 python3-venv python3-dev)  # the Python package and its tests
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

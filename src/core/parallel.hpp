@@ -1,6 +1,8 @@
 // One parallel_for for the whole library. The range [0, n) is cut into NumThreads()
 // contiguous blocks, block t always going to thread t: the split depends only on n and the
 // thread count, which is what makes per-thread partial sums reproducible bit for bit.
+// Under a host's thread pool (include/ssmkit/executor.hpp) any thread may run block t; the
+// split, and so the bits, stay the same.
 #pragma once
 
 #include <omp.h>
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/executor_run.hpp"
 #include "ssmkit/threads.hpp"
 
 namespace ssmkit {
@@ -26,12 +29,16 @@ void ParallelFor(int64_t n, Fn&& fn) {
     fn(int64_t{0}, n, 0);
     return;
   }
-#pragma omp parallel for num_threads(blocks) schedule(static, 1)
-  for (int t = 0; t < blocks; ++t) {
-    const int64_t begin = n * t / blocks;
-    const int64_t end = n * (t + 1) / blocks;
-    fn(begin, end, t);
+  auto run_block = [&](int t) { fn(n * t / blocks, n * (t + 1) / blocks, t); };
+  // A host's thread pool installed on this thread (ScopedExecutor) takes the same blocks.
+  if (Executor* executor = CurrentExecutor()) {
+    RunBlocks(
+        *executor, blocks, [](void* ctx, int t) { (*static_cast<decltype(run_block)*>(ctx))(t); },
+        &run_block);
+    return;
   }
+#pragma omp parallel for num_threads(blocks) schedule(static, 1)
+  for (int t = 0; t < blocks; ++t) run_block(t);
 }
 
 }  // namespace ssmkit

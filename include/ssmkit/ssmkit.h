@@ -1,0 +1,316 @@
+/* ssmkit's C ABI: plain C11, callable from C, Rust, Zig, an Erlang/Elixir NIF or any FFI.
+ *
+ * Conventions
+ * - Every function returns an ssmkit_status (or a plain value that cannot fail). On failure
+ *   ssmkit_last_error() returns the message, "<op>: <argument>: expected <what>, given <what>",
+ *   valid on the calling thread until its next ssmkit call. Nothing is thrown, nothing aborts,
+ *   and a failed call writes none of its outputs.
+ * - Tensors are non-owning descriptors (ssmkit_tensor): pointer, dtype, shape, strides in
+ *   elements. A tensor whose data is NULL is absent: a zero-initialised ssmkit_tensor means
+ *   "not given" for an optional input, output or gradient.
+ * - Argument structs start with struct_size, which the caller sets to sizeof the struct it was
+ *   compiled with, `ssmkit_selective_scan_args a = {.struct_size = sizeof a};`, the rest zero:
+ *   every optional input absent, every flag off, the default algorithm (only the RMSNorms'
+ *   eps must be set).
+ *   Later versions of a struct only append fields, and the library reads a struct_size from
+ *   any version onwards, so a program built against an older header keeps working with a
+ *   newer library; a struct_size the library does not know is an SSMKIT_INVALID_ARGUMENT.
+ * - Versioning: SSMKIT_ABI_VERSION changes whenever a type or function here changes
+ *   incompatibly (it is also the shared library's SOVERSION); ssmkit_abi_version() returns the
+ *   library's, to compare with the header's at start-up.
+ *
+ * The ops and their semantics are those of the C++ headers (selective_scan.hpp, ssd.hpp,
+ * state_update.hpp, conv1d.hpp, norm.hpp) and of mamba_ssm's functions of the same names;
+ * docs/ops.md lists every shape and dtype. Dimension legend: B batch, L length, D channels,
+ * N state size, H heads, P head dim, G groups, K conv width, M rows, E features.
+ */
+#ifndef SSMKIT_SSMKIT_H_
+#define SSMKIT_SSMKIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SSMKIT_API __attribute__((visibility("default")))
+#else
+#define SSMKIT_API
+#endif
+
+/* ---------------------------------------------------------------- versions */
+
+#define SSMKIT_VERSION_MAJOR 0
+#define SSMKIT_VERSION_MINOR 1
+#define SSMKIT_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch */
+#define SSMKIT_VERSION \
+  (SSMKIT_VERSION_MAJOR * 10000 + SSMKIT_VERSION_MINOR * 100 + SSMKIT_VERSION_PATCH)
+#define SSMKIT_ABI_VERSION 1
+
+SSMKIT_API uint32_t ssmkit_version(void);            /* the library's SSMKIT_VERSION */
+SSMKIT_API const char* ssmkit_version_string(void);  /* "0.1.0" */
+SSMKIT_API uint32_t ssmkit_abi_version(void);        /* the library's SSMKIT_ABI_VERSION */
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum ssmkit_status {
+  SSMKIT_OK = 0,
+  SSMKIT_INVALID_ARGUMENT = 1, /* a shape, dtype, stride, pointer or value the op refuses */
+  SSMKIT_UNSUPPORTED = 2,      /* valid, but not in this build (e.g. a CUDA tensor) */
+  SSMKIT_OUT_OF_MEMORY = 3,    /* a workspace allocation failed */
+  SSMKIT_INTERNAL = 4          /* a bug: please report it with the message */
+} ssmkit_status;
+
+/* The message of the calling thread's last failed call; "" after a call that succeeded. */
+SSMKIT_API const char* ssmkit_last_error(void);
+/* "ok", "invalid argument", "unsupported", "out of memory", "internal", or "unknown". */
+SSMKIT_API const char* ssmkit_status_name(ssmkit_status status);
+
+/* ---------------------------------------------------------------- threads */
+
+/* n >= 1 sets the thread count of every op; n <= 0 restores the default
+ * (SSMKIT_NUM_THREADS, else all cores). Results are bit-identical for a given count. */
+SSMKIT_API void ssmkit_set_num_threads(int32_t n);
+SSMKIT_API int32_t ssmkit_num_threads(void);
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef enum ssmkit_dtype {
+  SSMKIT_F32 = 0,
+  SSMKIT_BF16 = 1, /* bfloat16 bits in a uint16_t */
+  SSMKIT_F16 = 2,
+  SSMKIT_I32 = 3,
+  SSMKIT_I64 = 4
+} ssmkit_dtype;
+
+typedef enum ssmkit_device { SSMKIT_CPU = 0, SSMKIT_CUDA = 1 } ssmkit_device;
+
+#define SSMKIT_MAX_RANK 6
+
+typedef struct ssmkit_tensor {
+  void* data;      /* NULL: absent */
+  int32_t dtype;   /* an ssmkit_dtype */
+  int32_t device;  /* an ssmkit_device */
+  int32_t rank;    /* 0..SSMKIT_MAX_RANK */
+  int32_t reserved; /* 0 */
+  int64_t shape[SSMKIT_MAX_RANK];
+  int64_t strides[SSMKIT_MAX_RANK]; /* in elements, not bytes */
+} ssmkit_tensor;
+
+/* Fills *t as a densely packed row-major CPU tensor of `rank` dims over `data`. */
+SSMKIT_API ssmkit_status ssmkit_tensor_contiguous(ssmkit_tensor* t, void* data, ssmkit_dtype dtype,
+                                                  int32_t rank, const int64_t* shape);
+
+/* ---------------------------------------------------------------- selective scan (Mamba-1) */
+
+typedef enum ssmkit_scan_algorithm {
+  SSMKIT_SCAN_SEQUENTIAL = 0,
+  SSMKIT_SCAN_CHUNKED = 1,
+  SSMKIT_SCAN_BLELLOCH = 2,
+  SSMKIT_SCAN_HILLIS_STEELE = 3,
+  SSMKIT_SCAN_LOG_SPACE = 4
+} ssmkit_scan_algorithm;
+
+typedef struct ssmkit_selective_scan_args {
+  size_t struct_size;
+  ssmkit_tensor u;             /* (B, D, L) f32 | bf16 */
+  ssmkit_tensor delta;         /* (B, D, L) f32 | bf16 */
+  ssmkit_tensor A;             /* (D, N) f32 */
+  ssmkit_tensor B;             /* (D, N), (B, N, L) or (B, G, N, L); f32 | bf16 */
+  ssmkit_tensor C;             /* the same forms as B */
+  ssmkit_tensor D;             /* optional (D) f32 */
+  ssmkit_tensor z;             /* optional (B, D, L) f32 | bf16 */
+  ssmkit_tensor delta_bias;    /* optional (D) f32 */
+  ssmkit_tensor initial_state; /* optional (B, D, N) f32 */
+  int32_t delta_softplus;      /* 0 | 1 */
+  int32_t algorithm;           /* an ssmkit_scan_algorithm (forward only) */
+  int64_t chunk_length;        /* 0: default; speed only */
+} ssmkit_selective_scan_args;
+
+typedef struct ssmkit_selective_scan_grads {
+  size_t struct_size;
+  /* each optional; each the shape and dtype of its input; overwritten, not accumulated */
+  ssmkit_tensor du, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dinitial_state;
+} ssmkit_selective_scan_grads;
+
+/* out: (B, D, L), u's dtype. final_state: NULL or absent, or (B, D, N) f32. */
+SSMKIT_API ssmkit_status ssmkit_selective_scan_fwd(const ssmkit_selective_scan_args* args,
+                                                   const ssmkit_tensor* out,
+                                                   const ssmkit_tensor* final_state);
+/* dout: (B, D, L), u's dtype. dfinal_state: NULL or absent (zeros), or (B, D, N) f32. */
+SSMKIT_API ssmkit_status ssmkit_selective_scan_bwd(const ssmkit_selective_scan_args* args,
+                                                   const ssmkit_tensor* dout,
+                                                   const ssmkit_tensor* dfinal_state,
+                                                   const ssmkit_selective_scan_grads* grads);
+
+/* ---------------------------------------------------------------- SSD (Mamba-2) */
+
+typedef enum ssmkit_ssd_algorithm {
+  SSMKIT_SSD_AUTO = 0,
+  SSMKIT_SSD_CHUNKED = 1,
+  SSMKIT_SSD_SEQUENTIAL = 2
+} ssmkit_ssd_algorithm;
+
+typedef struct ssmkit_ssd_args {
+  size_t struct_size;
+  ssmkit_tensor x;              /* (B, L, H, P) f32 | bf16 */
+  ssmkit_tensor dt;             /* (B, L, H) f32 | bf16 */
+  ssmkit_tensor A;              /* (H) f32 */
+  ssmkit_tensor B;              /* (B, L, G, N) f32 | bf16 */
+  ssmkit_tensor C;              /* (B, L, G, N) f32 | bf16 */
+  ssmkit_tensor D;              /* optional (H) or (H, P) f32 */
+  ssmkit_tensor z;              /* optional (B, L, H, P) f32 | bf16 */
+  ssmkit_tensor dt_bias;        /* optional (H) f32 */
+  ssmkit_tensor initial_states; /* optional (B, H, P, N) f32 */
+  ssmkit_tensor seq_idx;        /* optional (B, L) i32 */
+  int32_t dt_softplus;          /* 0 | 1 */
+  int32_t has_dt_limit;         /* 0: dt_min, dt_max ignored (0, +inf); 1: clamp to them */
+  float dt_min, dt_max;
+  int32_t algorithm;            /* an ssmkit_ssd_algorithm */
+  int32_t reserved;             /* 0 */
+  int64_t chunk_size;           /* 0: default; speed only */
+} ssmkit_ssd_args;
+
+typedef struct ssmkit_ssd_grads {
+  size_t struct_size;
+  ssmkit_tensor dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dinitial_states;
+} ssmkit_ssd_grads;
+
+/* out: (B, L, H, P), x's dtype. final_states: NULL or absent, or (B, H, P, N) f32. */
+SSMKIT_API ssmkit_status ssmkit_ssd_fwd(const ssmkit_ssd_args* args, const ssmkit_tensor* out,
+                                        const ssmkit_tensor* final_states);
+SSMKIT_API ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmkit_tensor* dout,
+                                        const ssmkit_tensor* dfinal_states,
+                                        const ssmkit_ssd_grads* grads);
+
+/* ---------------------------------------------------------------- decode step */
+
+typedef struct ssmkit_state_update_args {
+  size_t struct_size;
+  ssmkit_tensor x;       /* (B, D) | (B, H, P); f32 | bf16 */
+  ssmkit_tensor dt;      /* (B, D) | (B, H) */
+  ssmkit_tensor A;       /* (D, N) | (H); f32 */
+  ssmkit_tensor B;       /* (B, N) or (B, G, N) */
+  ssmkit_tensor C;       /* the same forms as B */
+  ssmkit_tensor D;       /* optional (D) | (H) or (H, P); f32 */
+  ssmkit_tensor z;       /* optional, x's shape */
+  ssmkit_tensor dt_bias; /* optional (D) | (H); f32 */
+  ssmkit_tensor state_batch_indices; /* optional (B) i32; negative: skip the row */
+  int32_t dt_softplus;
+  int32_t reserved;
+} ssmkit_state_update_args;
+
+/* state: (Bs, D, N) or (Bs, H, P, N) f32, updated in place. out: x's shape and dtype. */
+SSMKIT_API ssmkit_status ssmkit_selective_state_update(const ssmkit_state_update_args* args,
+                                                       const ssmkit_tensor* state,
+                                                       const ssmkit_tensor* out);
+
+/* ---------------------------------------------------------------- causal conv1d */
+
+typedef enum ssmkit_activation { SSMKIT_ACT_NONE = 0, SSMKIT_ACT_SILU = 1 } ssmkit_activation;
+
+typedef struct ssmkit_conv1d_args {
+  size_t struct_size;
+  ssmkit_tensor x;              /* (B, D, L) f32 | bf16 */
+  ssmkit_tensor weight;         /* (D, K) f32, 2 <= K <= 8 */
+  ssmkit_tensor bias;           /* optional (D) f32 */
+  ssmkit_tensor initial_states; /* optional (B, D, K-1) f32 | bf16 */
+  int32_t activation;           /* an ssmkit_activation */
+  int32_t reserved;
+} ssmkit_conv1d_args;
+
+typedef struct ssmkit_conv1d_grads {
+  size_t struct_size;
+  ssmkit_tensor dx, dweight, dbias, dinitial_states;
+} ssmkit_conv1d_grads;
+
+/* out: (B, D, L), x's dtype. final_states: NULL or absent, or (B, D, K-1) f32 | bf16. */
+SSMKIT_API ssmkit_status ssmkit_causal_conv1d_fwd(const ssmkit_conv1d_args* args,
+                                                  const ssmkit_tensor* out,
+                                                  const ssmkit_tensor* final_states);
+SSMKIT_API ssmkit_status ssmkit_causal_conv1d_bwd(const ssmkit_conv1d_args* args,
+                                                  const ssmkit_tensor* dout,
+                                                  const ssmkit_tensor* dfinal_states,
+                                                  const ssmkit_conv1d_grads* grads);
+
+typedef struct ssmkit_conv1d_update_args {
+  size_t struct_size;
+  ssmkit_tensor x;      /* (B, D) or (B, D, T) f32 | bf16 */
+  ssmkit_tensor weight; /* (D, K) f32 */
+  ssmkit_tensor bias;   /* optional (D) f32 */
+  int32_t activation;
+  int32_t reserved;
+} ssmkit_conv1d_update_args;
+
+/* conv_state: (B, D, S) f32, S >= K-1, updated in place. out: x's shape and dtype (may be x). */
+SSMKIT_API ssmkit_status ssmkit_causal_conv1d_update(const ssmkit_conv1d_update_args* args,
+                                                     const ssmkit_tensor* conv_state,
+                                                     const ssmkit_tensor* out);
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+typedef struct ssmkit_rmsnorm_args {
+  size_t struct_size;
+  ssmkit_tensor x;          /* (M, E) f32 | bf16 */
+  ssmkit_tensor weight;     /* (E) f32 */
+  ssmkit_tensor bias;       /* optional (E) f32 */
+  ssmkit_tensor z;          /* optional (M, E) f32 | bf16: the gate */
+  float eps;                /* > 0, required (mamba_ssm's default is 1e-6) */
+  int32_t norm_before_gate; /* 0 | 1 (mamba_ssm's default is 1) */
+  int64_t group_size;       /* 0: E */
+} ssmkit_rmsnorm_args;
+
+typedef struct ssmkit_rmsnorm_grads {
+  size_t struct_size;
+  ssmkit_tensor dx, dweight, dbias, dz;
+} ssmkit_rmsnorm_grads;
+
+SSMKIT_API ssmkit_status ssmkit_rmsnorm_fwd(const ssmkit_rmsnorm_args* args,
+                                            const ssmkit_tensor* out);
+SSMKIT_API ssmkit_status ssmkit_rmsnorm_bwd(const ssmkit_rmsnorm_args* args,
+                                            const ssmkit_tensor* dout,
+                                            const ssmkit_rmsnorm_grads* grads);
+
+/* Residual add + RMSNorm: residual_out = x + residual (f32), out = rmsnorm(residual_out). */
+typedef struct ssmkit_add_rmsnorm_args {
+  size_t struct_size;
+  ssmkit_tensor x;        /* (M, E) f32 | bf16 */
+  ssmkit_tensor residual; /* optional (M, E) f32 */
+  ssmkit_tensor weight;   /* (E) f32 */
+  ssmkit_tensor bias;     /* optional (E) f32 */
+  float eps;              /* > 0, required */
+  int32_t reserved;
+} ssmkit_add_rmsnorm_args;
+
+typedef struct ssmkit_add_rmsnorm_grads {
+  size_t struct_size;
+  ssmkit_tensor dx, dresidual, dweight, dbias;
+} ssmkit_add_rmsnorm_grads;
+
+/* out: (M, E), x's dtype. residual_out: (M, E) f32. */
+SSMKIT_API ssmkit_status ssmkit_add_rmsnorm_fwd(const ssmkit_add_rmsnorm_args* args,
+                                                const ssmkit_tensor* out,
+                                                const ssmkit_tensor* residual_out);
+/* dresidual_out: NULL or absent (zeros), or (M, E) f32. */
+SSMKIT_API ssmkit_status ssmkit_add_rmsnorm_bwd(const ssmkit_add_rmsnorm_args* args,
+                                                const ssmkit_tensor* dout,
+                                                const ssmkit_tensor* dresidual_out,
+                                                const ssmkit_add_rmsnorm_grads* grads);
+
+/* ---------------------------------------------------------------- models (to come) */
+
+/* Opaque handles of the inference engine: a loaded checkpoint and a generation session with
+ * its caches. The functions that create and use them (load, logits, generate, free) join this
+ * header with the engine; this version declares the types only, so that bindings written
+ * against it can already name them. */
+typedef struct ssmkit_model ssmkit_model;
+typedef struct ssmkit_session ssmkit_session;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SSMKIT_SSMKIT_H_ */

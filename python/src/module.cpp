@@ -1,0 +1,35 @@
+// ssmkit._ssmkit: the extension behind the ssmkit package (numpy ops, error classes, threads)
+// and ssmkit.jax (the XLA FFI handlers, as capsules for jax.ffi.register_ffi_target).
+#include <nanobind/nanobind.h>
+
+#include "array_args.hpp"
+#include "numpy_ops.hpp"
+#include "ssmkit/ssmkit.h"
+#include "ssmkit/threads.hpp"
+
+#ifdef SSMKIT_WITH_XLA_FFI
+#include "ffi_handlers.hpp"
+#endif
+
+namespace nb = nanobind;
+
+NB_MODULE(_ssmkit, m) {
+  m.doc() = "ssmkit's C++ kernels: numpy binding and XLA FFI handlers";
+  m.attr("__version__") =
+      nb::str((std::to_string(SSMKIT_VERSION_MAJOR) + "." + std::to_string(SSMKIT_VERSION_MINOR) +
+               "." + std::to_string(SSMKIT_VERSION_PATCH))
+                  .c_str());
+  ssmkit::python::RegisterErrors(m);
+  ssmkit::python::RegisterNumpyOps(m);
+  m.def("set_num_threads", &ssmkit::SetNumThreads, nb::arg("n"),
+        "Threads used by every op; n <= 0 restores the default (SSMKIT_NUM_THREADS, else all "
+        "cores). Results are bit-identical for a given count.");
+  m.def("num_threads", &ssmkit::NumThreads);
+#ifdef SSMKIT_WITH_XLA_FFI
+  m.attr("has_xla_ffi") = true;
+  m.def("ffi_targets", &ssmkit::python::FfiTargets,
+        "{target name: PyCapsule of its XLA FFI handler}, for jax.ffi.register_ffi_target");
+#else
+  m.attr("has_xla_ffi") = false;
+#endif
+}

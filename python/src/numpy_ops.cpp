@@ -1,0 +1,157 @@
+// The numpy binding: one function per op direction, each taking a dict of arrays and options
+// (built by ssmkit/_numpy.py with mamba_ssm's argument names) and writing the output arrays
+// it is given, in place. Argument checking is the C++ ops' own.
+#include "numpy_ops.hpp"
+
+#include "array_args.hpp"
+#include "op_tensors.hpp"
+
+namespace ssmkit::python {
+namespace {
+
+SelectiveScanOptions ScanOptions(const ArrayArgs& a) {
+  SelectiveScanOptions o;
+  ThrowIfError(ParseScanAlgorithm(a.String("algorithm"), &o.algorithm));
+  o.chunk_length = a.Integer("chunk_length");
+  return o;
+}
+
+SsdOptions SsdOptionsOf(const ArrayArgs& a) {
+  SsdOptions o;
+  ThrowIfError(ParseSsdAlgorithm(a.String("algorithm"), &o.algorithm));
+  o.chunk_size = a.Integer("chunk_size");
+  return o;
+}
+
+SsdInputs SsdArgs(ArrayArgs& a) {
+  return SsdInputsOf(a.Inputs(kSsdInputs), a.Flag("dt_softplus"), a.Real("dt_min"),
+                     a.Real("dt_max"));
+}
+
+void SelectiveScanFwd(nb::dict args) {
+  ArrayArgs a("selective_scan_fn", args);
+  const std::vector<Tensor> in = a.Inputs(kScanInputs);
+  const Tensor out = a.Output("out"), final_state = a.Output("final_state");
+  const SelectiveScanOptions options = ScanOptions(a);
+  const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
+  RunReleased([&] { return SelectiveScanForward(inputs, out, final_state, options); });
+}
+
+void SelectiveScanBwd(nb::dict args) {
+  ArrayArgs a("selective_scan_bwd", args);
+  const std::vector<Tensor> in = a.Inputs(kScanInputs), grads = a.Outputs(kScanGrads);
+  const Tensor dout = a.Input("dout"), dfinal_state = a.Input("dfinal_state");
+  const SelectiveScanOptions options = ScanOptions(a);
+  const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
+  RunReleased(
+      [&] { return SelectiveScanBackward(inputs, dout, dfinal_state, ScanGrads(grads), options); });
+}
+
+void SsdFwd(nb::dict args) {
+  ArrayArgs a("mamba_chunk_scan_combined", args);
+  const SsdInputs inputs = SsdArgs(a);
+  const Tensor out = a.Output("out"), final_states = a.Output("final_states");
+  const SsdOptions options = SsdOptionsOf(a);
+  RunReleased([&] { return SsdForward(inputs, out, final_states, options); });
+}
+
+void SsdBwd(nb::dict args) {
+  ArrayArgs a("mamba_chunk_scan_combined_bwd", args);
+  const SsdInputs inputs = SsdArgs(a);
+  const std::vector<Tensor> grads = a.Outputs(kSsdGrads);
+  const Tensor dout = a.Input("dout"), dfinal_states = a.Input("dfinal_states");
+  const SsdOptions options = SsdOptionsOf(a);
+  RunReleased([&] { return SsdBackward(inputs, dout, dfinal_states, SsdGradsOf(grads), options); });
+}
+
+void StateUpdate(nb::dict args) {
+  ArrayArgs a("selective_state_update", args);
+  const StateUpdateInputs inputs =
+      StateUpdateInputsOf(a.Inputs(kStateUpdateInputs), a.Flag("dt_softplus"));
+  const Tensor state = a.Output("state"), out = a.Output("out");
+  RunReleased([&] { return SelectiveStateUpdate(inputs, state, out); });
+}
+
+void ConvFwd(nb::dict args) {
+  ArrayArgs a("causal_conv1d_fn", args);
+  const CausalConv1dInputs inputs = ConvInputs(a.Inputs(kConvInputs), a.Flag("silu"));
+  const Tensor out = a.Output("out"), final_states = a.Output("final_states");
+  RunReleased([&] { return CausalConv1dForward(inputs, out, final_states); });
+}
+
+void ConvBwd(nb::dict args) {
+  ArrayArgs a("causal_conv1d_bwd", args);
+  const CausalConv1dInputs inputs = ConvInputs(a.Inputs(kConvInputs), a.Flag("silu"));
+  const std::vector<Tensor> grads = a.Outputs(kConvGrads);
+  const Tensor dout = a.Input("dout"), dfinal_states = a.Input("dfinal_states");
+  RunReleased([&] { return CausalConv1dBackward(inputs, dout, dfinal_states, ConvGrads(grads)); });
+}
+
+void ConvUpdate(nb::dict args) {
+  ArrayArgs a("causal_conv1d_update", args);
+  const CausalConv1dUpdateInputs inputs =
+      ConvUpdateInputs(a.Inputs(kConvUpdateInputs), a.Flag("silu"));
+  const Tensor conv_state = a.Output("conv_state"), out = a.Output("out");
+  RunReleased([&] { return CausalConv1dUpdate(inputs, conv_state, out); });
+}
+
+RmsNormOptions NormOptions(const ArrayArgs& a) {
+  return RmsNormOptionsOf(a.Real("eps"), a.Integer("group_size"), a.Flag("norm_before_gate"));
+}
+
+void RmsNormFwd(nb::dict args) {
+  ArrayArgs a("rmsnorm_fn", args);
+  const RmsNormInputs inputs = RmsNormInputsOf(a.Inputs(kRmsNormInputs));
+  const Tensor out = a.Output("out");
+  const RmsNormOptions options = NormOptions(a);
+  RunReleased([&] { return RmsNormForward(inputs, out, options); });
+}
+
+void RmsNormBwd(nb::dict args) {
+  ArrayArgs a("rmsnorm_bwd", args);
+  const RmsNormInputs inputs = RmsNormInputsOf(a.Inputs(kRmsNormInputs));
+  const std::vector<Tensor> grads = a.Outputs(kRmsNormGrads);
+  const Tensor dout = a.Input("dout");
+  const RmsNormOptions options = NormOptions(a);
+  RunReleased([&] { return RmsNormBackward(inputs, dout, RmsNormGradsOf(grads), options); });
+}
+
+void AddRmsNormFwd(nb::dict args) {
+  ArrayArgs a("rms_norm_fn", args);
+  const AddRmsNormInputs inputs = AddRmsNormInputsOf(a.Inputs(kAddRmsNormInputs));
+  const Tensor out = a.Output("out"), residual_out = a.Output("residual_out");
+  AddRmsNormOptions options;
+  options.eps = a.Real("eps");
+  RunReleased([&] { return AddRmsNormForward(inputs, out, residual_out, options); });
+}
+
+void AddRmsNormBwd(nb::dict args) {
+  ArrayArgs a("rms_norm_bwd", args);
+  const AddRmsNormInputs inputs = AddRmsNormInputsOf(a.Inputs(kAddRmsNormInputs));
+  const std::vector<Tensor> grads = a.Outputs(kAddRmsNormGrads);
+  const Tensor dout = a.Input("dout"), dresidual_out = a.Input("dresidual_out");
+  AddRmsNormOptions options;
+  options.eps = a.Real("eps");
+  RunReleased([&] {
+    return AddRmsNormBackward(inputs, dout, dresidual_out, AddRmsNormGradsOf(grads), options);
+  });
+}
+
+}  // namespace
+
+void RegisterNumpyOps(nb::module_& m) {
+  m.def("selective_scan_fwd", &SelectiveScanFwd);
+  m.def("selective_scan_bwd", &SelectiveScanBwd);
+  m.def("ssd_fwd", &SsdFwd);
+  m.def("ssd_bwd", &SsdBwd);
+  m.def("selective_state_update", &StateUpdate);
+  m.def("causal_conv1d_fwd", &ConvFwd);
+  m.def("causal_conv1d_bwd", &ConvBwd);
+  m.def("causal_conv1d_update", &ConvUpdate);
+  m.def("rmsnorm_fwd", &RmsNormFwd);
+  m.def("rmsnorm_bwd", &RmsNormBwd);
+  m.def("add_rmsnorm_fwd", &AddRmsNormFwd);
+  m.def("add_rmsnorm_bwd", &AddRmsNormBwd);
+}
+
+}  // namespace ssmkit::python

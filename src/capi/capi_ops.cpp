@@ -1,0 +1,358 @@
+// The C ABI's op entry points: each converts its descriptors to C++ views and calls the op of
+// the same name in include/ssmkit/*.hpp, which checks every argument.
+#include "capi/capi_internal.hpp"
+#include "ssmkit/conv1d.hpp"
+#include "ssmkit/norm.hpp"
+#include "ssmkit/selective_scan.hpp"
+#include "ssmkit/ssd.hpp"
+#include "ssmkit/state_update.hpp"
+
+namespace ssmkit::capi {
+namespace {
+
+// Converts descriptors one after another, keeping the first failure.
+class Converter {
+ public:
+  explicit Converter(const char* fn) : fn_(fn) {}
+  void operator()(const char* name, const ssmkit_tensor* t, Tensor* out) {
+    if (status_.ok()) status_ = ToTensor(fn_, name, t, out);
+  }
+  void operator()(const char* name, const ssmkit_tensor& t, Tensor* out) { (*this)(name, &t, out); }
+  const Status& status() const { return status_; }
+
+ private:
+  const char* fn_;
+  Status status_;
+};
+
+Status ScanInputs(const char* fn, const ssmkit_selective_scan_args* a, SelectiveScanInputs* in,
+                  SelectiveScanOptions* options) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  c("args.u", a->u, &in->u);
+  c("args.delta", a->delta, &in->delta);
+  c("args.A", a->A, &in->A);
+  c("args.B", a->B, &in->B);
+  c("args.C", a->C, &in->C);
+  c("args.D", a->D, &in->D);
+  c("args.z", a->z, &in->z);
+  c("args.delta_bias", a->delta_bias, &in->delta_bias);
+  c("args.initial_state", a->initial_state, &in->initial_state);
+  in->delta_softplus = a->delta_softplus != 0;
+  options->algorithm = static_cast<ScanAlgorithm>(a->algorithm);
+  options->chunk_length = a->chunk_length;
+  return c.status();
+}
+
+Status SsdArgs(const char* fn, const ssmkit_ssd_args* a, SsdInputs* in, SsdOptions* options) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  c("args.x", a->x, &in->x);
+  c("args.dt", a->dt, &in->dt);
+  c("args.A", a->A, &in->A);
+  c("args.B", a->B, &in->B);
+  c("args.C", a->C, &in->C);
+  c("args.D", a->D, &in->D);
+  c("args.z", a->z, &in->z);
+  c("args.dt_bias", a->dt_bias, &in->dt_bias);
+  c("args.initial_states", a->initial_states, &in->initial_states);
+  c("args.seq_idx", a->seq_idx, &in->seq_idx);
+  in->dt_softplus = a->dt_softplus != 0;
+  if (a->has_dt_limit) {
+    in->dt_min = a->dt_min;
+    in->dt_max = a->dt_max;
+  }
+  options->algorithm = static_cast<SsdAlgorithm>(a->algorithm);
+  options->chunk_size = a->chunk_size;
+  return c.status();
+}
+
+Status Conv1dArgs(const char* fn, const ssmkit_conv1d_args* a, CausalConv1dInputs* in) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  c("args.x", a->x, &in->x);
+  c("args.weight", a->weight, &in->weight);
+  c("args.bias", a->bias, &in->bias);
+  c("args.initial_states", a->initial_states, &in->initial_states);
+  in->activation = static_cast<Conv1dActivation>(a->activation);
+  return c.status();
+}
+
+Status RmsNormArgs(const char* fn, const ssmkit_rmsnorm_args* a, RmsNormInputs* in,
+                   RmsNormOptions* options) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  c("args.x", a->x, &in->x);
+  c("args.weight", a->weight, &in->weight);
+  c("args.bias", a->bias, &in->bias);
+  c("args.z", a->z, &in->z);
+  options->eps = a->eps;
+  options->group_size = a->group_size;
+  options->norm_before_gate = a->norm_before_gate != 0;
+  return c.status();
+}
+
+Status AddRmsNormArgs(const char* fn, const ssmkit_add_rmsnorm_args* a, AddRmsNormInputs* in,
+                      AddRmsNormOptions* options) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  c("args.x", a->x, &in->x);
+  c("args.residual", a->residual, &in->residual);
+  c("args.weight", a->weight, &in->weight);
+  c("args.bias", a->bias, &in->bias);
+  options->eps = a->eps;
+  return c.status();
+}
+
+}  // namespace
+}  // namespace ssmkit::capi
+
+using namespace ssmkit;        // NOLINT: this file only forwards to the C++ API
+using namespace ssmkit::capi;  // NOLINT
+
+extern "C" {
+
+ssmkit_status ssmkit_selective_scan_fwd(const ssmkit_selective_scan_args* args,
+                                        const ssmkit_tensor* out,
+                                        const ssmkit_tensor* final_state) {
+  constexpr const char* kFn = "ssmkit_selective_scan_fwd";
+  return Guarded(kFn, [&]() -> Status {
+    SelectiveScanInputs in;
+    SelectiveScanOptions options;
+    SSMKIT_RETURN_IF_ERROR(ScanInputs(kFn, args, &in, &options));
+    Tensor o, f;
+    Converter c(kFn);
+    c("out", out, &o);
+    c("final_state", final_state, &f);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return SelectiveScanForward(in, o, f, options);
+  });
+}
+
+ssmkit_status ssmkit_selective_scan_bwd(const ssmkit_selective_scan_args* args,
+                                        const ssmkit_tensor* dout,
+                                        const ssmkit_tensor* dfinal_state,
+                                        const ssmkit_selective_scan_grads* grads) {
+  constexpr const char* kFn = "ssmkit_selective_scan_bwd";
+  return Guarded(kFn, [&]() -> Status {
+    SelectiveScanInputs in;
+    SelectiveScanOptions options;
+    SSMKIT_RETURN_IF_ERROR(ScanInputs(kFn, args, &in, &options));
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
+    Tensor d, df;
+    SelectiveScanGrads g;
+    Converter c(kFn);
+    c("dout", dout, &d);
+    c("dfinal_state", dfinal_state, &df);
+    c("grads.du", grads->du, &g.du);
+    c("grads.ddelta", grads->ddelta, &g.ddelta);
+    c("grads.dA", grads->dA, &g.dA);
+    c("grads.dB", grads->dB, &g.dB);
+    c("grads.dC", grads->dC, &g.dC);
+    c("grads.dD", grads->dD, &g.dD);
+    c("grads.dz", grads->dz, &g.dz);
+    c("grads.ddelta_bias", grads->ddelta_bias, &g.ddelta_bias);
+    c("grads.dinitial_state", grads->dinitial_state, &g.dinitial_state);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return SelectiveScanBackward(in, d, df, g, options);
+  });
+}
+
+ssmkit_status ssmkit_ssd_fwd(const ssmkit_ssd_args* args, const ssmkit_tensor* out,
+                             const ssmkit_tensor* final_states) {
+  constexpr const char* kFn = "ssmkit_ssd_fwd";
+  return Guarded(kFn, [&]() -> Status {
+    SsdInputs in;
+    SsdOptions options;
+    SSMKIT_RETURN_IF_ERROR(SsdArgs(kFn, args, &in, &options));
+    Tensor o, f;
+    Converter c(kFn);
+    c("out", out, &o);
+    c("final_states", final_states, &f);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return SsdForward(in, o, f, options);
+  });
+}
+
+ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmkit_tensor* dout,
+                             const ssmkit_tensor* dfinal_states, const ssmkit_ssd_grads* grads) {
+  constexpr const char* kFn = "ssmkit_ssd_bwd";
+  return Guarded(kFn, [&]() -> Status {
+    SsdInputs in;
+    SsdOptions options;
+    SSMKIT_RETURN_IF_ERROR(SsdArgs(kFn, args, &in, &options));
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
+    Tensor d, df;
+    SsdGrads g;
+    Converter c(kFn);
+    c("dout", dout, &d);
+    c("dfinal_states", dfinal_states, &df);
+    c("grads.dx", grads->dx, &g.dx);
+    c("grads.ddt", grads->ddt, &g.ddt);
+    c("grads.dA", grads->dA, &g.dA);
+    c("grads.dB", grads->dB, &g.dB);
+    c("grads.dC", grads->dC, &g.dC);
+    c("grads.dD", grads->dD, &g.dD);
+    c("grads.dz", grads->dz, &g.dz);
+    c("grads.ddt_bias", grads->ddt_bias, &g.ddt_bias);
+    c("grads.dinitial_states", grads->dinitial_states, &g.dinitial_states);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return SsdBackward(in, d, df, g, options);
+  });
+}
+
+ssmkit_status ssmkit_selective_state_update(const ssmkit_state_update_args* args,
+                                            const ssmkit_tensor* state, const ssmkit_tensor* out) {
+  constexpr const char* kFn = "ssmkit_selective_state_update";
+  return Guarded(kFn, [&]() -> Status {
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "args", args));
+    StateUpdateInputs in;
+    Tensor s, o;
+    Converter c(kFn);
+    c("args.x", args->x, &in.x);
+    c("args.dt", args->dt, &in.dt);
+    c("args.A", args->A, &in.A);
+    c("args.B", args->B, &in.B);
+    c("args.C", args->C, &in.C);
+    c("args.D", args->D, &in.D);
+    c("args.z", args->z, &in.z);
+    c("args.dt_bias", args->dt_bias, &in.dt_bias);
+    c("args.state_batch_indices", args->state_batch_indices, &in.state_batch_indices);
+    c("state", state, &s);
+    c("out", out, &o);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    in.dt_softplus = args->dt_softplus != 0;
+    return SelectiveStateUpdate(in, s, o);
+  });
+}
+
+ssmkit_status ssmkit_causal_conv1d_fwd(const ssmkit_conv1d_args* args, const ssmkit_tensor* out,
+                                       const ssmkit_tensor* final_states) {
+  constexpr const char* kFn = "ssmkit_causal_conv1d_fwd";
+  return Guarded(kFn, [&]() -> Status {
+    CausalConv1dInputs in;
+    SSMKIT_RETURN_IF_ERROR(Conv1dArgs(kFn, args, &in));
+    Tensor o, f;
+    Converter c(kFn);
+    c("out", out, &o);
+    c("final_states", final_states, &f);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return CausalConv1dForward(in, o, f);
+  });
+}
+
+ssmkit_status ssmkit_causal_conv1d_bwd(const ssmkit_conv1d_args* args, const ssmkit_tensor* dout,
+                                       const ssmkit_tensor* dfinal_states,
+                                       const ssmkit_conv1d_grads* grads) {
+  constexpr const char* kFn = "ssmkit_causal_conv1d_bwd";
+  return Guarded(kFn, [&]() -> Status {
+    CausalConv1dInputs in;
+    SSMKIT_RETURN_IF_ERROR(Conv1dArgs(kFn, args, &in));
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
+    Tensor d, df;
+    CausalConv1dGrads g;
+    Converter c(kFn);
+    c("dout", dout, &d);
+    c("dfinal_states", dfinal_states, &df);
+    c("grads.dx", grads->dx, &g.dx);
+    c("grads.dweight", grads->dweight, &g.dweight);
+    c("grads.dbias", grads->dbias, &g.dbias);
+    c("grads.dinitial_states", grads->dinitial_states, &g.dinitial_states);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return CausalConv1dBackward(in, d, df, g);
+  });
+}
+
+ssmkit_status ssmkit_causal_conv1d_update(const ssmkit_conv1d_update_args* args,
+                                          const ssmkit_tensor* conv_state,
+                                          const ssmkit_tensor* out) {
+  constexpr const char* kFn = "ssmkit_causal_conv1d_update";
+  return Guarded(kFn, [&]() -> Status {
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "args", args));
+    CausalConv1dUpdateInputs in;
+    Tensor s, o;
+    Converter c(kFn);
+    c("args.x", args->x, &in.x);
+    c("args.weight", args->weight, &in.weight);
+    c("args.bias", args->bias, &in.bias);
+    c("conv_state", conv_state, &s);
+    c("out", out, &o);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    in.activation = static_cast<Conv1dActivation>(args->activation);
+    return CausalConv1dUpdate(in, s, o);
+  });
+}
+
+ssmkit_status ssmkit_rmsnorm_fwd(const ssmkit_rmsnorm_args* args, const ssmkit_tensor* out) {
+  constexpr const char* kFn = "ssmkit_rmsnorm_fwd";
+  return Guarded(kFn, [&]() -> Status {
+    RmsNormInputs in;
+    RmsNormOptions options;
+    SSMKIT_RETURN_IF_ERROR(RmsNormArgs(kFn, args, &in, &options));
+    Tensor o;
+    SSMKIT_RETURN_IF_ERROR(ToTensor(kFn, "out", out, &o));
+    return RmsNormForward(in, o, options);
+  });
+}
+
+ssmkit_status ssmkit_rmsnorm_bwd(const ssmkit_rmsnorm_args* args, const ssmkit_tensor* dout,
+                                 const ssmkit_rmsnorm_grads* grads) {
+  constexpr const char* kFn = "ssmkit_rmsnorm_bwd";
+  return Guarded(kFn, [&]() -> Status {
+    RmsNormInputs in;
+    RmsNormOptions options;
+    SSMKIT_RETURN_IF_ERROR(RmsNormArgs(kFn, args, &in, &options));
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
+    Tensor d;
+    RmsNormGrads g;
+    Converter c(kFn);
+    c("dout", dout, &d);
+    c("grads.dx", grads->dx, &g.dx);
+    c("grads.dweight", grads->dweight, &g.dweight);
+    c("grads.dbias", grads->dbias, &g.dbias);
+    c("grads.dz", grads->dz, &g.dz);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return RmsNormBackward(in, d, g, options);
+  });
+}
+
+ssmkit_status ssmkit_add_rmsnorm_fwd(const ssmkit_add_rmsnorm_args* args, const ssmkit_tensor* out,
+                                     const ssmkit_tensor* residual_out) {
+  constexpr const char* kFn = "ssmkit_add_rmsnorm_fwd";
+  return Guarded(kFn, [&]() -> Status {
+    AddRmsNormInputs in;
+    AddRmsNormOptions options;
+    SSMKIT_RETURN_IF_ERROR(AddRmsNormArgs(kFn, args, &in, &options));
+    Tensor o, r;
+    Converter c(kFn);
+    c("out", out, &o);
+    c("residual_out", residual_out, &r);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return AddRmsNormForward(in, o, r, options);
+  });
+}
+
+ssmkit_status ssmkit_add_rmsnorm_bwd(const ssmkit_add_rmsnorm_args* args, const ssmkit_tensor* dout,
+                                     const ssmkit_tensor* dresidual_out,
+                                     const ssmkit_add_rmsnorm_grads* grads) {
+  constexpr const char* kFn = "ssmkit_add_rmsnorm_bwd";
+  return Guarded(kFn, [&]() -> Status {
+    AddRmsNormInputs in;
+    AddRmsNormOptions options;
+    SSMKIT_RETURN_IF_ERROR(AddRmsNormArgs(kFn, args, &in, &options));
+    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
+    Tensor d, dr;
+    AddRmsNormGrads g;
+    Converter c(kFn);
+    c("dout", dout, &d);
+    c("dresidual_out", dresidual_out, &dr);
+    c("grads.dx", grads->dx, &g.dx);
+    c("grads.dresidual", grads->dresidual, &g.dresidual);
+    c("grads.dweight", grads->dweight, &g.dweight);
+    c("grads.dbias", grads->dbias, &g.dbias);
+    SSMKIT_RETURN_IF_ERROR(c.status());
+    return AddRmsNormBackward(in, d, dr, g, options);
+  });
+}
+
+}  // extern "C"
