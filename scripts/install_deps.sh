@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages ssmkit builds with, only those missing.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
-          nlohmann-json3-dev libopenblas-dev)
+          nlohmann-json3-dev libopenblas-dev libicu-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

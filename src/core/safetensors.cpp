@@ -130,6 +130,15 @@ Tensor SafetensorsTensor::view() const {
 
 Status SafetensorsCheckpoint::AddFile(const std::string& path,
                                       const std::map<std::string, std::string>* expected) {
+  try {
+    return AddFileUnchecked(path, expected);
+  } catch (const nlohmann::json::exception& e) {  // a header field of an unexpected JSON type
+    return Error(path, std::string("malformed header: ") + e.what());
+  }
+}
+
+Status SafetensorsCheckpoint::AddFileUnchecked(const std::string& path,
+                                               const std::map<std::string, std::string>* expected) {
   auto file = std::make_unique<MappedFile>();
   SSMKIT_RETURN_IF_ERROR(MappedFile::Open(path, file.get()));
   const uint8_t* bytes = file->data();
