@@ -5,6 +5,7 @@
 // header that is not JSON, truncated data, offsets that disagree with the shape, a missing,
 // extra or mis-shaped tensor, an integer or unknown dtype; plus sharded checkpoints (valid, and
 // with a shard missing a tensor its index lists).
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -253,6 +254,43 @@ TEST_F(ModelLoadErrors, IndexNamesAFileOutsideTheDirectory) {
             R"({"weight_map": {"backbone.norm_f.weight": "../elsewhere.safetensors"}})");
   fs::remove(dir_ / "model.safetensors");
   ExpectError({"model.safetensors.index.json", "not a file in the directory"});
+}
+
+// The same checkpoint with every tensor stored as F16 loads and runs through the f16 paths; its
+// logits differ from the f32 checkpoint's only by the weights' rounding.
+TEST_F(ModelLoadErrors, F16Checkpoint) {
+  Safetensors half;
+  for (const auto& [name, entry] : weights_.header.items()) {
+    if (name == "__metadata__") continue;
+    const int64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
+    const float* src = reinterpret_cast<const float*>(weights_.data.data() + begin);
+    std::string bytes((end - begin) / 2, '\0');
+    for (int64_t i = 0; i < (end - begin) / 4; ++i) {
+      const uint16_t h = F32ToF16(src[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    }
+    Json e = entry;
+    e["dtype"] = "F16";
+    e["data_offsets"] = Json::array({static_cast<int64_t>(half.data.size()), static_cast<int64_t>(half.data.size() + bytes.size())});
+    half.header[name] = e;
+    half.data += bytes;
+  }
+  WriteFile(dir_ / "model.safetensors", half.Bytes());
+  std::unique_ptr<Model> f16, f32;
+  const Status s = Model::Load(dir_.string(), &f16);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(f16->weight_dtype_name(), "f16");
+  ASSERT_TRUE(Model::Load(kSource.string(), &f32).ok());
+  const int64_t V = f32->config().vocab_size;
+  std::vector<float> a(V), b(V);
+  std::unique_ptr<Session> sa, sb;
+  ASSERT_TRUE(Session::Create(*f16, 1, &sa).ok());
+  ASSERT_TRUE(Session::Create(*f32, 1, &sb).ok());
+  ASSERT_TRUE(sa->Prefill({{3, 1, 4, 1, 5, 9, 2, 6}}, a).ok());
+  ASSERT_TRUE(sb->Prefill({{3, 1, 4, 1, 5, 9, 2, 6}}, b).ok());
+  const double err = RelativeError(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()));
+  EXPECT_GT(err, 0.0);  // the f16 weights were really used
+  EXPECT_LT(err, 1e-2);
 }
 
 // Prefill and decode reject bad arguments with a message, touching nothing.
