@@ -37,6 +37,9 @@ struct SafetensorsTensor {
   Tensor view() const;
 };
 
+// A contiguous row-major view of `data` with a shape held in a vector.
+Tensor ContiguousView(const void* data, DType dtype, const std::vector<int64_t>& shape);
+
 class SafetensorsCheckpoint {
  public:
   // A directory holding model.safetensors, or model.safetensors.index.json and its shards.

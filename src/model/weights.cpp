@@ -34,20 +34,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-Tensor ContiguousView(void* data, DType dtype, const std::vector<int64_t>& shape) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = static_cast<int>(shape.size());
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    t.shape[d] = shape[d];
-    t.strides[d] = stride;
-    stride *= shape[d];
-  }
-  return t;
-}
-
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
