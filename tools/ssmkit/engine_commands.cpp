@@ -80,6 +80,9 @@ int RunGenerate(const GenerateArgs& a) {
   options.max_tokens = a.max_tokens;
   options.eos_token_id = a.ignore_eos ? -1 : static_cast<int32_t>(c.eos_token_id);
   options.sampling = {a.temperature, a.top_k, a.top_p, a.seed};
+  Sampler check;  // bad sampling options fail before anything is printed
+  s = Sampler::Create(options.sampling, 1, &check);
+  if (!s.ok()) return Fail(s);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
   std::string pending, text;
