@@ -9,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "random_model_config.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
@@ -60,25 +61,8 @@ namespace {
 
 // A small model, but with an LM head and projections large enough to be split over threads.
 ModelConfig SmallConfig(ModelArch arch) {
-  ModelConfig c;
-  c.arch = arch;
-  c.format = "test";
-  c.d_model = 128;
-  c.n_layer = 2;
-  c.vocab_size = c.config_vocab_size = 1000;
-  c.d_inner = 256;
-  c.d_conv = 4;
-  if (arch == ModelArch::kMamba1) {
-    c.d_state = 16;
-    c.dt_rank = 8;
-  } else {
-    c.d_state = 32;
-    c.nheads = 8;
-    c.headdim = 32;
-    c.ngroups = 2;
-    c.chunk_size = 16;
-  }
-  return c;
+  return arch == ModelArch::kMamba1 ? RandomModelConfig(arch, {128, 2, 1000, 16})
+                                    : RandomModelConfig(arch, {128, 2, 1000, 32, 8, 2, 16});
 }
 
 void ExpectNoAllocationInDecode(const ModelConfig& config, DType dtype, int64_t batch,

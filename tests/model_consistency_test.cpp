@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "random_model_config.hpp"
 #include "ssmkit/model.hpp"
 #include "test_util.hpp"
 
@@ -22,25 +23,8 @@ struct Variant {
 };
 
 ModelConfig Base(ModelArch arch) {
-  ModelConfig c;
-  c.arch = arch;
-  c.format = "test";
-  c.d_model = 48;
-  c.n_layer = 3;
-  c.vocab_size = c.config_vocab_size = 97;
-  c.d_inner = 96;
-  c.d_conv = 4;
-  if (arch == ModelArch::kMamba1) {
-    c.d_state = 8;
-    c.dt_rank = 3;
-  } else {
-    c.d_state = 16;
-    c.nheads = 6;
-    c.headdim = 16;
-    c.ngroups = 3;
-    c.chunk_size = 8;
-  }
-  return c;
+  return arch == ModelArch::kMamba1 ? RandomModelConfig(arch, {48, 3, 97, 8})
+                                    : RandomModelConfig(arch, {48, 3, 97, 16, 6, 3, 8});
 }
 
 std::vector<Variant> Variants() {
