@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages ssmkit builds with, only those missing.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
-          nlohmann-json3-dev libopenblas-dev)
+          nlohmann-json3-dev libopenblas-dev libicu-dev)
 packages+=(python3 python3-venv python3-dev)  # the Python package and its tests
 missing=()
 for p in "${packages[@]}"; do
