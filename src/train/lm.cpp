@@ -1,15 +1,12 @@
 #include "train/lm.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "core/parallel.hpp"
-#include "cpu/ssd_chunk.hpp"  // Gemm
+#include "train/gemm.hpp"
 #include "ssmkit/norm.hpp"
-#include "ssmkit/threads.hpp"
 #include "train/cross_entropy.hpp"
 #include "train/mamba1_block.hpp"
 #include "train/mamba2_block.hpp"
@@ -17,7 +14,6 @@
 
 namespace ssmkit::train {
 
-using cpu::ssd::Gemm;
 
 struct TrainModel::Impl {
   ModelConfig config;
@@ -74,11 +70,6 @@ void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
 }
 
-// OpenBLAS keeps its own thread pool; give it the library's thread count for the projections
-// (the ops' OpenMP regions and the GEMMs take turns, never overlap).
-void SyncBlasThreads() {
-  if (openblas_get_num_threads() != NumThreads()) openblas_set_num_threads(NumThreads());
-}
 
 }  // namespace
 
@@ -113,7 +104,6 @@ Status TrainModel::Impl::Prepare(std::span<const int32_t> tokens, int64_t b, int
 }
 
 Status TrainModel::Impl::Forward() {
-  SyncBlasThreads();
   const int64_t d = config.d_model, V = config.vocab_size, n = config.n_layer, m = M();
   Resize(h0, m * d);
   const float* E = params.data() + table.embedding();
@@ -143,7 +133,7 @@ Status TrainModel::Impl::Forward() {
   SSMKIT_RETURN_IF_ERROR(AddRmsNormForward(NormInputs(n), F32Contiguous(hf.data(), {m, d}),
                                            F32Contiguous(resid_f.data(), {m, d}), NormOptions()));
   Resize(logits, m * V);
-  Gemm(false, true, m, V, d, 1.0f, hf.data(), d, params.data() + table.lm_head(), d, 0.0f,
+  ParallelGemm(false, true, m, V, d, 1.0f, hf.data(), d, params.data() + table.lm_head(), d, 0.0f,
        logits.data(), V);
   return Status::Ok();
 }
@@ -157,8 +147,8 @@ Status TrainModel::Impl::Backward() {
   Resize(dnormed, m * d);
   Resize(dnorm, d);
   const float* W_head = params.data() + table.lm_head();
-  Gemm(true, false, V, d, m, 1.0f, logits.data(), V, hf.data(), d, 1.0f, G + table.lm_head(), d);
-  Gemm(false, false, m, d, V, 1.0f, logits.data(), V, W_head, d, 0.0f, dhf.data(), d);
+  ParallelGemm(true, false, V, d, m, 1.0f, logits.data(), V, hf.data(), d, 1.0f, G + table.lm_head(), d);
+  ParallelGemm(false, false, m, d, V, 1.0f, logits.data(), V, W_head, d, 0.0f, dhf.data(), d);
 
   AddRmsNormGrads fg;
   fg.dx = F32Contiguous(g.data(), {m, d});

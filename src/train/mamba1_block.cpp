@@ -1,6 +1,6 @@
 #include "train/mamba1_block.hpp"
 
-#include "cpu/ssd_chunk.hpp"  // Gemm: row-major OpenBLAS sgemm with int64 arguments
+#include "train/gemm.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "train/views.hpp"
@@ -8,7 +8,6 @@
 namespace ssmkit::train {
 namespace {
 
-using cpu::ssd::Gemm;
 
 struct Dims {
   int64_t Bt, L, d, D, N, R, K, X;  // X = R + 2N, the rows of x_proj
@@ -65,23 +64,23 @@ Status Mamba1Forward(const BlockArgs& a, const float* normed, Mamba1Saved* v,
   const float* W_out = a.P(a.layer.out_proj);  // (d, D)
 
   for (int64_t b = 0; b < s.Bt; ++b) {
-    Gemm(false, true, 2 * s.D, s.L, s.d, 1.0f, W_in, s.d, normed + b * s.L * s.d, s.d, 0.0f,
+    ParallelGemm(false, true, 2 * s.D, s.L, s.d, 1.0f, W_in, s.d, normed + b * s.L * s.d, s.d, 0.0f,
          v->xz.data() + b * 2 * s.D * s.L, s.L);
   }
   SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(ConvInputs(a, s, v->xz.data()),
                                              F32Contiguous(v->xc.data(), {s.Bt, s.D, s.L}), {}));
   for (int64_t b = 0; b < s.Bt; ++b) {
     float* xdbl = v->xdbl.data() + b * s.X * s.L;
-    Gemm(false, false, s.X, s.L, s.D, 1.0f, W_x, s.D, v->xc.data() + b * s.D * s.L, s.L, 0.0f,
+    ParallelGemm(false, false, s.X, s.L, s.D, 1.0f, W_x, s.D, v->xc.data() + b * s.D * s.L, s.L, 0.0f,
          xdbl, s.L);
-    Gemm(false, false, s.D, s.L, s.R, 1.0f, W_dt, s.R, xdbl, s.L, 0.0f,
+    ParallelGemm(false, false, s.D, s.L, s.R, 1.0f, W_dt, s.R, xdbl, s.L, 0.0f,
          v->dt.data() + b * s.D * s.L, s.L);
   }
   NegExp(a.P(a.layer.A_log), s.D * s.N, scratch->A.data());
   SSMKIT_RETURN_IF_ERROR(SelectiveScanForward(ScanInputs(a, s, *v, scratch->A.data()),
                                               F32Contiguous(v->y.data(), {s.Bt, s.D, s.L}), {}));
   for (int64_t b = 0; b < s.Bt; ++b) {
-    Gemm(true, true, s.L, s.d, s.D, 1.0f, v->y.data() + b * s.D * s.L, s.L, W_out, s.D, 0.0f,
+    ParallelGemm(true, true, s.L, s.d, s.D, 1.0f, v->y.data() + b * s.D * s.L, s.L, W_out, s.D, 0.0f,
          out + b * s.L * s.d, s.d);
   }
   return Status::Ok();
@@ -110,9 +109,9 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
   // out_proj: dW_out += dout[b]^T y[b]^T; dy[b] = W_out^T dout[b]^T.
   for (int64_t b = 0; b < s.Bt; ++b) {
     const float* dout_b = dout + b * s.L * s.d;
-    Gemm(true, true, s.d, s.D, s.L, 1.0f, dout_b, s.d, v.y.data() + b * s.D * s.L, s.L, 1.0f,
+    ParallelGemm(true, true, s.d, s.D, s.L, 1.0f, dout_b, s.d, v.y.data() + b * s.D * s.L, s.L, 1.0f,
          a.G(o.out_proj), s.D);
-    Gemm(true, true, s.D, s.L, s.d, 1.0f, W_out, s.D, dout_b, s.d, 0.0f,
+    ParallelGemm(true, true, s.D, s.L, s.d, 1.0f, W_out, s.D, dout_b, s.d, 0.0f,
          w->dy.data() + b * s.D * s.L, s.L);
   }
 
@@ -139,11 +138,11 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
     const float* ddt_b = w->ddt.data() + b * s.D * s.L;
     float* dxdbl_b = w->dxdbl.data() + b * s.X * s.L;
     const float* xdbl_b = v.xdbl.data() + b * s.X * s.L;
-    Gemm(true, false, s.R, s.L, s.D, 1.0f, W_dt, s.R, ddt_b, s.L, 0.0f, dxdbl_b, s.L);
-    Gemm(false, true, s.D, s.R, s.L, 1.0f, ddt_b, s.L, xdbl_b, s.L, 1.0f, a.G(o.dt_proj), s.R);
-    Gemm(true, false, s.D, s.L, s.X, 1.0f, W_x, s.D, dxdbl_b, s.L, 1.0f,
+    ParallelGemm(true, false, s.R, s.L, s.D, 1.0f, W_dt, s.R, ddt_b, s.L, 0.0f, dxdbl_b, s.L);
+    ParallelGemm(false, true, s.D, s.R, s.L, 1.0f, ddt_b, s.L, xdbl_b, s.L, 1.0f, a.G(o.dt_proj), s.R);
+    ParallelGemm(true, false, s.D, s.L, s.X, 1.0f, W_x, s.D, dxdbl_b, s.L, 1.0f,
          w->dxc.data() + b * s.D * s.L, s.L);
-    Gemm(false, true, s.X, s.D, s.L, 1.0f, dxdbl_b, s.L, v.xc.data() + b * s.D * s.L, s.L, 1.0f,
+    ParallelGemm(false, true, s.X, s.D, s.L, 1.0f, dxdbl_b, s.L, v.xc.data() + b * s.D * s.L, s.L, 1.0f,
          a.G(o.x_proj), s.D);
   }
 
@@ -161,9 +160,9 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
   // in_proj: dnormed[b] = dxz[b]^T W_in; dW_in += dxz[b] normed[b].
   for (int64_t b = 0; b < s.Bt; ++b) {
     const float* dxz_b = w->dxz.data() + b * 2 * s.D * s.L;
-    Gemm(true, false, s.L, s.d, 2 * s.D, 1.0f, dxz_b, s.L, W_in, s.d, 0.0f,
+    ParallelGemm(true, false, s.L, s.d, 2 * s.D, 1.0f, dxz_b, s.L, W_in, s.d, 0.0f,
          dnormed + b * s.L * s.d, s.d);
-    Gemm(false, false, 2 * s.D, s.d, s.L, 1.0f, dxz_b, s.L, normed + b * s.L * s.d, s.d, 1.0f,
+    ParallelGemm(false, false, 2 * s.D, s.d, s.L, 1.0f, dxz_b, s.L, normed + b * s.L * s.d, s.d, 1.0f,
          a.G(o.in_proj), s.d);
   }
   return Status::Ok();

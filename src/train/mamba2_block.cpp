@@ -1,6 +1,6 @@
 #include "train/mamba2_block.hpp"
 
-#include "cpu/ssd_chunk.hpp"  // Gemm: row-major OpenBLAS sgemm with int64 arguments
+#include "train/gemm.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/norm.hpp"
 #include "ssmkit/ssd.hpp"
@@ -9,7 +9,6 @@
 namespace ssmkit::train {
 namespace {
 
-using cpu::ssd::Gemm;
 
 struct Dims {
   int64_t Bt, L, M, d, D, H, P, G, N, C, I, K;
@@ -79,7 +78,7 @@ Status Mamba2Forward(const BlockArgs& a, const float* normed, Mamba2Saved* v, Ma
   Resize(w->conv_t, s.M * s.C);
   Resize(w->A, s.H);
 
-  Gemm(false, true, s.M, s.I, s.d, 1.0f, normed, s.d, a.P(a.layer.in_proj), s.d, 0.0f,
+  ParallelGemm(false, true, s.M, s.I, s.d, 1.0f, normed, s.d, a.P(a.layer.in_proj), s.d, 0.0f,
        v->zxbcdt.data(), s.I);
   ToChannels(v->zxbcdt.data() + s.D, s.I, s.Bt, s.L, s.C, v->xbc_t.data());
   SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(ConvInputs(a, s, v->xbc_t.data()),
@@ -91,7 +90,7 @@ Status Mamba2Forward(const BlockArgs& a, const float* normed, Mamba2Saved* v, Ma
   SSMKIT_RETURN_IF_ERROR(RmsNormForward(GatedNormInputs(a, s, *v),
                                         F32Contiguous(v->yn.data(), {s.M, s.D}),
                                         GatedNormOptions(a, s)));
-  Gemm(false, true, s.M, s.d, s.D, 1.0f, v->yn.data(), s.D, a.P(a.layer.out_proj), s.D, 0.0f, out,
+  ParallelGemm(false, true, s.M, s.d, s.D, 1.0f, v->yn.data(), s.D, a.P(a.layer.out_proj), s.D, 0.0f, out,
        s.d);
   return Status::Ok();
 }
@@ -115,8 +114,8 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   Resize(w->dconv_b, s.C);
 
   // out_proj.
-  Gemm(true, false, s.d, s.D, s.M, 1.0f, dout, s.d, v.yn.data(), s.D, 1.0f, a.G(o.out_proj), s.D);
-  Gemm(false, false, s.M, s.D, s.d, 1.0f, dout, s.d, a.P(o.out_proj), s.D, 0.0f, w->dyn.data(), s.D);
+  ParallelGemm(true, false, s.d, s.D, s.M, 1.0f, dout, s.d, v.yn.data(), s.D, 1.0f, a.G(o.out_proj), s.D);
+  ParallelGemm(false, false, s.M, s.D, s.d, 1.0f, dout, s.d, a.P(o.out_proj), s.D, 0.0f, w->dyn.data(), s.D);
 
   // Gated norm: dz lands in dzxbcdt's z columns.
   RmsNormGrads ng;
@@ -159,9 +158,9 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   ToTokens(w->dpre_t.data(), s.Bt, s.L, s.C, w->dzxbcdt.data() + s.D, s.I);
 
   // in_proj.
-  Gemm(false, false, s.M, s.d, s.I, 1.0f, w->dzxbcdt.data(), s.I, a.P(o.in_proj), s.d, 0.0f,
+  ParallelGemm(false, false, s.M, s.d, s.I, 1.0f, w->dzxbcdt.data(), s.I, a.P(o.in_proj), s.d, 0.0f,
        dnormed, s.d);
-  Gemm(true, false, s.I, s.d, s.M, 1.0f, w->dzxbcdt.data(), s.I, normed, s.d, 1.0f,
+  ParallelGemm(true, false, s.I, s.d, s.M, 1.0f, w->dzxbcdt.data(), s.I, normed, s.d, 1.0f,
        a.G(o.in_proj), s.d);
   return Status::Ok();
 }
