@@ -1,0 +1,38 @@
+// A linear layer with PyTorch's nn.Linear semantics (F.linear): the matrix product that every
+// Mamba projection (in_proj, x_proj, dt_proj, out_proj) and the LM head is made of.
+//
+// Dimension legend: T rows (tokens: batch * length), K input features, M output features.
+//
+//   out[t, m] = sum_k x[t, k] * W[m, k] + bias[m]
+//
+// W keeps the checkpoint's layout (M, K) and dtype (f32, bf16 or f16) and is widened to f32 as
+// it is read; x, out and the accumulation are f32. x and out may each be stored feature-major
+// (strides (1, ld): the transpose of a (K, T) or (M, T) buffer), which lets the Mamba-1 block go
+// between its (B*L, features) and (B, features, L) layouts without a copy.
+//
+// Few rows (T <= kLinearGemvMaxRows, both row-major: decode) run a SIMD matrix-vector kernel that
+// reads W once for all rows, memory-bandwidth bound; more rows run OpenBLAS's sgemm over panels
+// of W (bf16/f16 panels widened to f32 first). Rows of W are split over threads, each output
+// element summed by one thread in a fixed order: the same inputs and thread count give the same
+// bits. No heap allocation once warm (per-thread panel buffers are kept between calls).
+#pragma once
+
+#include <cstdint>
+
+#include "ssmkit/status.hpp"
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit {
+
+inline constexpr int64_t kLinearGemvMaxRows = 8;
+
+struct LinearInputs {
+  Tensor x;       // (T, K) f32; strides (ldx, 1) or (1, ldx)
+  Tensor weight;  // (M, K) f32 | bf16 | f16, row-major contiguous
+  Tensor bias;    // optional (M) f32
+};
+
+// out: (T, M) f32, strides (ldo, 1) or (1, ldo); must not overlap x.
+Status LinearForward(const LinearInputs& inputs, const Tensor& out);
+
+}  // namespace ssmkit

@@ -1,0 +1,113 @@
+// CPU linear layer: picks the matrix-vector kernel (few rows) or OpenBLAS sgemm (many rows).
+// Dimension legend: T rows, K input features, M output features, Pm weight rows per panel.
+//
+// Both split the M output features over threads in contiguous blocks (ParallelFor), so each
+// output element is computed by one thread over the whole of K: the result depends on the
+// thread count only through the block boundaries (deterministic for a given count).
+// The sgemm path runs OpenBLAS single-threaded inside each of our blocks (BlasSingleThread:
+// its own pool would fight ours for the cores). A bf16/f16 weight is widened one panel of Pm
+// rows at a time into a per-thread buffer; at T >= 9 rows the widening (M*K) is small next to
+// the product (2*T*M*K).
+#include "cpu/linear.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/parallel.hpp"
+#include "cpu/ssd_chunk.hpp"
+#include "ssmkit/linear.hpp"
+
+namespace ssmkit::cpu {
+namespace {
+
+// Below this many weight elements (M * K) a call stays on the calling thread: waking the pool
+// costs more than the work. Tuned for speed only.
+constexpr int64_t kMinParallelWeights = 1 << 15;
+
+// Floats per widened panel (Pm * K): large enough for sgemm to run at speed, small enough to
+// stay in L2. Tuned for speed only.
+constexpr int64_t kPanelFloats = 1 << 18;
+
+template <class Fn>
+void SplitRows(int64_t M, int64_t K, Fn&& fn) {
+  if (M * K < kMinParallelWeights) {
+    fn(int64_t{0}, M, 0);
+    return;
+  }
+  ParallelFor(M, fn);
+}
+
+// out[:, m0 : m0 + rows] = x w^T for a panel w (rows, K) of f32 weights (rows m0...).
+void GemmPanel(const LinearParams& p, const float* w, int64_t m0, int64_t rows) {
+  const int64_t T = p.rows, K = p.in_features;
+  const bool x_rm = p.x_row_major();
+  const int64_t ldx = x_rm ? p.x_stride_row : p.x_stride_feature;
+  if (p.out_row_major()) {
+    // out (T, rows) = op(x) (T, K) . w^T (K, rows)
+    ssd::Gemm(!x_rm, true, T, rows, K, 1.0f, p.x, ldx, w, K, 0.0f, p.out + m0, p.out_stride_row);
+    if (p.bias != nullptr) {
+      for (int64_t t = 0; t < T; ++t) {
+        float* o = p.out + t * p.out_stride_row + m0;
+        for (int64_t r = 0; r < rows; ++r) o[r] += p.bias[m0 + r];
+      }
+    }
+    return;
+  }
+  // out stored (M, T): out^T (rows, T) = w (rows, K) . op(x)^T (K, T)
+  float* o = p.out + m0 * p.out_stride_feature;
+  ssd::Gemm(false, x_rm, rows, T, K, 1.0f, w, K, p.x, ldx, 0.0f, o, p.out_stride_feature);
+  if (p.bias != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = 0; t < T; ++t) o[r * p.out_stride_feature + t] += p.bias[m0 + r];
+    }
+  }
+}
+
+void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
+  const int64_t K = p.in_features;
+  if (p.weight_dtype == DType::kF32) {
+    GemmPanel(p, static_cast<const float*>(p.weight) + m_begin * K, m_begin, m_end - m_begin);
+    return;
+  }
+  const int64_t panel_rows = std::max<int64_t>(1, kPanelFloats / K);
+  thread_local std::vector<float> panel;  // each worker's own, kept between calls
+  const size_t floats = static_cast<size_t>(std::min(panel_rows, m_end - m_begin) * K);
+  if (panel.size() < floats) panel.resize(floats);
+  const int64_t esize = DTypeSize(p.weight_dtype);
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += panel_rows) {
+    const int64_t rows = std::min(panel_rows, m_end - m0);
+    WidenToF32(static_cast<const uint8_t*>(p.weight) + m0 * K * esize, p.weight_dtype, rows * K,
+               panel.data());
+    GemmPanel(p, panel.data(), m0, rows);
+  }
+}
+
+}  // namespace
+
+Status Linear(const LinearParams& p) {
+  const bool gemv = p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
+  if (gemv) {
+    SplitRows(p.out_features, p.in_features,
+              [&p](int64_t begin, int64_t end, int) { LinearGemvRows(p, begin, end); });
+    return Status::Ok();
+  }
+  // bad_alloc from a worker's panel buffer must not cross the OpenMP region: caught here and
+  // reported after it.
+  bool out_of_memory = false;
+  {
+    ssd::BlasSingleThread single;
+    SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
+      try {
+        GemmRows(p, begin, end);
+      } catch (const std::bad_alloc&) {
+#pragma omp atomic write
+        out_of_memory = true;
+      }
+    });
+  }
+  if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight panel");
+  return Status::Ok();
+}
+
+}  // namespace ssmkit::cpu

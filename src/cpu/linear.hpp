@@ -1,0 +1,21 @@
+// CPU linear layer: a Highway matrix-vector kernel for a few rows (decode), OpenBLAS sgemm over
+// panels of the weight for many (prefill). Dimension legend: T rows, K in, M out features.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/linear_params.hpp"
+#include "ssmkit/status.hpp"
+
+namespace ssmkit::cpu {
+
+Status Linear(const LinearParams& p);
+
+// The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x and out row-major), output
+// rows [m_begin, m_end) only; on the calling thread.
+void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
+
+// dst[i] = W[i] as f32 for i < n: widens a panel of a bf16/f16 (or copies an f32) weight.
+void WidenToF32(const void* src, DType dtype, int64_t n, float* dst);
+
+}  // namespace ssmkit::cpu

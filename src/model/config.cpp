@@ -1,0 +1,347 @@
+#include "model/config.hpp"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace ssmkit {
+
+const char* ModelArchName(ModelArch arch) { return arch == ModelArch::kMamba2 ? "mamba2" : "mamba1"; }
+
+int64_t ModelConfig::conv_dim() const {
+  return arch == ModelArch::kMamba2 ? d_inner + 2 * ngroups * d_state : d_inner;
+}
+
+int64_t ModelConfig::in_proj_dim() const {
+  return arch == ModelArch::kMamba2 ? 2 * d_inner + 2 * ngroups * d_state + nheads : 2 * d_inner;
+}
+
+Status ModelConfig::Validate() const {
+  auto bad = [](const std::string& what) { return Status::InvalidArgument("model config: " + what); };
+  if (d_model < 1 || n_layer < 1 || vocab_size < 1 || d_inner < 1 || d_state < 1) {
+    return bad("d_model, n_layer, vocab_size, d_inner and d_state must be >= 1 (given " +
+               std::to_string(d_model) + ", " + std::to_string(n_layer) + ", " +
+               std::to_string(vocab_size) + ", " + std::to_string(d_inner) + ", " +
+               std::to_string(d_state) + ")");
+  }
+  if (config_vocab_size < 1 || config_vocab_size > vocab_size) {
+    return bad("the stated vocab size " + std::to_string(config_vocab_size) + " must be in [1, " +
+               std::to_string(vocab_size) + "]");
+  }
+  if (d_conv < 2 || d_conv > 8) return bad("conv width " + std::to_string(d_conv) + " outside [2, 8]");
+  if (d_state > 256) return bad("state size " + std::to_string(d_state) + " above 256");
+  if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) return bad("the norm epsilon must be > 0");
+  if (arch == ModelArch::kMamba1) {
+    if (dt_rank < 1) return bad("dt_rank " + std::to_string(dt_rank) + " must be >= 1");
+    return Status::Ok();
+  }
+  if (nheads < 1 || headdim < 1 || nheads * headdim != d_inner) {
+    return bad("heads H = " + std::to_string(nheads) + " times head dim P = " + std::to_string(headdim) +
+               " must equal d_inner = " + std::to_string(d_inner));
+  }
+  if (ngroups < 1 || nheads % ngroups != 0) {
+    return bad("n_groups " + std::to_string(ngroups) + " must divide the heads " + std::to_string(nheads));
+  }
+  if (chunk_size < 1) return bad("chunk_size must be >= 1");
+  if (!(dt_min <= dt_max)) return bad("time_step_limit must be [min, max] with min <= max");
+  return Status::Ok();
+}
+
+Status PresetConfig(const std::string& name, ModelConfig* config) {
+  ModelConfig c;
+  c.format = "preset";
+  c.d_model = 768;
+  c.n_layer = 24;
+  c.d_inner = 1536;
+  c.d_conv = 4;
+  c.eos_token_id = 0;
+  if (name == "m1-130m") {
+    c.arch = ModelArch::kMamba1;
+    c.vocab_size = c.config_vocab_size = 50280;
+    c.d_state = 16;
+    c.dt_rank = 48;
+  } else if (name == "m2-130m") {
+    c.arch = ModelArch::kMamba2;
+    c.vocab_size = c.config_vocab_size = 50288;
+    c.d_state = 128;
+    c.nheads = 24;
+    c.headdim = 64;
+    c.ngroups = 1;
+  } else {
+    return Status::InvalidArgument("preset '" + name + "': expected m1-130m or m2-130m");
+  }
+  *config = c;
+  return Status::Ok();
+}
+
+namespace model {
+namespace {
+
+using Json = nlohmann::json;
+
+// Python's json module writes float('inf') and float('nan') as the bare tokens Infinity,
+// -Infinity and NaN. Outside strings they become the strings "Infinity", ... so that the
+// JSON parser accepts them; Reader::Float turns them back into numbers.
+std::string QuoteNonFiniteTokens(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool replaced = false;
+    for (const char* token : {"-Infinity", "Infinity", "NaN"}) {
+      const size_t n = std::char_traits<char>::length(token);
+      if (text.compare(i, n, token) == 0) {
+        out += '"';
+        out += token;
+        out += '"';
+        i += n - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
+// Typed access to the keys of one JSON object, with errors naming the file and key.
+class Reader {
+ public:
+  Reader(const Json& object, std::string file, std::string prefix = "")
+      : j_(object), file_(std::move(file)), prefix_(std::move(prefix)) {}
+
+  bool Has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  Status Int(const char* key, int64_t* v, bool required = false) const {
+    if (!Has(key)) return required ? Missing(key) : Status::Ok();
+    const Json& x = j_.at(key);
+    if (!x.is_number_integer() && !x.is_number_unsigned()) return Wrong(key, "an integer", x);
+    *v = x.get<int64_t>();
+    return Status::Ok();
+  }
+  Status Float(const char* key, float* v) const {
+    if (!Has(key)) return Status::Ok();
+    return FloatValue(key, j_.at(key), v);
+  }
+  Status Bool(const char* key, bool* v) const {
+    if (!Has(key)) return Status::Ok();
+    const Json& x = j_.at(key);
+    if (!x.is_boolean()) return Wrong(key, "true or false", x);
+    *v = x.get<bool>();
+    return Status::Ok();
+  }
+  Status String(const char* key, std::string* v) const {
+    if (!Has(key)) return Status::Ok();
+    const Json& x = j_.at(key);
+    if (!x.is_string()) return Wrong(key, "a string", x);
+    *v = x.get<std::string>();
+    return Status::Ok();
+  }
+  // An integer, or a list of integers (the first is taken): eos_token_id may be either.
+  Status TokenId(const char* key, int64_t* v) const {
+    if (!Has(key)) return Status::Ok();
+    const Json& x = j_.at(key);
+    const Json& first = x.is_array() && !x.empty() ? x[0] : x;
+    if (!first.is_number_integer() && !first.is_number_unsigned()) return Wrong(key, "a token id", x);
+    *v = first.get<int64_t>();
+    return Status::Ok();
+  }
+  // [min, max] floats.
+  Status FloatPair(const char* key, float* lo, float* hi) const {
+    if (!Has(key)) return Status::Ok();
+    const Json& x = j_.at(key);
+    if (!x.is_array() || x.size() != 2) return Wrong(key, "a pair [min, max]", x);
+    SSMKIT_RETURN_IF_ERROR(FloatValue(key, x[0], lo));
+    return FloatValue(key, x[1], hi);
+  }
+  Status Missing(const char* key) const {
+    return Status::InvalidArgument(file_ + ": missing key \"" + prefix_ + key + "\"");
+  }
+  Status Wrong(const char* key, const std::string& expected, const Json& given) const {
+    return Status::InvalidArgument(file_ + ": \"" + prefix_ + key + "\": expected " + expected +
+                                   ", given " + given.dump());
+  }
+
+ private:
+  Status FloatValue(const char* key, const Json& x, float* v) const {
+    if (x.is_number()) {
+      *v = x.get<float>();
+      return Status::Ok();
+    }
+    // transformers 5 writes inf as {"__float__": "Infinity"}; older versions as Infinity.
+    const Json* text = &x;
+    if (x.is_object() && x.contains("__float__")) text = &x.at("__float__");
+    if (text->is_string()) {
+      const std::string s = text->get<std::string>();
+      if (s == "Infinity") *v = std::numeric_limits<float>::infinity();
+      if (s == "-Infinity") *v = -std::numeric_limits<float>::infinity();
+      if (s == "Infinity" || s == "-Infinity") return Status::Ok();
+    }
+    return Wrong(key, "a number", x);
+  }
+
+  const Json& j_;
+  std::string file_;
+  std::string prefix_;
+};
+
+Status SpecialTokens(const Reader& r, ModelConfig* c) {
+  SSMKIT_RETURN_IF_ERROR(r.TokenId("bos_token_id", &c->bos_token_id));
+  SSMKIT_RETURN_IF_ERROR(r.TokenId("eos_token_id", &c->eos_token_id));
+  return r.TokenId("pad_token_id", &c->pad_token_id);
+}
+
+// "auto" or an integer.
+Status DtRank(const Reader& r, const Json& j, const char* key, int64_t d_model, int64_t* rank) {
+  *rank = (d_model + 15) / 16;  // ceil(d_model / 16), both libraries' "auto"
+  if (!r.Has(key)) return Status::Ok();
+  if (j.at(key).is_string() && j.at(key).get<std::string>() == "auto") return Status::Ok();
+  return r.Int(key, rank);
+}
+
+Status ParseHf(const Json& j, const std::string& file, const std::string& model_type, ModelConfig* c) {
+  const Reader r(j, file);
+  c->format = "hf";
+  c->arch = model_type == "mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
+  std::string act = "silu";
+  SSMKIT_RETURN_IF_ERROR(r.String("hidden_act", &act));
+  if (act != "silu") return r.Wrong("hidden_act", "\"silu\"", j.at("hidden_act"));
+  SSMKIT_RETURN_IF_ERROR(r.Int("hidden_size", &c->d_model, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("num_hidden_layers", &c->n_layer, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("vocab_size", &c->vocab_size, true));
+  c->config_vocab_size = c->vocab_size;
+  SSMKIT_RETURN_IF_ERROR(r.Int("state_size", &c->d_state, true));
+  float expand = 2.0f;
+  SSMKIT_RETURN_IF_ERROR(r.Float("expand", &expand));
+  c->d_inner = static_cast<int64_t>(expand * static_cast<float>(c->d_model));
+  SSMKIT_RETURN_IF_ERROR(r.Int("intermediate_size", &c->d_inner));
+  SSMKIT_RETURN_IF_ERROR(r.Int("conv_kernel", &c->d_conv));
+  SSMKIT_RETURN_IF_ERROR(r.Bool("use_bias", &c->proj_bias));
+  SSMKIT_RETURN_IF_ERROR(r.Bool("use_conv_bias", &c->conv_bias));
+  SSMKIT_RETURN_IF_ERROR(r.Float("layer_norm_epsilon", &c->norm_eps));
+  // transformers' defaults: MambaConfig ties the LM head, Mamba2Config does not.
+  c->tie_embeddings = c->arch == ModelArch::kMamba1;
+  SSMKIT_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c->tie_embeddings));
+  SSMKIT_RETURN_IF_ERROR(SpecialTokens(r, c));
+  if (c->arch == ModelArch::kMamba1) return DtRank(r, j, "time_step_rank", c->d_model, &c->dt_rank);
+  SSMKIT_RETURN_IF_ERROR(r.Int("num_heads", &c->nheads, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("head_dim", &c->headdim, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("n_groups", &c->ngroups));
+  SSMKIT_RETURN_IF_ERROR(r.Int("chunk_size", &c->chunk_size));
+  SSMKIT_RETURN_IF_ERROR(r.FloatPair("time_step_limit", &c->dt_min, &c->dt_max));
+  bool rms_norm = true;
+  SSMKIT_RETURN_IF_ERROR(r.Bool("rms_norm", &rms_norm));
+  if (!rms_norm) return r.Wrong("rms_norm", "true (the gated RMSNorm)", j.at("rms_norm"));
+  return Status::Ok();
+}
+
+Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) {
+  const Reader r(j, file);
+  c->format = "state-spaces";
+  SSMKIT_RETURN_IF_ERROR(r.Int("d_model", &c->d_model, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("n_layer", &c->n_layer, true));
+  SSMKIT_RETURN_IF_ERROR(r.Int("vocab_size", &c->config_vocab_size, true));
+  int64_t pad_multiple = 8, d_intermediate = 0;
+  SSMKIT_RETURN_IF_ERROR(r.Int("pad_vocab_size_multiple", &pad_multiple));
+  if (pad_multiple < 1) return r.Wrong("pad_vocab_size_multiple", "an integer >= 1", j.at("pad_vocab_size_multiple"));
+  c->vocab_size = (c->config_vocab_size + pad_multiple - 1) / pad_multiple * pad_multiple;
+  SSMKIT_RETURN_IF_ERROR(r.Bool("tie_embeddings", &c->tie_embeddings));
+  SSMKIT_RETURN_IF_ERROR(r.Int("d_intermediate", &d_intermediate));
+  if (d_intermediate != 0) {
+    return Status::Unsupported(file + ": \"d_intermediate\" = " + std::to_string(d_intermediate) +
+                               ": MLP layers between the Mamba blocks are not supported");
+  }
+  if (r.Has("attn_layer_idx") && !(j.at("attn_layer_idx").is_array() && j.at("attn_layer_idx").empty())) {
+    return Status::Unsupported(file + ": \"attn_layer_idx\": attention layers are not supported");
+  }
+  bool rms_norm = true;
+  SSMKIT_RETURN_IF_ERROR(r.Bool("rms_norm", &rms_norm));
+  if (!rms_norm) return r.Wrong("rms_norm", "true (LayerNorm models are not supported)", j.at("rms_norm"));
+  SSMKIT_RETURN_IF_ERROR(r.Float("norm_epsilon", &c->norm_eps));
+  SSMKIT_RETURN_IF_ERROR(SpecialTokens(r, c));
+  const Json empty = Json::object();
+  const Json& ssm = r.Has("ssm_cfg") ? j.at("ssm_cfg") : empty;
+  if (!ssm.is_object()) return r.Wrong("ssm_cfg", "an object", ssm);
+  const Reader s(ssm, file, "ssm_cfg.");
+  std::string layer = "Mamba1";
+  SSMKIT_RETURN_IF_ERROR(s.String("layer", &layer));
+  if (layer != "Mamba1" && layer != "Mamba2") return s.Wrong("layer", "\"Mamba1\" or \"Mamba2\"", ssm.at("layer"));
+  c->arch = layer == "Mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
+  c->d_state = c->arch == ModelArch::kMamba2 ? 128 : 16;  // mamba_ssm's defaults
+  SSMKIT_RETURN_IF_ERROR(s.Int("d_state", &c->d_state));
+  SSMKIT_RETURN_IF_ERROR(s.Int("d_conv", &c->d_conv));
+  float expand = 2.0f;
+  SSMKIT_RETURN_IF_ERROR(s.Float("expand", &expand));
+  c->d_inner = static_cast<int64_t>(expand * static_cast<float>(c->d_model));
+  SSMKIT_RETURN_IF_ERROR(s.Bool("conv_bias", &c->conv_bias));
+  SSMKIT_RETURN_IF_ERROR(s.Bool("bias", &c->proj_bias));
+  if (c->arch == ModelArch::kMamba1) return DtRank(s, ssm, "dt_rank", c->d_model, &c->dt_rank);
+  c->headdim = 64;
+  SSMKIT_RETURN_IF_ERROR(s.Int("headdim", &c->headdim));
+  SSMKIT_RETURN_IF_ERROR(s.Int("ngroups", &c->ngroups));
+  SSMKIT_RETURN_IF_ERROR(s.Int("chunk_size", &c->chunk_size));
+  SSMKIT_RETURN_IF_ERROR(s.FloatPair("dt_limit", &c->dt_min, &c->dt_max));
+  SSMKIT_RETURN_IF_ERROR(s.Bool("D_has_hdim", &c->d_per_channel));
+  int64_t d_ssm = c->d_inner;
+  SSMKIT_RETURN_IF_ERROR(s.Int("d_ssm", &d_ssm));
+  if (d_ssm != c->d_inner) {
+    return Status::Unsupported(file + ": \"ssm_cfg.d_ssm\" = " + std::to_string(d_ssm) +
+                               " differs from d_inner = " + std::to_string(c->d_inner) +
+                               ": the gated MLP part of in_proj is not supported");
+  }
+  bool rmsnorm = true, norm_before_gate = false;
+  SSMKIT_RETURN_IF_ERROR(s.Bool("rmsnorm", &rmsnorm));
+  SSMKIT_RETURN_IF_ERROR(s.Bool("norm_before_gate", &norm_before_gate));
+  if (!rmsnorm) return s.Wrong("rmsnorm", "true", ssm.at("rmsnorm"));
+  if (norm_before_gate) return s.Wrong("norm_before_gate", "false (the pretrained models' setting)", ssm.at("norm_before_gate"));
+  if (c->headdim > 0) c->nheads = c->d_inner / c->headdim;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseModelConfig(const std::string& text, const std::string& file, ModelConfig* config) {
+  const Json j = Json::parse(QuoteNonFiniteTokens(text), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument(file + ": not valid JSON");
+  if (!j.is_object()) return Status::InvalidArgument(file + ": expected a JSON object");
+  ModelConfig c;
+  if (j.contains("d_model") && j.contains("n_layer")) {
+    SSMKIT_RETURN_IF_ERROR(ParseStateSpaces(j, file, &c));
+  } else {
+    std::string model_type;
+    SSMKIT_RETURN_IF_ERROR(Reader(j, file).String("model_type", &model_type));
+    if (model_type.empty() && j.contains("architectures") && j.at("architectures").is_array() &&
+        !j.at("architectures").empty() && j.at("architectures")[0].is_string()) {
+      const std::string a = j.at("architectures")[0].get<std::string>();
+      model_type = a == "MambaForCausalLM" ? "mamba" : a == "Mamba2ForCausalLM" ? "mamba2" : a;
+    }
+    if (model_type != "mamba" && model_type != "mamba2") {
+      return Status::Unsupported(file + ": model_type \"" + model_type +
+                                 "\": expected \"mamba\" or \"mamba2\" (MambaForCausalLM, "
+                                 "Mamba2ForCausalLM), or a state-spaces config with d_model and n_layer");
+    }
+    SSMKIT_RETURN_IF_ERROR(ParseHf(j, file, model_type, &c));
+  }
+  const Status valid = c.Validate();
+  if (!valid.ok()) return Status(valid.code(), file + ": " + valid.message());
+  *config = c;
+  return Status::Ok();
+}
+
+}  // namespace model
+}  // namespace ssmkit

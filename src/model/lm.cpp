@@ -1,0 +1,69 @@
+// Model: loading a checkpoint directory (config.json + safetensors) or making random weights.
+#include <filesystem>
+#include <new>
+
+#include "core/dtype.hpp"
+#include "core/mapped_file.hpp"
+#include "model/config.hpp"
+#include "model/model_impl.hpp"
+
+namespace ssmkit {
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+Status Model::Load(const std::string& dir, std::unique_ptr<Model>* model) {
+  try {
+    auto impl = std::make_unique<Impl>();
+    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+    std::string text;
+    SSMKIT_RETURN_IF_ERROR(ReadTextFile(config_path, &text));
+    SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(text, config_path, &impl->config));
+    SSMKIT_RETURN_IF_ERROR(SafetensorsCheckpoint::OpenDirectory(dir, &impl->checkpoint));
+    SSMKIT_RETURN_IF_ERROR(model::BindWeights(impl->config, impl->checkpoint, &impl->weights));
+    impl->source = impl->checkpoint.description();
+    model->reset(new Model(std::move(impl)));
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(dir + ": out of memory while loading the model");
+  }
+}
+
+Status Model::Random(const ModelConfig& config, DType weight_dtype, uint64_t seed,
+                     std::unique_ptr<Model>* model) {
+  try {
+    auto impl = std::make_unique<Impl>();
+    impl->config = config;
+    SSMKIT_RETURN_IF_ERROR(model::RandomWeights(config, weight_dtype, seed, &impl->weights));
+    impl->source = "random";
+    model->reset(new Model(std::move(impl)));
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("random model: out of memory");
+  }
+}
+
+const ModelConfig& Model::config() const { return impl_->config; }
+
+int64_t Model::parameter_count() const { return impl_->weights.parameter_count; }
+
+int64_t Model::decode_weight_bytes() const {
+  return model::DecodeWeightBytes(impl_->config, impl_->weights);
+}
+
+std::string Model::weight_dtype_name() const {
+  const model::ModelWeights& w = impl_->weights;
+  DType dtype = w.lm_head.dtype;
+  bool mixed = w.embedding.dtype != dtype;
+  for (const auto& l : w.mamba1) {
+    for (const Tensor* t : {&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj}) mixed |= t->dtype != dtype;
+  }
+  for (const auto& l : w.mamba2) {
+    for (const Tensor* t : {&l.in_proj, &l.out_proj}) mixed |= t->dtype != dtype;
+  }
+  return mixed ? "mixed" : DTypeName(dtype);
+}
+
+std::string Model::source() const { return impl_->source; }
+
+}  // namespace ssmkit

@@ -1,0 +1,73 @@
+// Small helpers for the model code: strided f32 tensor views over its buffers, and the
+// layout changes between token-major (T, C) and channel-major (C, T) activations.
+// Dimension legend: T tokens (B * L), C channels.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit::model {
+
+// A view of f32 data with the given shape and strides (in elements).
+inline Tensor View(const float* data, std::initializer_list<int64_t> shape,
+                   std::initializer_list<int64_t> strides) {
+  Tensor t;
+  t.data = const_cast<float*>(data);
+  t.dtype = DType::kF32;
+  t.rank = static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t s : shape) t.shape[i++] = s;
+  i = 0;
+  for (int64_t s : strides) t.strides[i++] = s;
+  return t;
+}
+
+// A (rows, cols) f32 matrix with row stride ld (row-major).
+inline Tensor Rows(const float* data, int64_t rows, int64_t cols, int64_t ld) {
+  return View(data, {rows, cols}, {ld, 1});
+}
+
+// A (rows, cols) f32 matrix stored column by column, column stride ld: the transpose of a
+// row-major (cols, rows) buffer.
+inline Tensor Columns(const float* data, int64_t rows, int64_t cols, int64_t ld) {
+  return View(data, {rows, cols}, {1, ld});
+}
+
+// dst (C, T) row-major = src (T, C) with row stride lds, in cache-sized tiles.
+inline void TransposeToChannels(const float* src, int64_t lds, int64_t T, int64_t C, float* dst) {
+  constexpr int64_t kTile = 32;
+  for (int64_t t0 = 0; t0 < T; t0 += kTile) {
+    for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+      const int64_t t1 = std::min(T, t0 + kTile), c1 = std::min(C, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t t = t0; t < t1; ++t) dst[c * T + t] = src[t * lds + c];
+      }
+    }
+  }
+}
+
+// dst (T, C) row-major = src (C, T) row-major.
+inline void TransposeToTokens(const float* src, int64_t T, int64_t C, float* dst) {
+  constexpr int64_t kTile = 32;
+  for (int64_t t0 = 0; t0 < T; t0 += kTile) {
+    for (int64_t c0 = 0; c0 < C; c0 += kTile) {
+      const int64_t t1 = std::min(T, t0 + kTile), c1 = std::min(C, c0 + kTile);
+      for (int64_t t = t0; t < t1; ++t) {
+        for (int64_t c = c0; c < c1; ++c) dst[t * C + c] = src[c * T + t];
+      }
+    }
+  }
+}
+
+// Zeroes the left-padding columns of a channel-major (C, T) buffer of B sequences of length L:
+// columns b * L + [0, pad[b]) of every channel row.
+inline void ZeroPadColumns(float* data, int64_t C, int64_t B, int64_t L, const int64_t* pad) {
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t b = 0; b < B; ++b) std::fill_n(data + c * B * L + b * L, pad[b], 0.0f);
+  }
+}
+
+}  // namespace ssmkit::model

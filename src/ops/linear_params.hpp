@@ -1,0 +1,29 @@
+// The resolved, checked arguments of LinearForward, handed to a backend.
+// Dimension legend: T rows, K input features, M output features.
+// x[t, k] is at x[t * x_stride_row + k * x_stride_feature] (one of the two strides is 1), out
+// likewise; W is (M, K) row-major, contiguous.
+#pragma once
+
+#include <cstdint>
+
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit {
+
+struct LinearParams {
+  int64_t rows = 0;          // T
+  int64_t in_features = 0;   // K
+  int64_t out_features = 0;  // M
+  const float* x = nullptr;  // (T, K)
+  int64_t x_stride_row = 0, x_stride_feature = 1;
+  const void* weight = nullptr;  // (M, K)
+  DType weight_dtype = DType::kF32;
+  const float* bias = nullptr;  // optional (M)
+  float* out = nullptr;         // (T, M)
+  int64_t out_stride_row = 0, out_stride_feature = 1;
+
+  bool x_row_major() const { return x_stride_feature == 1; }
+  bool out_row_major() const { return out_stride_feature == 1; }
+};
+
+}  // namespace ssmkit

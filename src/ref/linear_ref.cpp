@@ -1,0 +1,16 @@
+#include "ref/linear_ref.hpp"
+
+namespace ssmkit::ref {
+
+void Linear(int64_t T, int64_t K, int64_t M, const double* x, const double* w, const double* bias,
+            double* out) {
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t m = 0; m < M; ++m) {
+      double sum = bias != nullptr ? bias[m] : 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += x[t * K + k] * w[m * K + k];
+      out[t * M + m] = sum;
+    }
+  }
+}
+
+}  // namespace ssmkit::ref

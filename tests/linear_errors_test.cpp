@@ -1,0 +1,131 @@
+// Bad input to LinearForward: one test per rule of src/ops/linear.cpp. Each must return
+// kInvalidArgument with a message naming the argument and the expected and given values, and
+// leave out untouched.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ssmkit/linear.hpp"
+#include "test_util.hpp"
+
+namespace ssmkit::testing {
+namespace {
+
+constexpr int64_t kT = 3, kK = 5, kM = 4;
+
+class LinearErrors : public ::testing::Test {
+ protected:
+  LinearErrors()
+      : x_({kT, kK}, DType::kF32), w_({kM, kK}, DType::kBF16), bias_({kM}, DType::kF32),
+        out_({kT, kM}, DType::kF32) {
+    Rng rng(FreshSeed());
+    for (HostTensor* t : {&x_, &w_, &bias_}) t->Fill(rng.NormalVec(t->numel()));
+    std::memset(out_.data(), 0xA5, out_.bytes().size());
+    before_ = out_.bytes();
+    in_ = {x_.view(), w_.view(), bias_.view()};
+    out_view_ = out_.view();
+  }
+
+  // Runs the op; expects an invalid-argument status whose message contains every fragment,
+  // and out unchanged.
+  void ExpectError(std::initializer_list<const char*> fragments) {
+    const Status s = LinearForward(in_, out_view_);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+    EXPECT_EQ(out_.bytes(), before_) << "out written on error";
+  }
+
+  HostTensor x_, w_, bias_, out_;
+  std::vector<uint8_t> before_;
+  LinearInputs in_;
+  Tensor out_view_;
+};
+
+TEST_F(LinearErrors, ValidCallSucceeds) {
+  EXPECT_TRUE(LinearForward(in_, out_view_).ok());
+}
+
+TEST_F(LinearErrors, NullWeight) {
+  in_.weight = Tensor{};
+  ExpectError({"linear: weight", "null"});
+}
+
+TEST_F(LinearErrors, WeightRank) {
+  in_.weight.rank = 3;
+  in_.weight.shape[2] = 1;
+  in_.weight.strides[2] = 1;
+  ExpectError({"weight", "rank 2", "given rank 3"});
+}
+
+TEST_F(LinearErrors, WeightDtype) {
+  in_.weight.dtype = DType::kI32;
+  ExpectError({"weight", "dtype f32 or bf16 or f16", "i32"});
+}
+
+TEST_F(LinearErrors, WeightNotContiguous) {
+  in_.weight.shape[1] = 2;  // a column slice: row stride 5, width 2
+  in_.x.shape[1] = 2;
+  ExpectError({"weight", "contiguous"});
+}
+
+TEST_F(LinearErrors, EmptyWeight) {
+  in_.weight.shape[0] = 0;
+  ExpectError({"weight", "M >= 1"});
+}
+
+TEST_F(LinearErrors, NullX) {
+  in_.x = Tensor{};
+  ExpectError({"x", "null"});
+}
+
+TEST_F(LinearErrors, XFeatures) {
+  in_.x.shape[1] = kK - 1;
+  ExpectError({"x", "(T, K) = (3, 5)", "(3, 4)"});
+}
+
+TEST_F(LinearErrors, XDtype) {
+  in_.x.dtype = DType::kBF16;
+  ExpectError({"x", "dtype f32", "bf16"});
+}
+
+TEST_F(LinearErrors, XStrides) {
+  in_.x.strides = {2, 2};
+  ExpectError({"x", "strides", "(2, 2)"});
+}
+
+TEST_F(LinearErrors, XOnCuda) {
+  in_.x.device = Device::kCuda;
+  ExpectError({"x", "CPU"});
+}
+
+TEST_F(LinearErrors, BiasShape) {
+  in_.bias.shape[0] = kM + 1;
+  ExpectError({"bias", "(M) = (4,)", "(5,)"});
+}
+
+TEST_F(LinearErrors, BiasDtype) {
+  in_.bias.dtype = DType::kBF16;
+  ExpectError({"bias", "dtype f32"});
+}
+
+TEST_F(LinearErrors, NullOut) {
+  out_view_ = Tensor{};
+  ExpectError({"out", "null"});
+}
+
+TEST_F(LinearErrors, OutShape) {
+  out_view_.shape[1] = kM - 1;
+  ExpectError({"out", "(T, M) = (3, 4)", "(3, 3)"});
+}
+
+TEST_F(LinearErrors, OutOverlapsX) {
+  in_.x = out_view_;  // out's (3, 4) buffer read as x (3, 3) with row stride 4
+  in_.x.shape[1] = kM - 1;
+  in_.weight.shape[1] = kM - 1;  // keep shapes consistent: only the overlap is wrong
+  in_.weight.strides[0] = kM - 1;
+  ExpectError({"out", "overlapping"});
+}
+
+}  // namespace
+}  // namespace ssmkit::testing
