@@ -6,6 +6,7 @@
 #include "bench_harness.hpp"
 #include "check_harness.hpp"
 #include "ssmkit/threads.hpp"
+#include "train_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ssmkit: selective state space models (Mamba-1, Mamba-2), forward and backward"};
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
       exit_code = c.run(check_options);
     });
   }
+
+  ssmkit::cli::AddTrainCommand(app, &threads, &exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;
