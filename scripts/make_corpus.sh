@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
 # Writes the default model's training text: the King James Bible (public domain) from Debian's
 # bible-kjv-text package, read with the bible-kjv package's `bible` program, one verse per
-# line without the verse references (about 4.3 MB of ASCII). Installs the two packages when
+# line without the verse references (about 4.1 MB of ASCII). Installs the two packages when
 # missing. Usage: scripts/make_corpus.sh [OUTPUT]   (default build/corpus/kjv.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/corpus/kjv.txt}
-missing=()
-for p in bible-kjv bible-kjv-text; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "installing: ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+scripts/install_deps.sh bible-kjv bible-kjv-text
 mkdir -p "$(dirname "$out")"
 # -f turns pretty-printing off: one "Book1:1 text" line per verse. The reference is cut off.
 bible -f gen1:1-rev22:21 </dev/null | sed -E 's/^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ //' > "$out.tmp"

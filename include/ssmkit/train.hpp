@@ -38,7 +38,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   double val_fraction = 0.05;  // the end of the file held out for validation
   int64_t eval_every = 100;    // steps between validations (and at the last step)
-  int64_t eval_windows = 64;   // validation sequences of seqlen tokens
+  int64_t eval_windows = 64;   // validation sequences of seqlen tokens (the last step: all)
   int64_t save_every = 200;    // steps between checkpoints (and at the last step)
   DType save_dtype = DType::kF32;  // model.safetensors: kF32 or kBF16
   bool resume = false;  // continue from out/trainer_state.json when it exists

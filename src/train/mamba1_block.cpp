@@ -25,7 +25,7 @@ void Resize(std::vector<float>& v, int64_t n) {
 
 CausalConv1dInputs ConvInputs(const BlockArgs& a, const Dims& s, const float* xz) {
   CausalConv1dInputs in;
-  in.x = F32View(xz, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});  // the x half of xz
+  in.x = View(xz, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});  // the x half of xz
   in.weight = F32Contiguous(a.P(a.layer.conv_w), {s.D, s.K});
   in.bias = F32Contiguous(a.P(a.layer.conv_b), {s.D});
   in.activation = Conv1dActivation::kSilu;
@@ -38,10 +38,10 @@ SelectiveScanInputs ScanInputs(const BlockArgs& a, const Dims& s, const Mamba1Sa
   in.u = F32Contiguous(v.xc.data(), {s.Bt, s.D, s.L});
   in.delta = F32Contiguous(v.dt.data(), {s.Bt, s.D, s.L});
   in.A = F32Contiguous(A, {s.D, s.N});
-  in.B = F32View(v.xdbl.data() + s.R * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
-  in.C = F32View(v.xdbl.data() + (s.R + s.N) * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
+  in.B = View(v.xdbl.data() + s.R * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
+  in.C = View(v.xdbl.data() + (s.R + s.N) * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
   in.D = F32Contiguous(a.P(a.layer.D), {s.D});
-  in.z = F32View(v.xz.data() + s.D * s.L, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
+  in.z = View(v.xz.data() + s.D * s.L, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
   in.delta_bias = F32Contiguous(a.P(a.layer.dt_bias), {s.D});
   in.delta_softplus = true;
   return in;
@@ -121,10 +121,10 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
   g.du = F32Contiguous(w->dxc.data(), {s.Bt, s.D, s.L});
   g.ddelta = F32Contiguous(w->ddt.data(), {s.Bt, s.D, s.L});
   g.dA = F32Contiguous(w->dA.data(), {s.D, s.N});
-  g.dB = F32View(w->dxdbl.data() + s.R * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
-  g.dC = F32View(w->dxdbl.data() + (s.R + s.N) * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
+  g.dB = View(w->dxdbl.data() + s.R * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
+  g.dC = View(w->dxdbl.data() + (s.R + s.N) * s.L, {s.Bt, s.N, s.L}, {s.X * s.L, s.L, 1});
   g.dD = F32Contiguous(w->dD.data(), {s.D});
-  g.dz = F32View(w->dxz.data() + s.D * s.L, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
+  g.dz = View(w->dxz.data() + s.D * s.L, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
   g.ddelta_bias = F32Contiguous(w->ddt_bias.data(), {s.D});
   SSMKIT_RETURN_IF_ERROR(SelectiveScanBackward(ScanInputs(a, s, v, w->A.data()),
                                                F32Contiguous(w->dy.data(), {s.Bt, s.D, s.L}), {},
@@ -148,7 +148,7 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
 
   // conv1d (with its silu): dx lands in dxz's x half.
   CausalConv1dGrads cg;
-  cg.dx = F32View(w->dxz.data(), {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
+  cg.dx = View(w->dxz.data(), {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
   cg.dweight = F32Contiguous(w->dconv_w.data(), {s.D, s.K});
   cg.dbias = F32Contiguous(w->dconv_b.data(), {s.D});
   SSMKIT_RETURN_IF_ERROR(CausalConv1dBackward(ConvInputs(a, s, v.xz.data()),

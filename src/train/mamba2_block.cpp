@@ -36,11 +36,11 @@ CausalConv1dInputs ConvInputs(const BlockArgs& a, const Dims& s, const float* xb
 SsdInputs SsdInputsOf(const BlockArgs& a, const Dims& s, const Mamba2Saved& v, const float* A) {
   const float* xbc = v.xbc.data();
   SsdInputs in;
-  in.x = F32View(xbc, {s.Bt, s.L, s.H, s.P}, {s.L * s.C, s.C, s.P, 1});
-  in.dt = F32View(v.zxbcdt.data() + s.D + s.C, {s.Bt, s.L, s.H}, {s.L * s.I, s.I, 1});
+  in.x = View(xbc, {s.Bt, s.L, s.H, s.P}, {s.L * s.C, s.C, s.P, 1});
+  in.dt = View(v.zxbcdt.data() + s.D + s.C, {s.Bt, s.L, s.H}, {s.L * s.I, s.I, 1});
   in.A = F32Contiguous(A, {s.H});
-  in.B = F32View(xbc + s.D, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
-  in.C = F32View(xbc + s.D + s.G * s.N, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
+  in.B = View(xbc + s.D, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
+  in.C = View(xbc + s.D + s.G * s.N, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
   in.D = F32Contiguous(a.P(a.layer.D), {s.H});
   in.dt_bias = F32Contiguous(a.P(a.layer.dt_bias), {s.H});
   in.dt_softplus = true;
@@ -53,7 +53,7 @@ RmsNormInputs GatedNormInputs(const BlockArgs& a, const Dims& s, const Mamba2Sav
   RmsNormInputs in;
   in.x = F32Contiguous(v.y.data(), {s.M, s.D});
   in.weight = F32Contiguous(a.P(a.layer.gated_norm), {s.D});
-  in.z = F32View(v.zxbcdt.data(), {s.M, s.D}, {s.I, 1});
+  in.z = View(v.zxbcdt.data(), {s.M, s.D}, {s.I, 1});
   return in;
 }
 
@@ -121,7 +121,7 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   RmsNormGrads ng;
   ng.dx = F32Contiguous(w->dy.data(), {s.M, s.D});
   ng.dweight = F32Contiguous(w->dnorm.data(), {s.D});
-  ng.dz = F32View(w->dzxbcdt.data(), {s.M, s.D}, {s.I, 1});
+  ng.dz = View(w->dzxbcdt.data(), {s.M, s.D}, {s.I, 1});
   SSMKIT_RETURN_IF_ERROR(RmsNormBackward(GatedNormInputs(a, s, v),
                                          F32Contiguous(w->dyn.data(), {s.M, s.D}), ng,
                                          GatedNormOptions(a, s)));
@@ -131,11 +131,11 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   NegExp(a.P(o.A_log), s.H, w->A.data());
   SsdGrads g;
   float* dxbc = w->dxbc.data();
-  g.dx = F32View(dxbc, {s.Bt, s.L, s.H, s.P}, {s.L * s.C, s.C, s.P, 1});
-  g.ddt = F32View(w->dzxbcdt.data() + s.D + s.C, {s.Bt, s.L, s.H}, {s.L * s.I, s.I, 1});
+  g.dx = View(dxbc, {s.Bt, s.L, s.H, s.P}, {s.L * s.C, s.C, s.P, 1});
+  g.ddt = View(w->dzxbcdt.data() + s.D + s.C, {s.Bt, s.L, s.H}, {s.L * s.I, s.I, 1});
   g.dA = F32Contiguous(w->dA.data(), {s.H});
-  g.dB = F32View(dxbc + s.D, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
-  g.dC = F32View(dxbc + s.D + s.G * s.N, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
+  g.dB = View(dxbc + s.D, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
+  g.dC = View(dxbc + s.D + s.G * s.N, {s.Bt, s.L, s.G, s.N}, {s.L * s.C, s.C, s.N, 1});
   g.dD = F32Contiguous(w->dD.data(), {s.H});
   g.ddt_bias = F32Contiguous(w->ddt_bias.data(), {s.H});
   SSMKIT_RETURN_IF_ERROR(SsdBackward(SsdInputsOf(a, s, v, w->A.data()),

@@ -129,7 +129,8 @@ class Trainer {
 
  private:
   Status Setup(TrainResult* result);
-  Status Validate(double* loss);
+  // The first eval_windows validation sequences, or all of them (whole).
+  Status Validate(bool whole, double* loss);
   Status Save(int64_t step, double elapsed_s);
 
   const TrainOptions& o_;
@@ -208,8 +209,9 @@ Status Trainer::Setup(TrainResult* result) {
   return train::WriteFileAtomically(log_path_, LogHeader());
 }
 
-Status Trainer::Validate(double* loss) {
-  const int64_t windows = std::min(o_.eval_windows, corpus_.val_windows(o_.seqlen));
+Status Trainer::Validate(bool whole, double* loss) {
+  const int64_t available = corpus_.val_windows(o_.seqlen);
+  const int64_t windows = whole ? available : std::min(o_.eval_windows, available);
   std::vector<int32_t> tokens;
   double sum = 0.0;
   int64_t count = 0;
@@ -270,7 +272,7 @@ Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result)
     }
     const bool last = step == o_.steps;
     if (last || step % o_.eval_every == 0) {
-      SSMKIT_RETURN_IF_ERROR(Validate(&info.val_loss));
+      SSMKIT_RETURN_IF_ERROR(Validate(last, &info.val_loss));
       info.has_val = true;
       result->final_val_loss = info.val_loss;
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/parallel.hpp"
+#include "model/views.hpp"
 
 namespace ssmkit::train {
 
@@ -19,32 +20,21 @@ void AccumulateDALog(const float* dA, const float* A, int64_t n, float* dA_log) 
   for (int64_t i = 0; i < n; ++i) dA_log[i] += dA[i] * A[i];
 }
 
-// Both transposes walk tiles of 32 channels x 32 positions so that the strided side stays in
-// cache; each (batch, channel tile) is one unit of parallel work.
-namespace {
-constexpr int64_t kTile = 32;
-}  // namespace
-
 void ToChannels(const float* src, int64_t ld_src, int64_t batch, int64_t seqlen, int64_t channels,
                 float* dst) {
-  const int64_t tiles = (channels + kTile - 1) / kTile;
-  ParallelFor(batch * tiles, [&](int64_t begin, int64_t end, int) {
-    for (int64_t job = begin; job < end; ++job) {
-      const int64_t b = job / tiles, c0 = (job % tiles) * kTile;
-      const int64_t c1 = std::min(channels, c0 + kTile);
-      for (int64_t l0 = 0; l0 < seqlen; l0 += kTile) {
-        const int64_t l1 = std::min(seqlen, l0 + kTile);
-        for (int64_t c = c0; c < c1; ++c) {
-          float* out = dst + (b * channels + c) * seqlen;
-          for (int64_t l = l0; l < l1; ++l) out[l] = src[(b * seqlen + l) * ld_src + c];
-        }
-      }
+  ParallelFor(batch, [&](int64_t begin, int64_t end, int) {
+    for (int64_t b = begin; b < end; ++b) {
+      model::TransposeToChannels(src + b * seqlen * ld_src, ld_src, seqlen, channels,
+                                 dst + b * channels * seqlen);
     }
   });
 }
 
+// Tiles of 32 positions x 32 channels keep the strided side in cache; each (batch entry,
+// position tile) is one unit of parallel work.
 void ToTokens(const float* src, int64_t batch, int64_t seqlen, int64_t channels, float* dst,
               int64_t ld_dst) {
+  constexpr int64_t kTile = 32;
   const int64_t tiles = (seqlen + kTile - 1) / kTile;
   ParallelFor(batch * tiles, [&](int64_t begin, int64_t end, int) {
     for (int64_t job = begin; job < end; ++job) {

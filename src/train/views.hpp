@@ -4,25 +4,14 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "model/views.hpp"
 #include "ssmkit/tensor.hpp"
 
 namespace ssmkit::train {
 
-// An f32 view with explicit strides (in elements). `data` may be const: the ops take views
-// of inputs through the same struct and never write them.
-inline Tensor F32View(const float* data, std::initializer_list<int64_t> shape,
-                      std::initializer_list<int64_t> strides) {
-  Tensor t;
-  t.data = const_cast<float*>(data);
-  t.dtype = DType::kF32;
-  t.rank = static_cast<int>(shape.size());
-  int i = 0;
-  for (int64_t s : shape) t.shape[i++] = s;
-  i = 0;
-  for (int64_t s : strides) t.strides[i++] = s;
-  return t;
-}
+using model::View;
 
+// Strided views come from the engine's model::View (src/model/views.hpp); a contiguous one:
 inline Tensor F32Contiguous(const float* data, std::initializer_list<int64_t> shape) {
   return Tensor::Contiguous(data, DType::kF32, shape);
 }
@@ -34,7 +23,8 @@ void AddInto(float* dst, const float* src, int64_t n);
 void NegExp(const float* A_log, int64_t n, float* A);
 void AccumulateDALog(const float* dA, const float* A, int64_t n, float* dA_log);
 
-// Between token-major rows and channel-major planes, per batch entry:
+// Between token-major rows and channel-major planes, per batch entry (split over threads by
+// batch entry; ToTokens also writes into a strided destination, e.g. columns of a wider row):
 //   dst[b, c, l] = src[(b * L + l) * ld_src + c]   for c < C         (ToChannels)
 //   dst[(b * L + l) * ld_dst + c] = src[b, c, l]                      (ToTokens)
 void ToChannels(const float* src, int64_t ld_src, int64_t batch, int64_t seqlen, int64_t channels,

@@ -136,7 +136,7 @@ void AddTrainCommand(CLI::App& app, const int* threads, int* exit_code) {
   sub->add_option("--seed", o.seed, "initialisation and batch-sampling seed")->capture_default_str();
   sub->add_option("--val-fraction", o.val_fraction, "end of the file held out for validation")->capture_default_str();
   sub->add_option("--eval-every", o.eval_every, "steps between validations")->capture_default_str();
-  sub->add_option("--eval-windows", o.eval_windows, "validation sequences")->capture_default_str();
+  sub->add_option("--eval-windows", o.eval_windows, "validation sequences (the final validation reads the whole held-out part)")->capture_default_str();
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--save-dtype", args->save_dtype, "f32 or bf16 model.safetensors")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
   sub->callback([args, threads, exit_code] { *exit_code = Run(*args, *threads); });
