@@ -3,7 +3,7 @@
 # missing.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
-          nlohmann-json3-dev libopenblas-dev)
+          nlohmann-json3-dev libopenblas-dev libicu-dev)
 packages+=("$@")  # extra packages a caller needs (e.g. scripts/make_corpus.sh's corpus)
 missing=()
 for p in "${packages[@]}"; do

@@ -147,6 +147,9 @@ TEST(LinearForward, ThreadedShapes) {
     }
   }
   RunCase({3, 1500, 400, DType::kBF16, false, true, true}, seed + 2);
+  // One row, K = 11 unrolled blocks of 8 vectors + 5 vectors + a tail (AVX-512).
+  RunCase({1, 1500, 400, DType::kBF16, true}, seed + 3);
+  RunCase({1, 1500, 400, DType::kF32, true}, seed + 4);
 }
 
 TEST(LinearForward, EverySimdTarget) {

@@ -123,7 +123,8 @@ class Session {
 
   int64_t batch() const;      // B of the last Prefill (0 before any)
   int64_t max_batch() const;
-  int64_t vocab_size() const;
+  int64_t vocab_size() const;         // V, the width of a row of logits
+  int64_t config_vocab_size() const;  // the tokens that may be sampled: the first ones of a row
 
   struct Impl;
 

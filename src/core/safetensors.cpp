@@ -114,9 +114,9 @@ std::string SafetensorsTensor::shape_string() const {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-Tensor SafetensorsTensor::view() const {
+Tensor ContiguousView(const void* data, DType dtype, const std::vector<int64_t>& shape) {
   Tensor t;
-  t.data = const_cast<uint8_t*>(data);
+  t.data = const_cast<void*>(data);
   t.dtype = dtype;
   t.rank = static_cast<int>(shape.size());
   int64_t stride = 1;
@@ -128,8 +128,19 @@ Tensor SafetensorsTensor::view() const {
   return t;
 }
 
+Tensor SafetensorsTensor::view() const { return ContiguousView(data, dtype, shape); }
+
 Status SafetensorsCheckpoint::AddFile(const std::string& path,
                                       const std::map<std::string, std::string>* expected) {
+  try {
+    return AddFileUnchecked(path, expected);
+  } catch (const nlohmann::json::exception& e) {  // a header field of an unexpected JSON type
+    return Error(path, std::string("malformed header: ") + e.what());
+  }
+}
+
+Status SafetensorsCheckpoint::AddFileUnchecked(const std::string& path,
+                                               const std::map<std::string, std::string>* expected) {
   auto file = std::make_unique<MappedFile>();
   SSMKIT_RETURN_IF_ERROR(MappedFile::Open(path, file.get()));
   const uint8_t* bytes = file->data();

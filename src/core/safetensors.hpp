@@ -37,6 +37,9 @@ struct SafetensorsTensor {
   Tensor view() const;
 };
 
+// A contiguous row-major view of `data` with a shape held in a vector.
+Tensor ContiguousView(const void* data, DType dtype, const std::vector<int64_t>& shape);
+
 class SafetensorsCheckpoint {
  public:
   // A directory holding model.safetensors, or model.safetensors.index.json and its shards.
@@ -52,6 +55,7 @@ class SafetensorsCheckpoint {
 
  private:
   Status AddFile(const std::string& path, const std::map<std::string, std::string>* expected);
+  Status AddFileUnchecked(const std::string& path, const std::map<std::string, std::string>* expected);
 
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, SafetensorsTensor> tensors_;

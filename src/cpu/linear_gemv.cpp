@@ -3,12 +3,13 @@
 // Dimension legend: T rows of x (the decode batch), K input features, M output features,
 // W vector lanes, R weight rows per pass.
 //
-// At decode the whole model's weights stream through here once per token, so the kernel is
-// bound by memory bandwidth, not arithmetic: R weight rows are loaded a vector at a time
-// (bf16/f16 widened to f32 in registers, never stored wider), each multiplied into the T rows
-// of x (L1-resident) with T * R independent accumulators, enough to hide FMA latency. Each
-// output is reduced by one thread in a fixed order (vector partials, then lanes, then the
-// scalar tail over K % W): deterministic.
+// At decode the whole model's weights stream through here once per token. With one row of x
+// (batch 1) the kernel is bound by memory bandwidth: each weight row is read front to back
+// with 8 independent accumulators, a single sequential stream per thread. With more rows it
+// becomes bound by FMA throughput: R weight rows are loaded a vector at a time and each vector
+// is multiplied into all T rows of x (L1-resident), T * R accumulators. bf16/f16 weights are
+// widened to f32 in registers, never stored wider. Each output is reduced by one thread in a
+// fixed order (vector partials, then lanes, then the scalar tail over K % W): deterministic.
 #include <algorithm>
 #include <cstdint>
 
@@ -80,20 +81,60 @@ HWY_INLINE void DotRows(const LinearParams& p, const WT* HWY_RESTRICT weight, in
   }
 }
 
-// Rows of W per pass for kT rows of x: kT * kR <= 16 accumulators plus kR weight vectors fit
-// the 32 AVX-512 registers. Tuned for speed only.
-template <int kT>
-constexpr int RowsPerPass() {
-  return kT <= 2 ? 8 : (kT <= 4 ? 4 : 2);
+// One output row m for all kT rows of x, K unrolled by kU vectors: kT * kU independent
+// accumulators. The weight row is read front to back, so a thread streams through its block of
+// W in address order (one sequential stream for the prefetchers).
+template <int kT, int kU, class WT>
+HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int64_t m) {
+  const DF df;
+  const int64_t K = p.in_features, W = Lanes();
+  const float* HWY_RESTRICT x = p.x;          // (T, K), row stride x_stride_row
+  const WT* HWY_RESTRICT w = weight + m * K;  // (K)
+  VF acc[kT][kU];
+  for (int t = 0; t < kT; ++t) {
+    for (int u = 0; u < kU; ++u) acc[t][u] = hn::Zero(df);
+  }
+  int64_t k = 0;
+  for (; k + kU * W <= K; k += kU * W) {
+    VF wv[kU];
+    for (int u = 0; u < kU; ++u) wv[u] = LoadWeights(df, w + k + u * W);
+    for (int t = 0; t < kT; ++t) {
+      for (int u = 0; u < kU; ++u) {
+        acc[t][u] = hn::MulAdd(wv[u], hn::LoadU(df, x + t * p.x_stride_row + k + u * W), acc[t][u]);
+      }
+    }
+  }
+  for (; k + W <= K; k += W) {
+    const VF wv = LoadWeights(df, w + k);
+    for (int t = 0; t < kT; ++t) acc[t][0] = hn::MulAdd(wv, hn::LoadU(df, x + t * p.x_stride_row + k), acc[t][0]);
+  }
+  for (int t = 0; t < kT; ++t) {
+    VF total = acc[t][0];
+    for (int u = 1; u < kU; ++u) total = hn::Add(total, acc[t][u]);
+    float sum = hn::GetLane(hn::SumOfLanes(df, total));
+    for (int64_t j = k; j < K; ++j) sum += x[t * p.x_stride_row + j] * WeightAt(w, j);
+    if (p.bias != nullptr) sum += p.bias[m];
+    p.out[t * p.out_stride_row + m] = sum;
+  }
 }
 
 template <int kT, class WT>
 void GemvRowsT(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   const WT* weight = static_cast<const WT*>(p.weight);
-  constexpr int kR = RowsPerPass<kT>();
-  int64_t m = m_begin;
-  for (; m + kR <= m_end; m += kR) DotRows<kT, kR, WT>(p, weight, m);
-  for (; m < m_end; ++m) DotRows<kT, 1, WT>(p, weight, m);
+  if constexpr (kT == 1) {
+    // One row of x: memory-bound. One weight row at a time, K unrolled by 8 vectors (8 FMA
+    // chains): the thread's block of W streams through in address order. Measured 2x faster
+    // on bf16 weights than 8 interleaved rows. Tuned for speed only.
+    for (int64_t m = m_begin; m < m_end; ++m) DotRow<1, 8, WT>(p, weight, m);
+  } else {
+    // Several rows of x: FMA-bound. kR weight rows per pass, each vector loaded once for all
+    // kT rows of x: kT * kR <= 16 accumulators plus kR weight vectors fit the 32 AVX-512
+    // registers. Tuned for speed only.
+    constexpr int kR = kT <= 2 ? 8 : (kT <= 4 ? 4 : 2);
+    int64_t m = m_begin;
+    for (; m + kR <= m_end; m += kR) DotRows<kT, kR, WT>(p, weight, m);
+    for (; m < m_end; ++m) DotRows<kT, 1, WT>(p, weight, m);
+  }
 }
 
 template <class WT>

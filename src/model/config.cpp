@@ -313,9 +313,7 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ParseModelConfig(const std::string& text, const std::string& file, ModelConfig* config) {
+Status ParseConfigJson(const std::string& text, const std::string& file, ModelConfig* config) {
   const Json j = Json::parse(QuoteNonFiniteTokens(text), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument(file + ": not valid JSON");
   if (!j.is_object()) return Status::InvalidArgument(file + ": expected a JSON object");
@@ -341,6 +339,16 @@ Status ParseModelConfig(const std::string& text, const std::string& file, ModelC
   if (!valid.ok()) return Status(valid.code(), file + ": " + valid.message());
   *config = c;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseModelConfig(const std::string& text, const std::string& file, ModelConfig* config) {
+  try {
+    return ParseConfigJson(text, file, config);
+  } catch (const nlohmann::json::exception& e) {  // a key of an unexpected JSON type
+    return Status::InvalidArgument(file + ": malformed config: " + e.what());
+  }
 }
 
 }  // namespace model

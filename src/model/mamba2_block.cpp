@@ -65,14 +65,14 @@ Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Layer& w, int64_t B,
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
   SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, T, I, I)));
   // The conv op reads (B, C, L) with unit stride over L: to channel-major and back.
-  TransposeToChannels(a.zxbcdt + D, I, T, C, a.xbc_t);
+  Transpose(a.zxbcdt + D, I, T, C, a.xbc_t, T);
   ZeroPadColumns(a.xbc_t, C, B, L, pad);
   const Tensor conv_in = View(a.xbc_t, {B, C, L}, {L, T, 1});
   const Tensor conv_out = View(a.conv_t, {B, C, L}, {L, T, 1});
   SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(
       {conv_in, w.conv_weight, w.conv_bias, Tensor{}, Conv1dActivation::kSilu}, conv_out, conv_state));
   ZeroPadColumns(a.conv_t, C, B, L, pad);
-  TransposeToTokens(a.conv_t, T, C, a.xbc);
+  Transpose(a.conv_t, T, C, T, a.xbc, C);
 
   SsdInputs ssd;
   ssd.x = View(a.xbc, {B, L, H, P}, {L * C, C, P, 1});

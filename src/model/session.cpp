@@ -113,6 +113,7 @@ Status Session::Create(const Model& model, int64_t max_batch, std::unique_ptr<Se
 int64_t Session::batch() const { return impl_->batch; }
 int64_t Session::max_batch() const { return impl_->max_batch; }
 int64_t Session::vocab_size() const { return impl_->config().vocab_size; }
+int64_t Session::config_vocab_size() const { return impl_->config().config_vocab_size; }
 
 Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::span<float> logits,
                         std::span<float> all_logits) {

@@ -36,27 +36,15 @@ inline Tensor Columns(const float* data, int64_t rows, int64_t cols, int64_t ld)
   return View(data, {rows, cols}, {1, ld});
 }
 
-// dst (C, T) row-major = src (T, C) with row stride lds, in cache-sized tiles.
-inline void TransposeToChannels(const float* src, int64_t lds, int64_t T, int64_t C, float* dst) {
+// dst (cols, rows) with row stride ldd = the transpose of src (rows, cols) with row stride lds,
+// in cache-sized tiles: token-major (T, C) to channel-major (C, T) and back.
+inline void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
   constexpr int64_t kTile = 32;
-  for (int64_t t0 = 0; t0 < T; t0 += kTile) {
-    for (int64_t c0 = 0; c0 < C; c0 += kTile) {
-      const int64_t t1 = std::min(T, t0 + kTile), c1 = std::min(C, c0 + kTile);
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
       for (int64_t c = c0; c < c1; ++c) {
-        for (int64_t t = t0; t < t1; ++t) dst[c * T + t] = src[t * lds + c];
-      }
-    }
-  }
-}
-
-// dst (T, C) row-major = src (C, T) row-major.
-inline void TransposeToTokens(const float* src, int64_t T, int64_t C, float* dst) {
-  constexpr int64_t kTile = 32;
-  for (int64_t t0 = 0; t0 < T; t0 += kTile) {
-    for (int64_t c0 = 0; c0 < C; c0 += kTile) {
-      const int64_t t1 = std::min(T, t0 + kTile), c1 = std::min(C, c0 + kTile);
-      for (int64_t t = t0; t < t1; ++t) {
-        for (int64_t c = c0; c < c1; ++c) dst[t * C + c] = src[c * T + t];
+        for (int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c];
       }
     }
   }

@@ -12,9 +12,27 @@
 
 namespace ssmkit::check {
 
+// Up to kMaxRank sizes, stored inline: checks run on every decode step, which must not touch
+// the heap (a std::vector here allocated on each call of every op).
+class Dims {
+ public:
+  Dims(std::initializer_list<int64_t> dims) : Dims(dims.begin(), dims.end()) {}
+  template <class It>
+  Dims(It first, It last) {
+    for (; first != last && size_ < static_cast<size_t>(kMaxRank); ++first) dims_[size_++] = *first;
+  }
+  const int64_t* begin() const { return dims_; }
+  const int64_t* end() const { return dims_ + size_; }
+  size_t size() const { return size_; }
+
+ private:
+  int64_t dims_[kMaxRank] = {};
+  size_t size_ = 0;
+};
+
 struct ShapeSpec {
-  const char* legend;                   // the dimension names, e.g. "(B, D, L)"
-  std::vector<int64_t> dims;  // the sizes those names have in this call
+  const char* legend;  // the dimension names, e.g. "(B, D, L)"
+  Dims dims;           // the sizes those names have in this call
 };
 
 // A tensor the op requires (or an optional one that is present): not null, on the CPU,

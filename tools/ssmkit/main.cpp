@@ -1,10 +1,11 @@
-// ssmkit: the command-line front end. Subcommands: bench (every registered suite) and check
-// (ops against their oracles); the engine commands (generate, train, info) come with the engine.
+// ssmkit: the command-line front end. Subcommands: bench (every registered suite), check
+// (ops against their oracles), generate and info (the engine, engine_commands.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "bench_harness.hpp"
 #include "check_harness.hpp"
+#include "engine_commands.hpp"
 #include "ssmkit/threads.hpp"
 #include "train_command.hpp"
 
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
     });
   }
 
-  ssmkit::cli::AddTrainCommand(app, &threads, &exit_code);
+  ssmkit::cli::AddEngineCommands(app, threads, exit_code);
+  ssmkit::cli::AddTrainCommand(app, threads, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

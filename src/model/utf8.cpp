@@ -1,0 +1,67 @@
+// UTF-8 reading with replacement (Rust's String::from_utf8_lossy, which the `tokenizers`
+// decoders use), and Tokenizer::Decode on top of it.
+#include <cstdint>
+
+#include "ssmkit/tokenizer.hpp"
+
+namespace ssmkit {
+namespace {
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of a sequence led by `b` and the range its second byte must fall in
+// (Unicode table 3-7, well-formed UTF-8); 0 for a byte that cannot lead one.
+int SequenceLength(uint8_t b, uint8_t* lo, uint8_t* hi) {
+  *lo = 0x80;
+  *hi = 0xBF;
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return 2;
+  if (b == 0xE0) *lo = 0xA0;
+  if (b == 0xED) *hi = 0x9F;
+  if (b >= 0xE0 && b <= 0xEF) return 3;
+  if (b == 0xF0) *lo = 0x90;
+  if (b == 0xF4) *hi = 0x8F;
+  if (b >= 0xF0 && b <= 0xF4) return 4;
+  return 0;
+}
+
+}  // namespace
+
+size_t Utf8Lossy(std::string_view bytes, bool final, std::string* text) {
+  size_t i = 0;
+  const size_t n = bytes.size();
+  while (i < n) {
+    uint8_t lo, hi;
+    const int len = SequenceLength(static_cast<uint8_t>(bytes[i]), &lo, &hi);
+    if (len == 0) {
+      text->append(kReplacement);
+      ++i;
+      continue;
+    }
+    int j = 1;
+    for (; j < len; ++j) {
+      if (i + j >= n) {
+        if (!final) return i;  // incomplete: keep for the next call
+        break;
+      }
+      const uint8_t c = static_cast<uint8_t>(bytes[i + j]);
+      if (c < (j == 1 ? lo : 0x80) || c > (j == 1 ? hi : 0xBF)) break;
+    }
+    if (j == len) {
+      text->append(bytes.substr(i, len));
+    } else {
+      text->append(kReplacement);  // the maximal valid prefix becomes one U+FFFD
+    }
+    i += j;
+  }
+  return n;
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes, text;
+  for (int32_t id : ids) AppendTokenBytes(id, skip_special, &bytes);
+  Utf8Lossy(bytes, true, &text);
+  return text;
+}
+
+}  // namespace ssmkit

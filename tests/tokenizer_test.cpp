@@ -1,0 +1,181 @@
+// Tokenizers: the byte-level BPE of tokenizer.json against the `tokenizers` package (the cases
+// recorded by scripts/make_model_fixtures.py: special and added tokens, NFC, contractions,
+// numbers, whitespace runs, non-ASCII scripts, emoji), the raw-byte tokenizer, the lossy UTF-8
+// reader (whole and streamed), and the errors for unusable tokenizer files.
+#include "ssmkit/tokenizer.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace ssmkit::testing {
+namespace {
+
+const std::string kDir = std::string(SSMKIT_FIXTURES_DIR) + "/tokenizer";
+
+nlohmann::json ReadCases() {
+  std::ifstream in(kDir + "/cases.json");
+  return nlohmann::json::parse(in);
+}
+
+std::unique_ptr<Tokenizer> LoadFixture() {
+  std::unique_ptr<Tokenizer> t;
+  const Status s = Tokenizer::FromFile(kDir + "/tokenizer.json", &t);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return t;
+}
+
+TEST(BpeTokenizer, EncodeMatchesTokenizersPackage) {
+  const auto t = LoadFixture();
+  ASSERT_NE(t, nullptr);
+  const nlohmann::json cases = ReadCases();
+  EXPECT_EQ(t->vocab_size(), cases.at("vocab_size").get<int64_t>());
+  ASSERT_GE(cases.at("encode").size(), 10u);
+  for (const auto& c : cases.at("encode")) {
+    const std::string text = c.at("text").get<std::string>();
+    std::vector<int32_t> ids;
+    const Status s = t->Encode(text, &ids);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(ids, c.at("ids").get<std::vector<int32_t>>()) << "text: \"" << text << "\"";
+  }
+}
+
+TEST(BpeTokenizer, DecodeMatchesTokenizersPackage) {
+  const auto t = LoadFixture();
+  ASSERT_NE(t, nullptr);
+  const nlohmann::json cases = ReadCases();
+  for (const auto& c : cases.at("encode")) {
+    const std::vector<int32_t> ids = c.at("ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(t->Decode(ids), c.at("decoded").get<std::string>());
+    EXPECT_EQ(t->Decode(ids, /*skip_special=*/true), c.at("decoded_skip_special").get<std::string>());
+  }
+  // Arbitrary id sequences, some splitting multi-byte characters (U+FFFD in the output).
+  for (const auto& c : cases.at("decode")) {
+    EXPECT_EQ(t->Decode(c.at("ids").get<std::vector<int32_t>>()), c.at("decoded").get<std::string>());
+  }
+}
+
+TEST(BpeTokenizer, SpecialTokenIds) {
+  const auto t = LoadFixture();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->TokenId("<|endoftext|>"), 0);
+  EXPECT_EQ(t->TokenId("<|padding|>"), 1);
+  EXPECT_EQ(t->TokenId("no such token"), -1);
+  std::string bytes;
+  t->AppendTokenBytes(999999, false, &bytes);  // unknown ids decode to nothing
+  t->AppendTokenBytes(-1, false, &bytes);
+  EXPECT_TRUE(bytes.empty());
+}
+
+TEST(BpeTokenizer, RoundTripsFreshText) {
+  const auto t = LoadFixture();
+  ASSERT_NE(t, nullptr);
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const std::vector<std::string> alphabet = {"a", "b", "e", "t", "h", " ", "  ", "\n", "'s", "1", "23",
+                                             "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x99\x82", ".", "!", "\t"};
+  for (int n = 0; n < 200; ++n) {
+    std::string text;
+    const int len = static_cast<int>(rng.Uniform(0, 30));
+    for (int i = 0; i < len; ++i) text += alphabet[static_cast<size_t>(rng.Uniform(0, alphabet.size()))];
+    std::vector<int32_t> ids;
+    ASSERT_TRUE(t->Encode(text, &ids).ok());
+    EXPECT_EQ(t->Decode(ids), text);  // NFC leaves these characters as they are
+  }
+}
+
+TEST(ByteTokenizer, RoundTripAndInvalidUtf8) {
+  const auto t = Tokenizer::Bytes();
+  EXPECT_EQ(t->vocab_size(), 256);
+  const std::string text = "h\xC3\xA9llo \xF0\x9F\x99\x82";
+  std::vector<int32_t> ids;
+  ASSERT_TRUE(t->Encode(text, &ids).ok());
+  ASSERT_EQ(ids.size(), text.size());
+  EXPECT_EQ(ids[1], 0xC3);
+  EXPECT_EQ(t->Decode(ids), text);
+  const std::vector<int32_t> broken = {'a', 0xC3, 'b', 0xFF, 0xF0, 0x9F, 'c'};
+  EXPECT_EQ(t->Decode(broken), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c");
+}
+
+TEST(Utf8Lossy, MaximalSubpartsAndStreaming) {
+  // Cases from the Unicode standard's discussion of U+FFFD substitution (one replacement per
+  // maximal subpart of an ill-formed sequence), as Rust's from_utf8_lossy applies it.
+  const std::pair<std::string, std::string> cases[] = {
+      {"\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64",
+       "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD" "d"},
+      {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},  // a surrogate: 3 replacements
+      {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},  // above U+10FFFF
+      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},  // overlong
+      {"ok \xE6\x97\xA5", "ok \xE6\x97\xA5"},
+  };
+  for (const auto& [bytes, want] : cases) {
+    std::string whole;
+    EXPECT_EQ(Utf8Lossy(bytes, true, &whole), bytes.size());
+    EXPECT_EQ(whole, want);
+    // Streamed in two parts, split anywhere: the same text.
+    for (size_t cut = 0; cut <= bytes.size(); ++cut) {
+      std::string streamed;
+      std::string pending = bytes.substr(0, cut);
+      const size_t used = Utf8Lossy(pending, false, &streamed);
+      pending = pending.substr(used) + bytes.substr(cut);
+      Utf8Lossy(pending, true, &streamed);
+      EXPECT_EQ(streamed, want) << "cut at " << cut;
+    }
+  }
+}
+
+// Writes `text` to a temporary tokenizer file and loads it.
+Status LoadText(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/ssmkit_tokenizer_test.json";
+  {
+    std::ofstream out(path);
+    out << text;
+  }
+  std::unique_ptr<Tokenizer> t;
+  const Status s = Tokenizer::FromFile(path, &t);
+  std::remove(path.c_str());
+  return s;
+}
+
+std::string MinimalTokenizer(const std::string& normalizer, const std::string& merges) {
+  return R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": )" + merges +
+         R"(}, "normalizer": )" + normalizer +
+         R"(, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})";
+}
+
+TEST(TokenizerErrors, EachNamesTheProblem) {
+  std::unique_ptr<Tokenizer> t;
+  Status s = Tokenizer::FromFile("/nonexistent/tokenizer.json", &t);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent/tokenizer.json"), std::string::npos) << s.message();
+
+  EXPECT_TRUE(LoadText(MinimalTokenizer("null", R"([["a", "b"]])")).ok());
+  EXPECT_TRUE(LoadText(MinimalTokenizer("null", R"(["a b"])")).ok());
+
+  s = LoadText("{not json");
+  EXPECT_NE(s.message().find("not valid JSON"), std::string::npos) << s.message();
+  s = LoadText(MinimalTokenizer(R"({"type": "Lowercase"})", "[]"));
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("normalizer \"Lowercase\""), std::string::npos) << s.message();
+  s = LoadText(MinimalTokenizer("null", R"([["a", "zz"]])"));
+  EXPECT_NE(s.message().find("not in the vocab"), std::string::npos) << s.message();
+  s = LoadText(MinimalTokenizer("null", R"([42])"));
+  EXPECT_NE(s.message().find("merge 0"), std::string::npos) << s.message();
+  s = LoadText(R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"},
+                   "decoder": {"type": "ByteLevel"}})");
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  s = LoadText(R"({"model": {"type": "BPE", "vocab": {"a": "zero"}, "merges": []}, "pre_tokenizer":
+                   {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})");
+  EXPECT_NE(s.message().find("id of 'a'"), std::string::npos) << s.message();
+  s = LoadText(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": 7},
+                   "decoder": {"type": "ByteLevel"}})");
+  EXPECT_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace ssmkit::testing

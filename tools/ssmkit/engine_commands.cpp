@@ -1,0 +1,168 @@
+// `ssmkit generate` and `ssmkit info`: the engine on a checkpoint directory.
+#include "engine_commands.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ssmkit/generate.hpp"
+#include "ssmkit/model.hpp"
+#include "ssmkit/threads.hpp"
+#include "ssmkit/tokenizer.hpp"
+
+namespace ssmkit::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, tokenizer;
+  int64_t max_tokens = 128;
+  float temperature = 0.0f, top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+};
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  return 1;
+}
+
+bool RequireModel(const char* command, const std::string& model) {
+  if (!model.empty()) return true;
+  std::fprintf(stderr,
+               "ssmkit %s: --model DIR is required: a directory with config.json and "
+               "model.safetensors (a Hugging Face MambaForCausalLM / Mamba2ForCausalLM checkpoint, "
+               "or the state-spaces format). No model is built in yet.\n",
+               command);
+  return false;
+}
+
+// --tokenizer FILE | bytes; by default DIR/tokenizer.json, or bytes for a 256-token model.
+Status OpenTokenizer(const GenerateArgs& a, const Model& model, std::unique_ptr<Tokenizer>* t) {
+  if (a.tokenizer == "bytes") {
+    *t = Tokenizer::Bytes();
+    return Status::Ok();
+  }
+  if (!a.tokenizer.empty()) return Tokenizer::FromFile(a.tokenizer, t);
+  const std::string path = (std::filesystem::path(a.model) / "tokenizer.json").string();
+  if (std::filesystem::exists(path)) return Tokenizer::FromFile(path, t);
+  if (model.config().vocab_size <= 256) {
+    *t = Tokenizer::Bytes();
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(a.model + ": no tokenizer.json: pass --tokenizer FILE (e.g. the "
+                                 "GPT-NeoX tokenizer.json the state-spaces models use) or --tokenizer bytes");
+}
+
+int RunGenerate(const GenerateArgs& a) {
+  if (!RequireModel("generate", a.model)) return 2;
+  std::unique_ptr<Model> model;
+  Status s = Model::Load(a.model, &model);
+  if (!s.ok()) return Fail(s);
+  std::unique_ptr<Tokenizer> tokenizer;
+  s = OpenTokenizer(a, *model, &tokenizer);
+  if (!s.ok()) return Fail(s);
+  std::vector<int32_t> prompt;
+  s = tokenizer->Encode(a.prompt, &prompt);
+  if (!s.ok()) return Fail(s);
+  const ModelConfig& c = model->config();
+  if (prompt.empty()) {  // start from the beginning-of-text token, as the models were trained
+    const int64_t start = c.bos_token_id >= 0 ? c.bos_token_id : c.eos_token_id;
+    if (start < 0) return Fail(Status::InvalidArgument("the prompt is empty and the model names no bos/eos token"));
+    prompt.push_back(static_cast<int32_t>(start));
+  }
+  std::unique_ptr<Session> session;
+  s = Session::Create(*model, 1, &session);
+  if (!s.ok()) return Fail(s);
+  GenerateOptions options;
+  options.max_tokens = a.max_tokens;
+  options.eos_token_id = a.ignore_eos ? -1 : static_cast<int32_t>(c.eos_token_id);
+  options.sampling = {a.temperature, a.top_k, a.top_p, a.seed};
+  Sampler check;  // bad sampling options fail before anything is printed
+  s = Sampler::Create(options.sampling, 1, &check);
+  if (!s.ok()) return Fail(s);
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  std::fflush(stdout);
+  std::string pending, text;
+  auto emit = [&](int32_t id) {
+    tokenizer->AppendTokenBytes(id, /*skip_special=*/true, &pending);
+    text.clear();
+    pending.erase(0, Utf8Lossy(pending, /*final=*/false, &text));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  };
+  GenerateStats stats;
+  s = Generate(*session, prompt, options, emit, &stats);
+  text.clear();
+  Utf8Lossy(pending, /*final=*/true, &text);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::printf("\n");
+  if (!s.ok()) return Fail(s);
+  const int64_t decoded = stats.generated_tokens > 0 ? stats.generated_tokens - 1 : 0;
+  std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s (%.1f tokens/s); %d threads%s\n",
+               static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds,
+               stats.prefill_seconds > 0 ? stats.prompt_tokens / stats.prefill_seconds : 0.0,
+               static_cast<long long>(decoded), stats.decode_seconds,
+               stats.decode_seconds > 0 ? decoded / stats.decode_seconds : 0.0, NumThreads(),
+               stats.stopped_at_eos ? "; stopped at end-of-text" : "");
+  return 0;
+}
+
+int RunInfo(const std::string& dir) {
+  if (!RequireModel("info", dir)) return 2;
+  std::unique_ptr<Model> model;
+  const Status s = Model::Load(dir, &model);
+  if (!s.ok()) return Fail(s);
+  const ModelConfig& c = model->config();
+  const bool m2 = c.arch == ModelArch::kMamba2;
+  std::printf("model:          %s\n", dir.c_str());
+  std::printf("files:          %s\n", model->source().c_str());
+  std::printf("format:         %s\n", c.format == "hf" ? (m2 ? "Hugging Face Mamba2ForCausalLM" : "Hugging Face MambaForCausalLM")
+                                                        : "state-spaces (mamba_ssm)");
+  std::printf("architecture:   %s, %lld layers, d_model %lld, d_inner %lld, d_state %lld, conv %lld\n",
+              m2 ? "Mamba-2" : "Mamba-1", static_cast<long long>(c.n_layer), static_cast<long long>(c.d_model),
+              static_cast<long long>(c.d_inner), static_cast<long long>(c.d_state), static_cast<long long>(c.d_conv));
+  if (m2) {
+    std::printf("heads:          %lld x head dim %lld, %lld groups, chunk %lld\n", static_cast<long long>(c.nheads),
+                static_cast<long long>(c.headdim), static_cast<long long>(c.ngroups), static_cast<long long>(c.chunk_size));
+  } else {
+    std::printf("dt_rank:        %lld\n", static_cast<long long>(c.dt_rank));
+  }
+  std::printf("vocab:          %lld rows (%lld in the config)\n", static_cast<long long>(c.vocab_size),
+              static_cast<long long>(c.config_vocab_size));
+  std::printf("LM head:        %s\n", c.tie_embeddings ? "tied to the embedding" : "separate");
+  std::printf("weights:        %s\n", model->weight_dtype_name().c_str());
+  std::printf("parameters:     %lld (%.1f M)\n", static_cast<long long>(model->parameter_count()),
+              model->parameter_count() / 1e6);
+  std::printf("decode reads:   %.1f MB of weights per step\n", model->decode_weight_bytes() / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint, streamed to stdout");
+  gen->add_option("--model", args->model, "checkpoint directory (config.json + model.safetensors)");
+  gen->add_option("--prompt", args->prompt, "the text to continue");
+  gen->add_option("--max-tokens", args->max_tokens, "new tokens at most")->check(CLI::NonNegativeNumber);
+  gen->add_option("--temperature", args->temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
+  gen->add_option("--top-k", args->top_k, "sample from the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  gen->add_option("--top-p", args->top_p, "nucleus sampling threshold in (0, 1]");
+  gen->add_option("--seed", args->seed, "random seed for sampling");
+  gen->add_option("--tokenizer", args->tokenizer, "tokenizer.json, or 'bytes' (default: the model directory's)");
+  gen->add_flag("--ignore-eos", args->ignore_eos, "keep going past the end-of-text token");
+  gen->callback([args, &threads, &exit_code] {
+    SetNumThreads(threads);
+    exit_code = RunGenerate(*args);
+  });
+
+  auto dir = std::make_shared<std::string>();
+  CLI::App* info = app.add_subcommand("info", "print a checkpoint's architecture and parameter count");
+  info->add_option("--model", *dir, "checkpoint directory (config.json + model.safetensors)");
+  info->callback([dir, &exit_code] { exit_code = RunInfo(*dir); });
+}
+
+}  // namespace ssmkit::cli
