@@ -9,9 +9,11 @@ optimizer, side by side in one run.
    of src/train/data.hpp, replicated below bit for bit).
 3. PyTorch trains the transformers model on the same batches with torch.optim.AdamW (the same
    decayed tensors), clip_grad_norm_ and the same warmup + cosine learning rate.
-4. Printed: median tokens/s of each (steps after the first WARMUP), the ratio, and the largest
-   relative difference between the two loss curves. transformers then loads ssmkit's final
-   checkpoint and computes the validation loss that ssmkit logged, as a check of the format.
+4. Two phases, each side by side: the loss curves over --steps (50) steps at --batch x --seqlen,
+   and the throughput: --rate-steps steps at --rate-batch x --rate-seqlen (8 x 256), the median
+   tokens/s of each after the first --rate-warmup steps, and their ratio. transformers then
+   loads ssmkit's checkpoint of the curve phase and computes the validation loss ssmkit logged,
+   as a check of the format.
 
 --write-fixture DIR also records what the CI test (tests/train_parity_test.cpp) needs, so that
 the suite checks the curves without torch: the initial weights, the data, PyTorch's losses,
@@ -93,6 +95,10 @@ def tiny_model(arch, seed):
     return Mamba2ForCausalLM(Mamba2Config(num_heads=4, head_dim=32, n_groups=1, chunk_size=64, **common))
 
 
+def cls_of(arch):
+    return MambaForCausalLM if arch == "mamba1" else Mamba2ForCausalLM
+
+
 def decays(name, p):
     """The tensors ssmkit's AdamW decays (src/train/param_table.cpp): the matrices and conv filters."""
     return p.dim() >= 2 and not name.endswith("A_log")
@@ -113,7 +119,7 @@ def mean_loss(model, tokens):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1))
 
 
-def train_torch(model, corpus, a):
+def train_torch(model, corpus, a, steps):
     decay = [p for n, p in model.named_parameters() if decays(n, p)]
     other = [p for n, p in model.named_parameters() if not decays(n, p)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
@@ -121,7 +127,7 @@ def train_torch(model, corpus, a):
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
     model.train()
     losses, rates = [], []
-    for step in range(a.steps):
+    for step in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -150,12 +156,12 @@ def val_loss(model, corpus, a):
     return total / count
 
 
-def train_ssmkit(init_dir, out_dir, data, a):
+def train_ssmkit(init_dir, out_dir, data, a, steps):
     cmd = [str(a.ssmkit), "--threads", str(a.threads), "train", "--data", str(data), "--out", str(out_dir),
-           "--init", str(init_dir), "--steps", str(a.steps), "--batch", str(a.batch), "--seqlen", str(a.seqlen),
+           "--init", str(init_dir), "--steps", str(steps), "--batch", str(a.batch), "--seqlen", str(a.seqlen),
            "--accum", str(a.accum), "--lr", str(a.lr), "--min-lr", str(a.min_lr), "--warmup", str(a.warmup),
            "--weight-decay", str(a.weight_decay), "--clip", str(a.clip), "--seed", str(a.seed),
-           "--val-fraction", str(a.val_fraction), "--eval-every", str(a.steps), "--save-every", str(a.steps)]
+           "--val-fraction", str(a.val_fraction), "--eval-every", str(steps), "--save-every", str(steps)]
     print("  " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     rows = [line.split("\t") for line in (out_dir / "log.tsv").read_text().splitlines()[1:]]
@@ -169,8 +175,11 @@ def main():
     ap.add_argument("--ssmkit", default=str(ROOT / "build/release/ssmkit"))
     ap.add_argument("--threads", type=int, default=2, help="for both: torch.set_num_threads and --threads")
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seqlen", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seqlen", type=int, default=64)
+    ap.add_argument("--rate-steps", type=int, default=8)
+    ap.add_argument("--rate-batch", type=int, default=8)
+    ap.add_argument("--rate-seqlen", type=int, default=256)
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--min-lr", type=float, default=3e-4)
@@ -179,7 +188,7 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--val-fraction", type=float, default=0.05)
-    ap.add_argument("--rate-warmup", type=int, default=5, help="steps left out of the median tokens/s")
+    ap.add_argument("--rate-warmup", type=int, default=2, help="steps left out of the median tokens/s")
     ap.add_argument("--write-fixture", default="", help="directory for the CI fixture (tests/fixtures/train/ARCH)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -194,26 +203,35 @@ def main():
         print(f"{a.arch} tiny ({nparams} parameters), batch {a.batch} x {a.seqlen}, {a.steps} steps, "
               f"{a.threads} threads; torch {torch.__version__}", flush=True)
 
-        print("ssmkit:", flush=True)
-        ours_losses, ours_rates, ours_val = train_ssmkit(init_dir, ours_dir, a.data, a)
+        print(f"loss curves ({a.steps} steps, batch {a.batch} x {a.seqlen}): ssmkit", flush=True)
+        ours_losses, _, ours_val = train_ssmkit(init_dir, ours_dir, a.data, a, a.steps)
         print("PyTorch (transformers " + type(model).__name__ + "):", flush=True)
-        torch_losses, torch_rates = train_torch(model, corpus, a)
+        torch_losses, _ = train_torch(model, corpus, a, a.steps)
+        rel = [abs(o - t) / abs(t) for o, t in zip(ours_losses, torch_losses)]
+
+        # Throughput: both again from the same initial weights, at the timing shape.
+        curve = (a.batch, a.seqlen)
+        a.batch, a.seqlen = a.rate_batch, a.rate_seqlen
+        print(f"throughput ({a.rate_steps} steps, batch {a.batch} x {a.seqlen}): ssmkit", flush=True)
+        _, ours_rates, _ = train_ssmkit(init_dir, work / "rate", a.data, a, a.rate_steps)
+        print("PyTorch:", flush=True)
+        _, torch_rates = train_torch(cls_of(a.arch).from_pretrained(init_dir), corpus, a, a.rate_steps)
+        a.batch, a.seqlen = curve
 
         ours_rate = statistics.median(ours_rates[a.rate_warmup:])
         torch_rate = statistics.median(torch_rates[a.rate_warmup:])
-        rel = [abs(o - t) / abs(t) for o, t in zip(ours_losses, torch_losses)]
+        tokens = a.rate_batch * a.rate_seqlen * a.accum
         print()
-        print(f"| trainer | tokens/s (median, steps {a.rate_warmup + 1}-{a.steps}) | ms/step |")
+        print(f"| trainer | tokens/s (median, steps {a.rate_warmup + 1}-{a.rate_steps}) | ms/step |")
         print("|---|---|---|")
         for name, r in (("ssmkit", ours_rate), ("PyTorch + transformers", torch_rate)):
-            print(f"| {name} | {r:.0f} | {1000 * a.batch * a.seqlen * a.accum / r:.1f} |")
+            print(f"| {name} | {r:.0f} | {1000 * tokens / r:.1f} |")
         print(f"\nspeedup: {ours_rate / torch_rate:.1f}x")
         print(f"loss curves over {a.steps} steps: max relative difference {max(rel):.2e} "
               f"(step {rel.index(max(rel)) + 1}); first {ours_losses[0]:.5f} vs {torch_losses[0]:.5f}, "
               f"last {ours_losses[-1]:.5f} vs {torch_losses[-1]:.5f}")
 
-        cls = MambaForCausalLM if a.arch == "mamba1" else Mamba2ForCausalLM
-        theirs = cls.from_pretrained(ours_dir)
+        theirs = cls_of(a.arch).from_pretrained(ours_dir)
         hf_val = val_loss(theirs, corpus, a)
         print(f"transformers loads ssmkit's checkpoint: validation loss {hf_val:.6f} vs ssmkit's {ours_val:.6f} "
               f"(relative difference {abs(hf_val - ours_val) / ours_val:.1e})")
@@ -223,7 +241,7 @@ def main():
             if fx.exists():
                 shutil.rmtree(fx)
             fx.mkdir(parents=True)
-            shutil.copytree(init_dir, fx / "init")
+            shutil.copytree(init_dir, fx / "init", ignore=shutil.ignore_patterns("generation_config.json"))
             (fx / "trained").mkdir()
             for f in ("config.json", "model.safetensors"):
                 shutil.copy(ours_dir / f, fx / "trained" / f)

@@ -281,6 +281,7 @@ Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result)
     result->steps_done = step;
     {
       std::ofstream log(log_path_, std::ios::app);
+      log.precision(9);  // enough digits to compare curves with another trainer's
       log << step << '\t' << lr << '\t' << info.loss << '\t';
       if (info.has_val) log << info.val_loss << '\t' << info.val_loss / std::log(2.0);
       else log << "\t";

@@ -112,7 +112,7 @@ int Run(const Args& args, int threads) {
 
 }  // namespace
 
-void AddTrainCommand(CLI::App& app, const int* threads, int* exit_code) {
+void AddTrainCommand(CLI::App& app, const int& threads, int& exit_code) {
   auto args = std::make_shared<Args>();
   TrainOptions& o = args->options;
   CLI::App* sub = app.add_subcommand("train", "train a byte-level Mamba language model on a text file");
@@ -139,7 +139,7 @@ void AddTrainCommand(CLI::App& app, const int* threads, int* exit_code) {
   sub->add_option("--eval-windows", o.eval_windows, "validation sequences (the final validation reads the whole held-out part)")->capture_default_str();
   sub->add_option("--save-every", o.save_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--save-dtype", args->save_dtype, "f32 or bf16 model.safetensors")->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  sub->callback([args, threads, exit_code] { *exit_code = Run(*args, *threads); });
+  sub->callback([args, &threads, &exit_code] { exit_code = Run(*args, threads); });
 }
 
 }  // namespace ssmkit::cli
