@@ -189,6 +189,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--val-fraction", type=float, default=0.05)
     ap.add_argument("--rate-warmup", type=int, default=2, help="steps left out of the median tokens/s")
+    ap.add_argument("--rate-only", action="store_true", help="only the throughput phase")
     ap.add_argument("--write-fixture", default="", help="directory for the CI fixture (tests/fixtures/train/ARCH)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -203,11 +204,12 @@ def main():
         print(f"{a.arch} tiny ({nparams} parameters), batch {a.batch} x {a.seqlen}, {a.steps} steps, "
               f"{a.threads} threads; torch {torch.__version__}", flush=True)
 
-        print(f"loss curves ({a.steps} steps, batch {a.batch} x {a.seqlen}): ssmkit", flush=True)
-        ours_losses, _, ours_val = train_ssmkit(init_dir, ours_dir, a.data, a, a.steps)
-        print("PyTorch (transformers " + type(model).__name__ + "):", flush=True)
-        torch_losses, _ = train_torch(model, corpus, a, a.steps)
-        rel = [abs(o - t) / abs(t) for o, t in zip(ours_losses, torch_losses)]
+        if not a.rate_only:
+            print(f"loss curves ({a.steps} steps, batch {a.batch} x {a.seqlen}): ssmkit", flush=True)
+            ours_losses, _, ours_val = train_ssmkit(init_dir, ours_dir, a.data, a, a.steps)
+            print("PyTorch (transformers " + type(model).__name__ + "):", flush=True)
+            torch_losses, _ = train_torch(model, corpus, a, a.steps)
+            rel = [abs(o - t) / abs(t) for o, t in zip(ours_losses, torch_losses)]
 
         # Throughput: both again from the same initial weights, at the timing shape.
         curve = (a.batch, a.seqlen)
@@ -227,6 +229,8 @@ def main():
         for name, r in (("ssmkit", ours_rate), ("PyTorch + transformers", torch_rate)):
             print(f"| {name} | {r:.0f} | {1000 * tokens / r:.1f} |")
         print(f"\nspeedup: {ours_rate / torch_rate:.1f}x")
+        if a.rate_only:
+            return 0
         print(f"loss curves over {a.steps} steps: max relative difference {max(rel):.2e} "
               f"(step {rel.index(max(rel)) + 1}); first {ours_losses[0]:.5f} vs {torch_losses[0]:.5f}, "
               f"last {ours_losses[-1]:.5f} vs {torch_losses[-1]:.5f}")

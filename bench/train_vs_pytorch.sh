@@ -6,6 +6,11 @@
 # --write-fixtures also refreshes tests/fixtures/train/{mamba1,mamba2} (the CI parity test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Both trainers run on libgomp (ours directly, PyTorch through its bundled copy). Its default
+# spin-waiting at barriers collapses when the two cores are shared with other processes (the
+# tiny model's ~20k tokens/s became ~2.5k at 2 threads on a loaded machine, 50k with passive
+# waiting: docs/benchmarks.md). Passive waiting is set for both, unless the caller chose.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 fixtures=0
 if [ "${1:-}" = "--write-fixtures" ]; then fixtures=1; shift; fi
 scripts/install_deps.sh

@@ -16,18 +16,22 @@ double SoftmaxCrossEntropy(const float* logits, const int32_t* targets, int64_t 
     for (int64_t m = begin; m < end; ++m) {
       const float* z = logits + m * vocab;
       const float max = *std::max_element(z, z + vocab);
-      double denom = 0.0;
-      for (int64_t v = 0; v < vocab; ++v) denom += std::exp(static_cast<double>(z[v] - max));
-      const double lse = static_cast<double>(max) + std::log(denom);
       const int32_t t = targets[m];
-      sum += lse - static_cast<double>(z[t]);
-      if (dlogits != nullptr) {
-        float* dz = dlogits + m * vocab;
-        const double inv = 1.0 / denom;
-        for (int64_t v = 0; v < vocab; ++v) {
-          dz[v] = static_cast<float>(scale * std::exp(static_cast<double>(z[v] - max)) * inv);
-        }
-        dz[t] -= scale;
+      const float z_target = z[t];  // read before dlogits (possibly z itself) is written
+      // One f32 exp per logit, kept in dlogits when wanted and normalised afterwards; the sum
+      // is accumulated in double.
+      float* e = dlogits != nullptr ? dlogits + m * vocab : nullptr;
+      double denom = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const float ev = std::exp(z[v] - max);
+        denom += ev;
+        if (e != nullptr) e[v] = ev;
+      }
+      sum += static_cast<double>(max) + std::log(denom) - static_cast<double>(z_target);
+      if (e != nullptr) {
+        const float norm = static_cast<float>(scale / denom);
+        for (int64_t v = 0; v < vocab; ++v) e[v] *= norm;
+        e[t] -= scale;
       }
     }
     partial[block] = sum;
