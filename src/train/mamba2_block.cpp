@@ -78,9 +78,16 @@ Status Mamba2Forward(const BlockArgs& a, const float* normed, Mamba2Saved* v, Ma
   Resize(w->conv_t, s.M * s.C);
   Resize(w->A, s.H);
 
-  ParallelGemm(false, true, s.M, s.I, s.d, 1.0f, normed, s.d, a.P(a.layer.in_proj), s.d, 0.0f,
-       v->zxbcdt.data(), s.I);
-  ToChannels(v->zxbcdt.data() + s.D, s.I, s.Bt, s.L, s.C, v->xbc_t.data());
+  // in_proj in its three parts: z and dt token-major into zxbcdt's columns, xBC channel-major
+  // per sequence, the layout the conv takes (no transpose on the way in).
+  const float* W_in = a.P(a.layer.in_proj);  // (I, d): rows [z (D), xBC (C), dt (H)]
+  ParallelGemm(false, true, s.M, s.D, s.d, 1.0f, normed, s.d, W_in, s.d, 0.0f, v->zxbcdt.data(), s.I);
+  ParallelGemm(false, true, s.M, s.H, s.d, 1.0f, normed, s.d, W_in + (s.D + s.C) * s.d, s.d, 0.0f,
+               v->zxbcdt.data() + s.D + s.C, s.I);
+  for (int64_t b = 0; b < s.Bt; ++b) {
+    ParallelGemm(false, true, s.C, s.L, s.d, 1.0f, W_in + s.D * s.d, s.d, normed + b * s.L * s.d, s.d,
+                 0.0f, v->xbc_t.data() + b * s.C * s.L, s.L);
+  }
   SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(ConvInputs(a, s, v->xbc_t.data()),
                                              F32Contiguous(w->conv_t.data(), {s.Bt, s.C, s.L}), {}));
   ToTokens(w->conv_t.data(), s.Bt, s.L, s.C, v->xbc.data(), s.C);
@@ -155,13 +162,26 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
                                               {}, cg));
   AddInto(a.G(o.conv_w), w->dconv_w.data(), s.C * s.K);
   AddInto(a.G(o.conv_b), w->dconv_b.data(), s.C);
-  ToTokens(w->dpre_t.data(), s.Bt, s.L, s.C, w->dzxbcdt.data() + s.D, s.I);
 
-  // in_proj.
-  ParallelGemm(false, false, s.M, s.d, s.I, 1.0f, w->dzxbcdt.data(), s.I, a.P(o.in_proj), s.d, 0.0f,
-       dnormed, s.d);
-  ParallelGemm(true, false, s.I, s.d, s.M, 1.0f, w->dzxbcdt.data(), s.I, normed, s.d, 1.0f,
-       a.G(o.in_proj), s.d);
+  // in_proj, part by part as in the forward: dz and ddt sit in dzxbcdt's columns, dxBC in the
+  // conv's channel-major dpre_t.
+  const float* W_in = a.P(o.in_proj);
+  float* dW_in = a.G(o.in_proj);
+  const float* dz = w->dzxbcdt.data();
+  const float* ddt = w->dzxbcdt.data() + s.D + s.C;
+  ParallelGemm(false, false, s.M, s.d, s.D, 1.0f, dz, s.I, W_in, s.d, 0.0f, dnormed, s.d);
+  ParallelGemm(false, false, s.M, s.d, s.H, 1.0f, ddt, s.I, W_in + (s.D + s.C) * s.d, s.d, 1.0f,
+               dnormed, s.d);
+  ParallelGemm(true, false, s.D, s.d, s.M, 1.0f, dz, s.I, normed, s.d, 1.0f, dW_in, s.d);
+  ParallelGemm(true, false, s.H, s.d, s.M, 1.0f, ddt, s.I, normed, s.d, 1.0f,
+               dW_in + (s.D + s.C) * s.d, s.d);
+  for (int64_t b = 0; b < s.Bt; ++b) {
+    const float* dpre_b = w->dpre_t.data() + b * s.C * s.L;
+    ParallelGemm(true, false, s.L, s.d, s.C, 1.0f, dpre_b, s.L, W_in + s.D * s.d, s.d, 1.0f,
+                 dnormed + b * s.L * s.d, s.d);
+    ParallelGemm(false, false, s.C, s.d, s.L, 1.0f, dpre_b, s.L, normed + b * s.L * s.d, s.d, 1.0f,
+                 dW_in + s.D * s.d, s.d);
+  }
   return Status::Ok();
 }
 

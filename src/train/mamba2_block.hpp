@@ -6,7 +6,7 @@
 // (H P = D), G groups (= 1 in training), N state size, C = D + 2GN conv channels,
 // I = 2D + 2GN + H in_proj rows, K conv width.
 //
-//   zxbcdt   = normed W_in^T                        (M, I): columns [z (D), xBC (C), dt (H)]
+//   [z, xBC, dt] = normed W_in^T                   W_in's rows [z (D), xBC (C), dt (H)]
 //   xbc      = silu(conv1d(xBC))                    (M, C): columns [x (D), B (GN), C (GN)]
 //   y        = ssd(x, dt, -exp(A_log), B, C, D, dt_bias, softplus, dt_limit)   (M, D)
 //   yn       = rmsnorm(y * silu(z)) * norm.weight   (gate before the norm, group size D / G)
@@ -21,7 +21,7 @@
 namespace ssmkit::train {
 
 struct Mamba2Saved {  // the forward's activations, kept for the backward
-  std::vector<float> zxbcdt;  // (M, I)
+  std::vector<float> zxbcdt;  // (M, I): z and dt in their columns (the xBC columns unused)
   std::vector<float> xbc_t;   // (Bt, C, L): xBC before the conv, channel-major
   std::vector<float> xbc;     // (M, C): after the conv and silu
   std::vector<float> y;       // (M, D)
@@ -31,7 +31,7 @@ struct Mamba2Saved {  // the forward's activations, kept for the backward
 struct Mamba2Scratch {  // workspaces, shared by the layers
   std::vector<float> conv_t;          // (Bt, C, L)
   std::vector<float> dyn, dy;         // (M, D)
-  std::vector<float> dzxbcdt;         // (M, I)
+  std::vector<float> dzxbcdt;         // (M, I): dz and ddt in their columns
   std::vector<float> dxbc;            // (M, C)
   std::vector<float> dxbc_t, dpre_t;  // (Bt, C, L)
   std::vector<float> A, dA, dD, ddt_bias;  // (H)
