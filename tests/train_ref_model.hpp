@@ -152,15 +152,9 @@ class RefModel {
     ss.seqlen = L;
     ss.dstate = N;
     ss.delta_softplus = true;
-    ref::ScanInputs si;
-    si.u = xc.data();
-    si.delta = dtc.data();
-    si.A = A.data();
-    si.B = Bm.data();
-    si.C = Cm.data();
-    si.D = p.data() + o.D;
-    si.z = z.data();
-    si.delta_bias = p.data() + o.dt_bias;
+    const ref::ScanInputs si{.u = xc.data(), .delta = dtc.data(), .A = A.data(), .B = Bm.data(),
+                             .C = Cm.data(), .D = p.data() + o.D, .z = z.data(),
+                             .delta_bias = p.data() + o.dt_bias};
     std::vector<double> y(Bt * D * L);
     ref::SelectiveScanForward(ss, si, y.data(), nullptr);
     return Linear(Tokens(y, D, Bt, L), M, D, p.data() + o.out_proj, d);
@@ -194,14 +188,8 @@ class RefModel {
     ss.dt_softplus = true;
     ss.dt_min = c_.dt_min;
     ss.dt_max = c_.dt_max;
-    ref::SsdInputs si;
-    si.x = x.data();
-    si.dt = dt.data();
-    si.A = A.data();
-    si.B = Bm.data();
-    si.C = Cm.data();
-    si.D = p.data() + o.D;
-    si.dt_bias = p.data() + o.dt_bias;
+    const ref::SsdInputs si{.x = x.data(), .dt = dt.data(), .A = A.data(), .B = Bm.data(),
+                            .C = Cm.data(), .D = p.data() + o.D, .dt_bias = p.data() + o.dt_bias};
     std::vector<double> y(M * D), yn(M * D);
     ref::SsdForward(ss, si, y.data(), nullptr);
     ref::NormShape ns;
