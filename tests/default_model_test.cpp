@@ -63,7 +63,9 @@ TEST(DefaultModel, PredictsKingJamesText) {
   double loss = 0.0;
   ASSERT_TRUE(m->Loss(tokens, 16, 256, &loss).ok());
   const double bits_per_byte = loss / (16 * 256) / std::log(2.0);
-  std::printf("  models/default on the first 4 KiB of Genesis (training text): %.3f bits per byte\n", bits_per_byte);
+  std::printf(
+      "  models/default on the first 4 KiB of Genesis (training text): %.3f bits per byte\n",
+      bits_per_byte);
   EXPECT_LT(bits_per_byte, 2.0);
 }
 
@@ -82,7 +84,9 @@ TEST(DefaultModel, WritesEnglishLikeText) {
   o.sampling.seed = 1;
   std::vector<int32_t> out;
   GenerateStats stats;
-  ASSERT_TRUE(Generate(*session, prompt, o, [&](int32_t t) { out.push_back(t); }, &stats).ok());
+  ASSERT_TRUE(Generate(
+                  *session, prompt, o, [&](int32_t t) { out.push_back(t); }, &stats)
+                  .ok());
   const std::string text = bytes->Decode(out);
   std::printf("  sample: %s\n", text.c_str());
 
@@ -99,8 +103,8 @@ TEST(DefaultModel, WritesEnglishLikeText) {
     distinct.insert(w);
   }
   const double known_fraction = static_cast<double>(known) / static_cast<double>(words.size());
-  std::printf("  %zu words, %.0f%% of them in Genesis 1-21's vocabulary, %zu distinct\n", words.size(),
-              100.0 * known_fraction, distinct.size());
+  std::printf("  %zu words, %.0f%% of them in Genesis 1-21's vocabulary, %zu distinct\n",
+              words.size(), 100.0 * known_fraction, distinct.size());
   EXPECT_GT(known_fraction, 0.7) << text;
   EXPECT_GT(distinct.size(), words.size() / 3) << "repetitive: " << text;
   for (unsigned char c : text) EXPECT_TRUE(c == '\n' || (c >= 32 && c < 127)) << "byte " << int(c);

@@ -74,7 +74,8 @@ TEST(TrainErrors, UnsupportedConfigsAreNamed) {
 
 // Checkpoints that do not fit the model: a missing tensor, a wrong shape, an extra tensor.
 TEST(TrainErrors, CheckpointMismatchesAreNamed) {
-  const fs::path dir = fs::temp_directory_path() / ("ssmkit_train_errors_" + std::to_string(FreshSeed()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("ssmkit_train_errors_" + std::to_string(FreshSeed()));
   auto m = TinyModel(ModelArch::kMamba1);
   const train::ParamTable& table = m->table();
   auto write = [&](const std::vector<train::SafetensorsEntry>& entries) {
@@ -82,7 +83,8 @@ TEST(TrainErrors, CheckpointMismatchesAreNamed) {
     ASSERT_TRUE(train::WriteSafetensors((dir / "model.safetensors").string(), entries).ok());
   };
   std::vector<train::SafetensorsEntry> all;
-  for (const train::ParamInfo& p : table.params()) all.push_back({p.name, p.shape, m->params().data() + p.offset});
+  for (const train::ParamInfo& p : table.params())
+    all.push_back({p.name, p.shape, m->params().data() + p.offset});
 
   std::vector<train::SafetensorsEntry> missing(all.begin() + 1, all.end());
   write(missing);
@@ -97,17 +99,20 @@ TEST(TrainErrors, CheckpointMismatchesAreNamed) {
   const float one = 1.0f;
   extra.push_back({"backbone.layers.9.mixer.D", {1}, &one});
   write(extra);
-  ExpectRefused(train::LoadModelParams(dir.string(), m.get()), "unexpected tensor backbone.layers.9.mixer.D");
+  ExpectRefused(train::LoadModelParams(dir.string(), m.get()),
+                "unexpected tensor backbone.layers.9.mixer.D");
   fs::remove_all(dir);
 }
 
 // A state file that does not belong to the run, or is not one at all.
 TEST(TrainErrors, ResumeFromABrokenStateIsRefused) {
-  const fs::path dir = fs::temp_directory_path() / ("ssmkit_train_resume_" + std::to_string(FreshSeed()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("ssmkit_train_resume_" + std::to_string(FreshSeed()));
   fs::create_directories(dir / "out");
   {
     std::ofstream data(dir / "data.txt");
-    for (int i = 0; i < 400; ++i) data << "In the beginning God created the heaven and the earth.\n";
+    for (int i = 0; i < 400; ++i)
+      data << "In the beginning God created the heaven and the earth.\n";
   }
   TrainOptions o;
   o.data = (dir / "data.txt").string();

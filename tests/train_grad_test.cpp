@@ -68,11 +68,13 @@ Problem MakeProblem(ModelArch arch, bool tie, uint64_t seed) {
   for (const train::ParamInfo& info : p.model->table().params()) {
     const double spread = info.weight_decay ? 0.3 : 0.05;
     for (int64_t i = 0; i < info.numel; ++i) {
-      w[info.offset + i] += static_cast<float>(spread * rng.Normal() * (info.weight_decay ? 1.0 : std::abs(w[info.offset + i]) + 0.1));
+      w[info.offset + i] += static_cast<float>(
+          spread * rng.Normal() * (info.weight_decay ? 1.0 : std::abs(w[info.offset + i]) + 0.1));
     }
   }
   for (int64_t i = 0; i < p.batch * (p.seqlen + 1); ++i) {
-    p.tokens.push_back(static_cast<int32_t>(rng.Uniform(0, static_cast<double>(p.config.vocab_size))));
+    p.tokens.push_back(
+        static_cast<int32_t>(rng.Uniform(0, static_cast<double>(p.config.vocab_size))));
   }
   return p;
 }
@@ -96,7 +98,8 @@ void CheckGradients(ModelArch arch, bool tie) {
     for (int64_t i = 0; i < info.numel; ++i) {
       const size_t at = static_cast<size_t>(info.offset + i);
       const double step = 1e-5 * std::max(1.0, std::abs(w[at]));
-      fd.push_back(CentralDifference(w, at, step, [&] { return ref.Loss(w, p.tokens, p.batch, p.seqlen); }));
+      fd.push_back(
+          CentralDifference(w, at, step, [&] { return ref.Loss(w, p.tokens, p.batch, p.seqlen); }));
       got.push_back(grads[at]);
     }
     const double err = RelativeError(got, fd);
@@ -106,10 +109,18 @@ void CheckGradients(ModelArch arch, bool tie) {
   }
 }
 
-TEST(TrainGrad, Mamba1EveryParameterVsFiniteDifferences) { CheckGradients(ModelArch::kMamba1, true); }
-TEST(TrainGrad, Mamba2EveryParameterVsFiniteDifferences) { CheckGradients(ModelArch::kMamba2, true); }
-TEST(TrainGrad, Mamba1UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba1, false); }
-TEST(TrainGrad, Mamba2UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba2, false); }
+TEST(TrainGrad, Mamba1EveryParameterVsFiniteDifferences) {
+  CheckGradients(ModelArch::kMamba1, true);
+}
+TEST(TrainGrad, Mamba2EveryParameterVsFiniteDifferences) {
+  CheckGradients(ModelArch::kMamba2, true);
+}
+TEST(TrainGrad, Mamba1UntiedHeadVsFiniteDifferences) {
+  CheckGradients(ModelArch::kMamba1, false);
+}
+TEST(TrainGrad, Mamba2UntiedHeadVsFiniteDifferences) {
+  CheckGradients(ModelArch::kMamba2, false);
+}
 
 // Two half-scaled micro-batches accumulate to the gradient of their union: accumulation is a
 // sum, and the loss scale enters linearly.

@@ -40,8 +40,8 @@ class TempDir {
 
 // Sentences made from a small word list by a seeded generator: enough structure to learn.
 std::string MakeText(uint64_t seed, int64_t bytes) {
-  const char* words[] = {"the", "state", "space", "model", "reads", "one", "byte", "at", "a",
-                         "time", "and", "keeps", "what", "it", "needs", "in", "memory"};
+  const char* words[] = {"the",  "state", "space", "model", "reads", "one",   "byte", "at",    "a",
+                         "time", "and",   "keeps", "what",  "it",    "needs", "in",   "memory"};
   Rng rng(seed);
   std::string text;
   while (static_cast<int64_t>(text.size()) < bytes) {
@@ -98,9 +98,7 @@ TEST_P(TrainLoop, SameSeedSameCurveAndResumeContinuesIt) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   TempDir dir("train_loop");
-  {
-    std::ofstream(dir / "data.txt") << MakeText(seed, 20000);
-  }
+  { std::ofstream(dir / "data.txt") << MakeText(seed, 20000); }
   TrainResult r;
   ASSERT_TRUE(Train(SmallRun(dir / "data.txt", dir / "a", GetParam()), {}, nullptr, &r).ok());
   EXPECT_EQ(r.steps_done, 12);
@@ -114,7 +112,9 @@ TEST_P(TrainLoop, SameSeedSameCurveAndResumeContinuesIt) {
   // resumed; and a run killed after step 10 without saving, resumed from the step-8 checkpoint.
   volatile std::sig_atomic_t stop = 0;
   auto stop_at = [&stop](int64_t at) {
-    return [&stop, at](const TrainStepInfo& s) { if (s.step == at) stop = 1; };
+    return [&stop, at](const TrainStepInfo& s) {
+      if (s.step == at) stop = 1;
+    };
   };
   ASSERT_TRUE(Train(SmallRun(dir / "data.txt", dir / "c", GetParam()), stop_at(6), &stop, &r).ok());
   EXPECT_TRUE(r.interrupted);
@@ -139,7 +139,8 @@ TEST_P(TrainLoop, SameSeedSameCurveAndResumeContinuesIt) {
   crash.resume = true;
   ASSERT_TRUE(Train(crash, {}, nullptr, &r).ok());
   EXPECT_EQ(r.resumed_from, 8);
-  EXPECT_EQ(LossColumns(ReadAll(dir / "d8/log.tsv")), curve) << "resumed from the step-8 checkpoint";
+  EXPECT_EQ(LossColumns(ReadAll(dir / "d8/log.tsv")), curve)
+      << "resumed from the step-8 checkpoint";
 
   // Resuming with a different option is refused, naming it.
   resume.batch = 4;
@@ -154,9 +155,7 @@ TEST_P(TrainLoop, CheckpointLoadsInTheEngineWithTheSameLogits) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   TempDir dir("train_engine");
-  {
-    std::ofstream(dir / "data.txt") << MakeText(seed, 20000);
-  }
+  { std::ofstream(dir / "data.txt") << MakeText(seed, 20000); }
   TrainOptions o = SmallRun(dir / "data.txt", dir / "ckpt", GetParam());
   o.steps = 5;
   TrainResult r;
@@ -188,9 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Arch, TrainLoop, ::testing::Values(ModelArch::kMamba1, 
 
 TEST(TrainOptionsCheck, BadOptionsAreRefusedByName) {
   TempDir dir("train_bad");
-  {
-    std::ofstream(dir / "data.txt") << MakeText(1, 5000);
-  }
+  { std::ofstream(dir / "data.txt") << MakeText(1, 5000); }
   struct Case {
     const char* name;
     void (*edit)(TrainOptions&);

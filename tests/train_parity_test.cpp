@@ -45,7 +45,9 @@ std::string ReadAll(const fs::path& path) {
   return s.str();
 }
 
-fs::path Fixture(const std::string& arch) { return fs::path(SSMKIT_FIXTURES_DIR) / "train" / arch; }
+fs::path Fixture(const std::string& arch) {
+  return fs::path(SSMKIT_FIXTURES_DIR) / "train" / arch;
+}
 
 Json Expected(const std::string& arch) {
   return Json::parse(ReadAll(Fixture(arch) / "expected.json"));
@@ -57,7 +59,8 @@ TEST_P(TrainParity, LossCurveMatchesPyTorchFromTheSameInitialWeights) {
   const fs::path fx = Fixture(GetParam());
   ASSERT_TRUE(fs::exists(fx / "expected.json")) << fx;
   const Json e = Expected(GetParam());
-  const fs::path out = fs::temp_directory_path() / ("ssmkit_parity_" + GetParam() + "_" + std::to_string(FreshSeed()));
+  const fs::path out = fs::temp_directory_path() /
+                       ("ssmkit_parity_" + GetParam() + "_" + std::to_string(FreshSeed()));
   TrainOptions o;
   o.data = (fx / "data.txt").string();
   o.out = out.string();
@@ -95,7 +98,8 @@ TEST_P(TrainParity, LossCurveMatchesPyTorchFromTheSameInitialWeights) {
   for (size_t i = 0; i < ours.size(); ++i) {
     const double rel = std::abs(ours[i] - torch[i]) / std::abs(torch[i]);
     worst = std::max(worst, std::isfinite(rel) ? rel : 1e30);
-    EXPECT_LT(rel, kCurveTolerance) << "step " << i + 1 << ": ours " << ours[i] << ", PyTorch " << torch[i];
+    EXPECT_LT(rel, kCurveTolerance)
+        << "step " << i + 1 << ": ours " << ours[i] << ", PyTorch " << torch[i];
   }
   std::printf("  %s: %zu steps, loss %.4f -> %.4f, max relative difference to PyTorch %.2e\n",
               GetParam().c_str(), ours.size(), ours.front(), ours.back(), worst);
@@ -108,7 +112,8 @@ TEST_P(TrainParity, TransformersReadsOurCheckpointAsWeWroteIt) {
   const Json e = Expected(GetParam());
   const fs::path trained = fx / "trained";
   ModelConfig config;
-  ASSERT_TRUE(model::ParseModelConfig(ReadAll(trained / "config.json"), "config.json", &config).ok());
+  ASSERT_TRUE(
+      model::ParseModelConfig(ReadAll(trained / "config.json"), "config.json", &config).ok());
   std::unique_ptr<train::TrainModel> m;
   ASSERT_TRUE(train::TrainModel::Create(config, &m).ok());
   ASSERT_TRUE(train::LoadModelParams(trained.string(), m.get()).ok());
@@ -116,7 +121,9 @@ TEST_P(TrainParity, TransformersReadsOurCheckpointAsWeWroteIt) {
   // The validation loss transformers computed on this checkpoint, over the same windows.
   train::ByteCorpus corpus;
   const int64_t seqlen = e["seqlen"], batch = e["batch"];
-  ASSERT_TRUE(train::ByteCorpus::Load((fx / "data.txt").string(), e["val_fraction"], seqlen + 1, &corpus).ok());
+  ASSERT_TRUE(
+      train::ByteCorpus::Load((fx / "data.txt").string(), e["val_fraction"], seqlen + 1, &corpus)
+          .ok());
   double sum = 0.0;
   int64_t count = 0;
   std::vector<int32_t> tokens;
@@ -127,11 +134,13 @@ TEST_P(TrainParity, TransformersReadsOurCheckpointAsWeWroteIt) {
     sum += part;
     count += rows * seqlen;
   }
-  const double ours = sum / static_cast<double>(count), theirs = e["transformers_val_loss_of_trained"];
+  const double ours = sum / static_cast<double>(count),
+               theirs = e["transformers_val_loss_of_trained"];
   EXPECT_NEAR(ours, theirs, 1e-5 * theirs);
 
   // Written again, the weights and config are the very files transformers loaded.
-  const fs::path out = fs::temp_directory_path() / ("ssmkit_resave_" + GetParam() + "_" + std::to_string(FreshSeed()));
+  const fs::path out = fs::temp_directory_path() /
+                       ("ssmkit_resave_" + GetParam() + "_" + std::to_string(FreshSeed()));
   ASSERT_TRUE(train::SaveModel(*m, out.string(), DType::kF32).ok());
   EXPECT_EQ(ReadAll(out / "model.safetensors"), ReadAll(trained / "model.safetensors"));
   EXPECT_EQ(ReadAll(out / "config.json"), ReadAll(trained / "config.json"));

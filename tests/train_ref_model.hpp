@@ -100,7 +100,8 @@ class RefModel {
     return y;
   }
 
-  static std::vector<double> Tokens(const std::vector<double>& x, int64_t n, int64_t Bt, int64_t L) {
+  static std::vector<double> Tokens(const std::vector<double>& x, int64_t n, int64_t Bt,
+                                    int64_t L) {
     std::vector<double> y(Bt * L * n);
     for (int64_t b = 0; b < Bt; ++b) {
       for (int64_t c = 0; c < n; ++c) {
@@ -152,8 +153,13 @@ class RefModel {
     ss.seqlen = L;
     ss.dstate = N;
     ss.delta_softplus = true;
-    const ref::ScanInputs si{.u = xc.data(), .delta = dtc.data(), .A = A.data(), .B = Bm.data(),
-                             .C = Cm.data(), .D = p.data() + o.D, .z = z.data(),
+    const ref::ScanInputs si{.u = xc.data(),
+                             .delta = dtc.data(),
+                             .A = A.data(),
+                             .B = Bm.data(),
+                             .C = Cm.data(),
+                             .D = p.data() + o.D,
+                             .z = z.data(),
                              .delta_bias = p.data() + o.dt_bias};
     std::vector<double> y(Bt * D * L);
     ref::SelectiveScanForward(ss, si, y.data(), nullptr);
@@ -165,7 +171,8 @@ class RefModel {
     const int64_t d = c_.d_model, D = c_.d_inner, N = c_.d_state, H = c_.nheads, G = c_.ngroups;
     const int64_t C = c_.conv_dim(), I = c_.in_proj_dim(), M = Bt * L;
     const std::vector<double> zxbcdt = Linear(normed, M, d, p.data() + o.in_proj, I);
-    const std::vector<double> xbc = Tokens(Conv(p, o, Channels(zxbcdt, I, D, C, Bt, L), C, Bt, L), C, Bt, L);
+    const std::vector<double> xbc =
+        Tokens(Conv(p, o, Channels(zxbcdt, I, D, C, Bt, L), C, Bt, L), C, Bt, L);
     std::vector<double> x(M * D), Bm(M * G * N), Cm(M * G * N), dt(M * H), z(M * D);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t i = 0; i < D; ++i) x[m * D + i] = xbc[m * C + i];
@@ -188,8 +195,13 @@ class RefModel {
     ss.dt_softplus = true;
     ss.dt_min = c_.dt_min;
     ss.dt_max = c_.dt_max;
-    const ref::SsdInputs si{.x = x.data(), .dt = dt.data(), .A = A.data(), .B = Bm.data(),
-                            .C = Cm.data(), .D = p.data() + o.D, .dt_bias = p.data() + o.dt_bias};
+    const ref::SsdInputs si{.x = x.data(),
+                            .dt = dt.data(),
+                            .A = A.data(),
+                            .B = Bm.data(),
+                            .C = Cm.data(),
+                            .D = p.data() + o.D,
+                            .dt_bias = p.data() + o.dt_bias};
     std::vector<double> y(M * D), yn(M * D);
     ref::SsdForward(ss, si, y.data(), nullptr);
     ref::NormShape ns;

@@ -26,7 +26,7 @@ struct TrainOptions {
   std::string out;   // checkpoint directory
   ModelArch arch = ModelArch::kMamba2;
   std::string size = "tiny";
-  std::string init;  // optional: start from this checkpoint directory's weights instead
+  std::string init;      // optional: start from this checkpoint directory's weights instead
   int64_t steps = 1000;  // optimizer steps
   int64_t batch = 16;    // sequences per micro-batch
   int64_t seqlen = 256;  // tokens per sequence
@@ -36,24 +36,24 @@ struct TrainOptions {
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double clip = 1.0;  // global gradient-norm limit; 0 = none
   uint64_t seed = 1;
-  double val_fraction = 0.05;  // the end of the file held out for validation
-  int64_t eval_every = 100;    // steps between validations (and at the last step)
-  int64_t eval_windows = 64;   // validation sequences of seqlen tokens (the last step: all)
-  int64_t save_every = 200;    // steps between checkpoints (and at the last step)
+  double val_fraction = 0.05;      // the end of the file held out for validation
+  int64_t eval_every = 100;        // steps between validations (and at the last step)
+  int64_t eval_windows = 64;       // validation sequences of seqlen tokens (the last step: all)
+  int64_t save_every = 200;        // steps between checkpoints (and at the last step)
   DType save_dtype = DType::kF32;  // model.safetensors: kF32 or kBF16
-  bool resume = false;  // continue from out/trainer_state.json when it exists
+  bool resume = false;             // continue from out/trainer_state.json when it exists
 };
 
 struct TrainStepInfo {
-  int64_t step = 0;         // optimizer steps done
+  int64_t step = 0;  // optimizer steps done
   int64_t total_steps = 0;
   double lr = 0.0;
-  double loss = 0.0;        // mean training loss of the step, nats per byte
-  double grad_norm = 0.0;   // before clipping
+  double loss = 0.0;       // mean training loss of the step, nats per byte
+  double grad_norm = 0.0;  // before clipping
   double tokens_per_s = 0.0;
   double elapsed_s = 0.0;
   bool has_val = false;
-  double val_loss = 0.0;    // nats per byte
+  double val_loss = 0.0;  // nats per byte
 };
 
 struct TrainResult {

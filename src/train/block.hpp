@@ -13,8 +13,8 @@ namespace ssmkit::train {
 
 struct BlockArgs {
   const ModelConfig* config = nullptr;
-  int64_t batch = 0;   // Bt
-  int64_t seqlen = 0;  // L
+  int64_t batch = 0;              // Bt
+  int64_t seqlen = 0;             // L
   const float* params = nullptr;  // the flat parameter buffer
   float* grads = nullptr;         // the flat gradient buffer (accumulated into)
   LayerOffsets layer;

@@ -21,9 +21,12 @@ namespace fs = std::filesystem;
 
 const char* SafetensorsDType(DType dtype) {
   switch (dtype) {
-    case DType::kBF16: return "BF16";
-    case DType::kI64: return "I64";
-    default: return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI64:
+      return "I64";
+    default:
+      return "F32";
   }
 }
 
@@ -144,7 +147,8 @@ Status SaveModel(const TrainModel& model, const std::string& dir, DType dtype) {
     entries.push_back({p.name, p.shape, model.params().data() + p.offset, dtype});
   }
   SSMKIT_RETURN_IF_ERROR(WriteSafetensors((fs::path(dir) / "model.safetensors").string(), entries));
-  return WriteFileAtomically((fs::path(dir) / "config.json").string(), HfConfigJson(model.config()));
+  return WriteFileAtomically((fs::path(dir) / "config.json").string(),
+                             HfConfigJson(model.config()));
 }
 
 namespace {
@@ -155,7 +159,8 @@ Status ReadTensor(const SafetensorsCheckpoint& ck, const std::string& name,
   const SafetensorsTensor* t = ck.Find(name);
   if (t == nullptr) return Status::InvalidArgument(ck.description() + ": missing tensor " + name);
   if (!t->float_dtype) {
-    return Status::InvalidArgument(ck.description() + ": " + name + ": expected F32, BF16 or F16, given " + t->dtype_name);
+    return Status::InvalidArgument(ck.description() + ": " + name +
+                                   ": expected F32, BF16 or F16, given " + t->dtype_name);
   }
   if (t->shape != shape) {
     std::string want = "(";
@@ -197,8 +202,10 @@ Status SaveOptimizer(const ParamTable& table, AdamW& optimizer, const std::strin
   const int64_t step = optimizer.step();
   entries.push_back({"step", {1}, &step, DType::kI64});
   for (const ParamInfo& p : table.params()) {
-    entries.push_back({"exp_avg." + p.name, p.shape, optimizer.exp_avg().data() + p.offset, DType::kF32});
-    entries.push_back({"exp_avg_sq." + p.name, p.shape, optimizer.exp_avg_sq().data() + p.offset, DType::kF32});
+    entries.push_back(
+        {"exp_avg." + p.name, p.shape, optimizer.exp_avg().data() + p.offset, DType::kF32});
+    entries.push_back(
+        {"exp_avg_sq." + p.name, p.shape, optimizer.exp_avg_sq().data() + p.offset, DType::kF32});
   }
   return WriteSafetensors(path, entries);
 }
@@ -213,8 +220,10 @@ Status LoadOptimizer(const ParamTable& table, const std::string& path, AdamW* op
   int64_t value = 0;
   std::memcpy(&value, step->data, sizeof value);
   for (const ParamInfo& p : table.params()) {
-    SSMKIT_RETURN_IF_ERROR(ReadTensor(ck, "exp_avg." + p.name, p.shape, optimizer->exp_avg().data() + p.offset));
-    SSMKIT_RETURN_IF_ERROR(ReadTensor(ck, "exp_avg_sq." + p.name, p.shape, optimizer->exp_avg_sq().data() + p.offset));
+    SSMKIT_RETURN_IF_ERROR(
+        ReadTensor(ck, "exp_avg." + p.name, p.shape, optimizer->exp_avg().data() + p.offset));
+    SSMKIT_RETURN_IF_ERROR(
+        ReadTensor(ck, "exp_avg_sq." + p.name, p.shape, optimizer->exp_avg_sq().data() + p.offset));
   }
   optimizer->set_step(value);
   return Status::Ok();

@@ -8,8 +8,8 @@
 
 namespace ssmkit::train {
 
-double SoftmaxCrossEntropy(const float* logits, const int32_t* targets, int64_t rows,
-                           int64_t vocab, float scale, float* dlogits) {
+double SoftmaxCrossEntropy(const float* logits, const int32_t* targets, int64_t rows, int64_t vocab,
+                           float scale, float* dlogits) {
   std::vector<double> partial(static_cast<size_t>(ParallelBlocks(rows)), 0.0);
   ParallelFor(rows, [&](int64_t begin, int64_t end, int block) {
     double sum = 0.0;

@@ -25,7 +25,8 @@ Status ByteCorpus::Load(const std::string& path, double val_fraction, int64_t mi
     return Status::InvalidArgument(
         "train: --data " + path + ": expected at least " + std::to_string(min_part_bytes) +
         " bytes in each of the training and validation parts, given " + std::to_string(size) +
-        " bytes in all (" + std::to_string(c.train_bytes()) + " + " + std::to_string(c.val_bytes()) + ")");
+        " bytes in all (" + std::to_string(c.train_bytes()) + " + " +
+        std::to_string(c.val_bytes()) + ")");
   }
   uint64_t h = 0;
   for (uint8_t b : c.bytes_) h = Mix64(h ^ b);
@@ -39,7 +40,8 @@ void ByteCorpus::TrainBatch(uint64_t seed, int64_t step, int64_t accum, int64_t 
   tokens->resize(static_cast<size_t>(batch * (seqlen + 1)));
   const uint64_t starts = static_cast<uint64_t>(split_ - seqlen);
   for (int64_t r = 0; r < batch; ++r) {
-    const uint64_t start = Mix(seed, static_cast<uint64_t>(step * accum + micro), static_cast<uint64_t>(r)) % starts;
+    const uint64_t start =
+        Mix(seed, static_cast<uint64_t>(step * accum + micro), static_cast<uint64_t>(r)) % starts;
     for (int64_t l = 0; l <= seqlen; ++l) (*tokens)[r * (seqlen + 1) + l] = bytes_[start + l];
   }
 }

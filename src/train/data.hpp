@@ -32,7 +32,8 @@ class ByteCorpus {
                   int64_t seqlen, std::vector<int32_t>* tokens) const;
   // Validation windows [first, first + batch) of seqlen + 1 bytes (consecutive windows share
   // their boundary byte). Returns how many fit (<= batch); tokens holds that many rows.
-  int64_t ValBatch(int64_t first, int64_t batch, int64_t seqlen, std::vector<int32_t>* tokens) const;
+  int64_t ValBatch(int64_t first, int64_t batch, int64_t seqlen,
+                   std::vector<int32_t>* tokens) const;
   int64_t val_windows(int64_t seqlen) const { return (val_bytes() - 1) / seqlen; }
 
  private:

@@ -15,7 +15,8 @@ void ParallelGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
   constexpr int64_t kMinBlock = 32;
   const bool split_rows = m >= n;
   const int64_t extent = split_rows ? m : n;
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(ParallelBlocks(extent), extent / kMinBlock));
+  const int64_t blocks =
+      std::max<int64_t>(1, std::min<int64_t>(ParallelBlocks(extent), extent / kMinBlock));
   if (blocks == 1) {
     cpu::ssd::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

@@ -10,7 +10,8 @@ namespace ssmkit::train {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void FillUniform(SplitMix64& rng, double bound, float* p, int64_t n) {
@@ -52,10 +53,12 @@ void InitParams(const ModelConfig& config, const ParamTable& table, uint64_t see
       for (int64_t i = 0; i < info.numel; ++i) p[i] = InverseSoftplusDt(rng);
     } else if (EndsWith(name, "A_log")) {
       if (m2) {
-        for (int64_t i = 0; i < info.numel; ++i) p[i] = static_cast<float>(std::log(rng.Uniform(1.0, 16.0)));
+        for (int64_t i = 0; i < info.numel; ++i)
+          p[i] = static_cast<float>(std::log(rng.Uniform(1.0, 16.0)));
       } else {
         const int64_t n_state = info.shape[1];
-        for (int64_t i = 0; i < info.numel; ++i) p[i] = static_cast<float>(std::log(static_cast<double>(i % n_state + 1)));
+        for (int64_t i = 0; i < info.numel; ++i)
+          p[i] = static_cast<float>(std::log(static_cast<double>(i % n_state + 1)));
       }
     } else {  // D and the norm weights
       std::fill(p, p + info.numel, 1.0f);

@@ -5,15 +5,14 @@
 #include <utility>
 
 #include "core/parallel.hpp"
-#include "train/gemm.hpp"
 #include "ssmkit/norm.hpp"
 #include "train/cross_entropy.hpp"
+#include "train/gemm.hpp"
 #include "train/mamba1_block.hpp"
 #include "train/mamba2_block.hpp"
 #include "train/views.hpp"
 
 namespace ssmkit::train {
-
 
 struct TrainModel::Impl {
   ModelConfig config;
@@ -22,14 +21,14 @@ struct TrainModel::Impl {
 
   // The last forward's sizes and activations.
   int64_t batch = 0, seqlen = 0;
-  std::vector<int32_t> inputs, targets;                   // (M)
-  std::vector<float> h0;                                  // (M, d): the embedded inputs
-  std::vector<std::vector<float>> normed, resid, mixed;   // per layer (M, d)
+  std::vector<int32_t> inputs, targets;                  // (M)
+  std::vector<float> h0;                                 // (M, d): the embedded inputs
+  std::vector<std::vector<float>> normed, resid, mixed;  // per layer (M, d)
   std::vector<Mamba1Saved> m1;
   std::vector<Mamba2Saved> m2;
   Mamba1Scratch m1w;
   Mamba2Scratch m2w;
-  std::vector<float> hf, resid_f, logits;  // (M, d), (M, d), (M, V)
+  std::vector<float> hf, resid_f, logits;             // (M, d), (M, d), (M, V)
   std::vector<float> g, g_next, dnormed, dhf, dnorm;  // backward: (M, d) x 4, (d)
 
   int64_t M() const { return batch * seqlen; }
@@ -70,7 +69,6 @@ void Resize(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
 }
 
-
 }  // namespace
 
 Status TrainModel::Impl::Prepare(std::span<const int32_t> tokens, int64_t b, int64_t l,
@@ -87,9 +85,9 @@ Status TrainModel::Impl::Prepare(std::span<const int32_t> tokens, int64_t b, int
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= config.vocab_size) {
-      return Status::InvalidArgument("train: tokens[" + std::to_string(i) + "]: expected an id in [0, " +
-                                     std::to_string(config.vocab_size) + "), given " +
-                                     std::to_string(tokens[i]));
+      return Status::InvalidArgument(
+          "train: tokens[" + std::to_string(i) + "]: expected an id in [0, " +
+          std::to_string(config.vocab_size) + "), given " + std::to_string(tokens[i]));
     }
   }
   batch = b;
@@ -114,13 +112,17 @@ Status TrainModel::Impl::Forward() {
   resid.resize(n);
   mixed.resize(n);
   const bool m2_arch = config.arch == ModelArch::kMamba2;
-  if (m2_arch) m2.resize(n); else m1.resize(n);
+  if (m2_arch)
+    m2.resize(n);
+  else
+    m1.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     Resize(normed[i], m * d);
     Resize(resid[i], m * d);
     Resize(mixed[i], m * d);
     SSMKIT_RETURN_IF_ERROR(AddRmsNormForward(NormInputs(i), F32Contiguous(normed[i].data(), {m, d}),
-                                             F32Contiguous(resid[i].data(), {m, d}), NormOptions()));
+                                             F32Contiguous(resid[i].data(), {m, d}),
+                                             NormOptions()));
     const BlockArgs a = Block(i);
     if (m2_arch) {
       SSMKIT_RETURN_IF_ERROR(Mamba2Forward(a, normed[i].data(), &m2[i], &m2w, mixed[i].data()));
@@ -134,7 +136,7 @@ Status TrainModel::Impl::Forward() {
                                            F32Contiguous(resid_f.data(), {m, d}), NormOptions()));
   Resize(logits, m * V);
   ParallelGemm(false, true, m, V, d, 1.0f, hf.data(), d, params.data() + table.lm_head(), d, 0.0f,
-       logits.data(), V);
+               logits.data(), V);
   return Status::Ok();
 }
 
@@ -147,14 +149,15 @@ Status TrainModel::Impl::Backward() {
   Resize(dnormed, m * d);
   Resize(dnorm, d);
   const float* W_head = params.data() + table.lm_head();
-  ParallelGemm(true, false, V, d, m, 1.0f, logits.data(), V, hf.data(), d, 1.0f, G + table.lm_head(), d);
+  ParallelGemm(true, false, V, d, m, 1.0f, logits.data(), V, hf.data(), d, 1.0f,
+               G + table.lm_head(), d);
   ParallelGemm(false, false, m, d, V, 1.0f, logits.data(), V, W_head, d, 0.0f, dhf.data(), d);
 
   AddRmsNormGrads fg;
   fg.dx = F32Contiguous(g.data(), {m, d});
   fg.dweight = F32Contiguous(dnorm.data(), {d});
-  SSMKIT_RETURN_IF_ERROR(AddRmsNormBackward(NormInputs(n), F32Contiguous(dhf.data(), {m, d}), {},
-                                            fg, NormOptions()));
+  SSMKIT_RETURN_IF_ERROR(
+      AddRmsNormBackward(NormInputs(n), F32Contiguous(dhf.data(), {m, d}), {}, fg, NormOptions()));
   AddInto(G + table.norm_f(), dnorm.data(), d);
 
   const bool m2_arch = config.arch == ModelArch::kMamba2;
@@ -162,9 +165,11 @@ Status TrainModel::Impl::Backward() {
     // g is the gradient reaching both h_{i+1} (the mixer output) and resid_i.
     const BlockArgs a = Block(i);
     if (m2_arch) {
-      SSMKIT_RETURN_IF_ERROR(Mamba2Backward(a, normed[i].data(), m2[i], g.data(), &m2w, dnormed.data()));
+      SSMKIT_RETURN_IF_ERROR(
+          Mamba2Backward(a, normed[i].data(), m2[i], g.data(), &m2w, dnormed.data()));
     } else {
-      SSMKIT_RETURN_IF_ERROR(Mamba1Backward(a, normed[i].data(), m1[i], g.data(), &m1w, dnormed.data()));
+      SSMKIT_RETURN_IF_ERROR(
+          Mamba1Backward(a, normed[i].data(), m1[i], g.data(), &m1w, dnormed.data()));
     }
     AddRmsNormGrads ng;
     ng.dx = F32Contiguous(g_next.data(), {m, d});
@@ -201,12 +206,24 @@ Status TrainModel::Create(const ModelConfig& config, std::unique_ptr<TrainModel>
   return Status::Ok();
 }
 
-const ModelConfig& TrainModel::config() const { return impl_->config; }
-const ParamTable& TrainModel::table() const { return impl_->table; }
-std::span<float> TrainModel::params() { return impl_->params; }
-std::span<const float> TrainModel::params() const { return impl_->params; }
-std::span<float> TrainModel::grads() { return impl_->grads; }
-void TrainModel::ZeroGrads() { std::fill(impl_->grads.begin(), impl_->grads.end(), 0.0f); }
+const ModelConfig& TrainModel::config() const {
+  return impl_->config;
+}
+const ParamTable& TrainModel::table() const {
+  return impl_->table;
+}
+std::span<float> TrainModel::params() {
+  return impl_->params;
+}
+std::span<const float> TrainModel::params() const {
+  return impl_->params;
+}
+std::span<float> TrainModel::grads() {
+  return impl_->grads;
+}
+void TrainModel::ZeroGrads() {
+  std::fill(impl_->grads.begin(), impl_->grads.end(), 0.0f);
+}
 
 Status TrainModel::ForwardBackward(std::span<const int32_t> tokens, int64_t batch, int64_t seqlen,
                                    float grad_scale, double* loss_sum) {

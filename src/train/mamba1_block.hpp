@@ -20,7 +20,7 @@
 
 namespace ssmkit::train {
 
-struct Mamba1Saved {  // the forward's activations, kept for the backward
+struct Mamba1Saved {        // the forward's activations, kept for the backward
   std::vector<float> xz;    // (Bt, 2D, L)
   std::vector<float> xc;    // (Bt, D, L)
   std::vector<float> xdbl;  // (Bt, R + 2N, L)
@@ -28,7 +28,7 @@ struct Mamba1Saved {  // the forward's activations, kept for the backward
   std::vector<float> y;     // (Bt, D, L)
 };
 
-struct Mamba1Scratch {  // backward workspaces, shared by the layers
+struct Mamba1Scratch {                          // backward workspaces, shared by the layers
   std::vector<float> dy, dxz, dxc, ddt, dxdbl;  // the shapes of y, xz, xc, dt, xdbl
   std::vector<float> A, dA;                     // (D, N)
   std::vector<float> dD, ddt_bias, dconv_b;     // (D)

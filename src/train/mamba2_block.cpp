@@ -1,14 +1,13 @@
 #include "train/mamba2_block.hpp"
 
-#include "train/gemm.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/norm.hpp"
 #include "ssmkit/ssd.hpp"
+#include "train/gemm.hpp"
 #include "train/views.hpp"
 
 namespace ssmkit::train {
 namespace {
-
 
 struct Dims {
   int64_t Bt, L, M, d, D, H, P, G, N, C, I, K;
@@ -16,8 +15,8 @@ struct Dims {
 
 Dims DimsOf(const BlockArgs& a) {
   const ModelConfig& c = *a.config;
-  return {a.batch,   a.seqlen,  a.tokens(),  c.d_model,    c.d_inner,       c.nheads,
-          c.headdim, c.ngroups, c.d_state,   c.conv_dim(), c.in_proj_dim(), c.d_conv};
+  return {a.batch,   a.seqlen,  a.tokens(), c.d_model,    c.d_inner,       c.nheads,
+          c.headdim, c.ngroups, c.d_state,  c.conv_dim(), c.in_proj_dim(), c.d_conv};
 }
 
 void Resize(std::vector<float>& v, int64_t n) {
@@ -81,24 +80,24 @@ Status Mamba2Forward(const BlockArgs& a, const float* normed, Mamba2Saved* v, Ma
   // in_proj in its three parts: z and dt token-major into zxbcdt's columns, xBC channel-major
   // per sequence, the layout the conv takes (no transpose on the way in).
   const float* W_in = a.P(a.layer.in_proj);  // (I, d): rows [z (D), xBC (C), dt (H)]
-  ParallelGemm(false, true, s.M, s.D, s.d, 1.0f, normed, s.d, W_in, s.d, 0.0f, v->zxbcdt.data(), s.I);
+  ParallelGemm(false, true, s.M, s.D, s.d, 1.0f, normed, s.d, W_in, s.d, 0.0f, v->zxbcdt.data(),
+               s.I);
   ParallelGemm(false, true, s.M, s.H, s.d, 1.0f, normed, s.d, W_in + (s.D + s.C) * s.d, s.d, 0.0f,
                v->zxbcdt.data() + s.D + s.C, s.I);
   for (int64_t b = 0; b < s.Bt; ++b) {
-    ParallelGemm(false, true, s.C, s.L, s.d, 1.0f, W_in + s.D * s.d, s.d, normed + b * s.L * s.d, s.d,
-                 0.0f, v->xbc_t.data() + b * s.C * s.L, s.L);
+    ParallelGemm(false, true, s.C, s.L, s.d, 1.0f, W_in + s.D * s.d, s.d, normed + b * s.L * s.d,
+                 s.d, 0.0f, v->xbc_t.data() + b * s.C * s.L, s.L);
   }
-  SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(ConvInputs(a, s, v->xbc_t.data()),
-                                             F32Contiguous(w->conv_t.data(), {s.Bt, s.C, s.L}), {}));
+  SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(
+      ConvInputs(a, s, v->xbc_t.data()), F32Contiguous(w->conv_t.data(), {s.Bt, s.C, s.L}), {}));
   ToTokens(w->conv_t.data(), s.Bt, s.L, s.C, v->xbc.data(), s.C);
   NegExp(a.P(a.layer.A_log), s.H, w->A.data());
   SSMKIT_RETURN_IF_ERROR(SsdForward(SsdInputsOf(a, s, *v, w->A.data()),
                                     F32Contiguous(v->y.data(), {s.Bt, s.L, s.H, s.P}), {}));
-  SSMKIT_RETURN_IF_ERROR(RmsNormForward(GatedNormInputs(a, s, *v),
-                                        F32Contiguous(v->yn.data(), {s.M, s.D}),
-                                        GatedNormOptions(a, s)));
-  ParallelGemm(false, true, s.M, s.d, s.D, 1.0f, v->yn.data(), s.D, a.P(a.layer.out_proj), s.D, 0.0f, out,
-       s.d);
+  SSMKIT_RETURN_IF_ERROR(RmsNormForward(
+      GatedNormInputs(a, s, *v), F32Contiguous(v->yn.data(), {s.M, s.D}), GatedNormOptions(a, s)));
+  ParallelGemm(false, true, s.M, s.d, s.D, 1.0f, v->yn.data(), s.D, a.P(a.layer.out_proj), s.D,
+               0.0f, out, s.d);
   return Status::Ok();
 }
 
@@ -121,8 +120,10 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   Resize(w->dconv_b, s.C);
 
   // out_proj.
-  ParallelGemm(true, false, s.d, s.D, s.M, 1.0f, dout, s.d, v.yn.data(), s.D, 1.0f, a.G(o.out_proj), s.D);
-  ParallelGemm(false, false, s.M, s.D, s.d, 1.0f, dout, s.d, a.P(o.out_proj), s.D, 0.0f, w->dyn.data(), s.D);
+  ParallelGemm(true, false, s.d, s.D, s.M, 1.0f, dout, s.d, v.yn.data(), s.D, 1.0f, a.G(o.out_proj),
+               s.D);
+  ParallelGemm(false, false, s.M, s.D, s.d, 1.0f, dout, s.d, a.P(o.out_proj), s.D, 0.0f,
+               w->dyn.data(), s.D);
 
   // Gated norm: dz lands in dzxbcdt's z columns.
   RmsNormGrads ng;
@@ -157,9 +158,8 @@ Status Mamba2Backward(const BlockArgs& a, const float* normed, const Mamba2Saved
   cg.dx = F32Contiguous(w->dpre_t.data(), {s.Bt, s.C, s.L});
   cg.dweight = F32Contiguous(w->dconv_w.data(), {s.C, s.K});
   cg.dbias = F32Contiguous(w->dconv_b.data(), {s.C});
-  SSMKIT_RETURN_IF_ERROR(CausalConv1dBackward(ConvInputs(a, s, v.xbc_t.data()),
-                                              F32Contiguous(w->dxbc_t.data(), {s.Bt, s.C, s.L}),
-                                              {}, cg));
+  SSMKIT_RETURN_IF_ERROR(CausalConv1dBackward(
+      ConvInputs(a, s, v.xbc_t.data()), F32Contiguous(w->dxbc_t.data(), {s.Bt, s.C, s.L}), {}, cg));
   AddInto(a.G(o.conv_w), w->dconv_w.data(), s.C * s.K);
   AddInto(a.G(o.conv_b), w->dconv_b.data(), s.C);
 

@@ -20,7 +20,7 @@
 
 namespace ssmkit::train {
 
-struct Mamba2Saved {  // the forward's activations, kept for the backward
+struct Mamba2Saved {          // the forward's activations, kept for the backward
   std::vector<float> zxbcdt;  // (M, I): z and dt in their columns (the xBC columns unused)
   std::vector<float> xbc_t;   // (Bt, C, L): xBC before the conv, channel-major
   std::vector<float> xbc;     // (M, C): after the conv and silu
@@ -28,16 +28,16 @@ struct Mamba2Saved {  // the forward's activations, kept for the backward
   std::vector<float> yn;      // (M, D)
 };
 
-struct Mamba2Scratch {  // workspaces, shared by the layers
-  std::vector<float> conv_t;          // (Bt, C, L)
-  std::vector<float> dyn, dy;         // (M, D)
-  std::vector<float> dzxbcdt;         // (M, I): dz and ddt in their columns
-  std::vector<float> dxbc;            // (M, C)
-  std::vector<float> dxbc_t, dpre_t;  // (Bt, C, L)
+struct Mamba2Scratch {                     // workspaces, shared by the layers
+  std::vector<float> conv_t;               // (Bt, C, L)
+  std::vector<float> dyn, dy;              // (M, D)
+  std::vector<float> dzxbcdt;              // (M, I): dz and ddt in their columns
+  std::vector<float> dxbc;                 // (M, C)
+  std::vector<float> dxbc_t, dpre_t;       // (Bt, C, L)
   std::vector<float> A, dA, dD, ddt_bias;  // (H)
-  std::vector<float> dnorm;           // (D)
-  std::vector<float> dconv_w;         // (C, K)
-  std::vector<float> dconv_b;         // (C)
+  std::vector<float> dnorm;                // (D)
+  std::vector<float> dconv_w;              // (C, K)
+  std::vector<float> dconv_b;              // (C)
 };
 
 // normed: (M, d) the block's input; out: (M, d).

@@ -1,7 +1,7 @@
 #include "train/optimizer.hpp"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <numbers>
 
 #include "core/parallel.hpp"
@@ -19,8 +19,10 @@ void AdamW::Step(float lr, std::span<float> params, std::span<const float> grads
   const AdamWOptions& o = options_;
   const double t = static_cast<double>(step_);
   // torch computes the corrections in double and applies them in f32 arithmetic.
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(o.beta1), t)));
-  const float correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
+  const float step_size =
+      static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(o.beta1), t)));
+  const float correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(o.beta2), t)));
   for (const ParamInfo& info : table_.params()) {
     const float decay = info.weight_decay ? 1.0f - lr * o.weight_decay : 1.0f;
     float* p = params.data() + info.offset;
@@ -60,7 +62,8 @@ double ClipGradNorm(std::span<float> grads, double max_norm) {
 }
 
 double LearningRate(const Schedule& s, int64_t step) {
-  if (step < s.warmup_steps) return s.max_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+  if (step < s.warmup_steps)
+    return s.max_lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   if (step >= s.total_steps) return s.min_lr;
   const double span = static_cast<double>(std::max<int64_t>(1, s.total_steps - s.warmup_steps));
   const double progress = static_cast<double>(step - s.warmup_steps) / span;

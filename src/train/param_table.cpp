@@ -6,7 +6,8 @@
 namespace ssmkit::train {
 namespace {
 
-Status Unsupported(const std::string& field, const std::string& expected, const std::string& given) {
+Status Unsupported(const std::string& field, const std::string& expected,
+                   const std::string& given) {
   return Status::InvalidArgument("train: config " + field + ": expected " + expected + ", given " +
                                  given);
 }
@@ -42,7 +43,8 @@ Status ParamTable::Build(const ModelConfig& config, ParamTable* table) {
   if (!config.conv_bias) return Unsupported("conv_bias", "true", "false");
   if (config.proj_bias) return Unsupported("proj_bias (use_bias)", "false", "true");
   if (config.vocab_size != config.config_vocab_size) {
-    return Unsupported("vocab_size", "no padding (" + std::to_string(config.config_vocab_size) + ")",
+    return Unsupported("vocab_size",
+                       "no padding (" + std::to_string(config.config_vocab_size) + ")",
                        std::to_string(config.vocab_size));
   }
   const bool m2 = config.arch == ModelArch::kMamba2;
@@ -85,8 +87,8 @@ Status ParamTable::Build(const ModelConfig& config, ParamTable* table) {
     t.layers_.push_back(o);
   }
   t.norm_f_ = t.Add("backbone.norm_f.weight", {d}, false);
-  t.lm_head_ = config.tie_embeddings ? t.embedding_
-                                     : t.Add("lm_head.weight", {config.vocab_size, d}, true);
+  t.lm_head_ =
+      config.tie_embeddings ? t.embedding_ : t.Add("lm_head.weight", {config.vocab_size, d}, true);
   *table = std::move(t);
   return Status::Ok();
 }

@@ -21,7 +21,7 @@ struct ParamInfo {
   std::vector<int64_t> shape;  // as stored in the checkpoint, e.g. conv1d.weight (C, 1, K)
   int64_t offset = 0;          // into the flat buffer, in floats
   int64_t numel = 0;
-  bool weight_decay = false;   // AdamW decays matrices only (see ParamTable::Build)
+  bool weight_decay = false;  // AdamW decays matrices only (see ParamTable::Build)
 };
 
 // Offsets (in floats) of one layer's tensors; -1 where the architecture has none.

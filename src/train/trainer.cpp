@@ -73,17 +73,20 @@ Status CheckOptions(const TrainOptions& o) {
   if (o.seqlen < 2) return Bad("--seqlen", ">= 2", std::to_string(o.seqlen));
   if (o.accum < 1) return Bad("--accum", ">= 1", std::to_string(o.accum));
   if (!(o.lr > 0.0) || !(o.min_lr >= 0.0) || o.min_lr > o.lr) {
-    return Bad("--lr / --min-lr", "0 <= min_lr <= lr, lr > 0", std::to_string(o.lr) + " / " + std::to_string(o.min_lr));
+    return Bad("--lr / --min-lr", "0 <= min_lr <= lr, lr > 0",
+               std::to_string(o.lr) + " / " + std::to_string(o.min_lr));
   }
   if (o.warmup < 0) return Bad("--warmup", ">= 0", std::to_string(o.warmup));
-  if (!(o.weight_decay >= 0.0)) return Bad("--weight-decay", ">= 0", std::to_string(o.weight_decay));
+  if (!(o.weight_decay >= 0.0))
+    return Bad("--weight-decay", ">= 0", std::to_string(o.weight_decay));
   if (!(o.clip >= 0.0)) return Bad("--clip", ">= 0", std::to_string(o.clip));
   if (!(o.beta1 >= 0.0 && o.beta1 < 1.0) || !(o.beta2 >= 0.0 && o.beta2 < 1.0)) {
     return Bad("betas", "in [0, 1)", std::to_string(o.beta1) + ", " + std::to_string(o.beta2));
   }
   if (o.eval_every < 1 || o.save_every < 1 || o.eval_windows < 1) {
     return Bad("--eval-every / --save-every / --eval-windows", ">= 1",
-               std::to_string(o.eval_every) + " / " + std::to_string(o.save_every) + " / " + std::to_string(o.eval_windows));
+               std::to_string(o.eval_every) + " / " + std::to_string(o.save_every) + " / " +
+                   std::to_string(o.eval_windows));
   }
   if (o.save_dtype != DType::kF32 && o.save_dtype != DType::kBF16) {
     return Bad("save dtype", "f32 or bf16", DTypeName(o.save_dtype));
@@ -94,11 +97,23 @@ Status CheckOptions(const TrainOptions& o) {
 // What a resumed run must share with the run that wrote the checkpoint for its loss curve to
 // continue the same one.
 Json RunIdentity(const TrainOptions& o, const train::ByteCorpus& corpus) {
-  return {{"arch", ModelArchName(o.arch)}, {"size", o.size}, {"init", o.init},
-          {"steps", o.steps}, {"batch", o.batch}, {"seqlen", o.seqlen}, {"accum", o.accum},
-          {"lr", o.lr}, {"min_lr", o.min_lr}, {"warmup", o.warmup},
-          {"weight_decay", o.weight_decay}, {"beta1", o.beta1}, {"beta2", o.beta2},
-          {"eps", o.eps}, {"clip", o.clip}, {"seed", o.seed}, {"val_fraction", o.val_fraction},
+  return {{"arch", ModelArchName(o.arch)},
+          {"size", o.size},
+          {"init", o.init},
+          {"steps", o.steps},
+          {"batch", o.batch},
+          {"seqlen", o.seqlen},
+          {"accum", o.accum},
+          {"lr", o.lr},
+          {"min_lr", o.min_lr},
+          {"warmup", o.warmup},
+          {"weight_decay", o.weight_decay},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"clip", o.clip},
+          {"seed", o.seed},
+          {"val_fraction", o.val_fraction},
           {"data_bytes", corpus.train_bytes() + corpus.val_bytes()},
           {"data_fingerprint", std::to_string(corpus.fingerprint())},
           {"threads", NumThreads()}};
@@ -114,7 +129,10 @@ Status TruncateLog(const std::string& path, int64_t step) {
   std::string kept = LogHeader(), line;
   bool first = true;
   while (std::getline(in, line)) {
-    if (first) { first = false; continue; }
+    if (first) {
+      first = false;
+      continue;
+    }
     if (!line.empty() && std::stoll(line.substr(0, line.find('\t'))) <= step) kept += line + "\n";
   }
   return train::WriteFileAtomically(path, kept);
@@ -147,7 +165,8 @@ class Trainer {
 
 Status Trainer::Setup(TrainResult* result) {
   SSMKIT_RETURN_IF_ERROR(CheckOptions(o_));
-  SSMKIT_RETURN_IF_ERROR(train::ByteCorpus::Load(o_.data, o_.val_fraction, o_.seqlen + 1, &corpus_));
+  SSMKIT_RETURN_IF_ERROR(
+      train::ByteCorpus::Load(o_.data, o_.val_fraction, o_.seqlen + 1, &corpus_));
   if (!o_.init.empty()) {
     std::string text;
     const std::string path = (fs::path(o_.init) / "config.json").string();
@@ -171,7 +190,8 @@ Status Trainer::Setup(TrainResult* result) {
 
   std::error_code ec;
   fs::create_directories(o_.out, ec);
-  if (ec) return Bad("--out", "a directory that can be created", o_.out + " (" + ec.message() + ")");
+  if (ec)
+    return Bad("--out", "a directory that can be created", o_.out + " (" + ec.message() + ")");
   log_path_ = (fs::path(o_.out) / "log.tsv").string();
   const std::string state_path = (fs::path(o_.out) / "trainer_state.json").string();
   if (o_.resume && fs::exists(state_path)) {
@@ -185,16 +205,19 @@ Status Trainer::Setup(TrainResult* result) {
       if (!state["run"].contains(key) || state["run"][key] != value) {
         return Status::InvalidArgument(
             "train: --resume: " + key + " differs from the checkpoint's run: expected " +
-            (state["run"].contains(key) ? state["run"][key].dump() : "(absent)") + ", given " + value.dump());
+            (state["run"].contains(key) ? state["run"][key].dump() : "(absent)") + ", given " +
+            value.dump());
       }
     }
     start_step_ = state["step"].get<int64_t>();
     elapsed_before_ = state.value("elapsed_s", 0.0);
     SSMKIT_RETURN_IF_ERROR(train::LoadModelParams(o_.out, model_.get()));
-    SSMKIT_RETURN_IF_ERROR(train::LoadOptimizer(model_->table(), (fs::path(o_.out) / "optimizer.safetensors").string(), optimizer_.get()));
+    SSMKIT_RETURN_IF_ERROR(train::LoadOptimizer(
+        model_->table(), (fs::path(o_.out) / "optimizer.safetensors").string(), optimizer_.get()));
     if (optimizer_->step() != start_step_) {
       return Status::InvalidArgument(state_path + ": step " + std::to_string(start_step_) +
-                                     " but optimizer.safetensors holds step " + std::to_string(optimizer_->step()));
+                                     " but optimizer.safetensors holds step " +
+                                     std::to_string(optimizer_->step()));
     }
     SSMKIT_RETURN_IF_ERROR(TruncateLog(log_path_, start_step_));
     result->resumed_from = start_step_;
@@ -216,7 +239,8 @@ Status Trainer::Validate(bool whole, double* loss) {
   double sum = 0.0;
   int64_t count = 0;
   for (int64_t first = 0; first < windows; first += o_.batch) {
-    const int64_t rows = corpus_.ValBatch(first, std::min(o_.batch, windows - first), o_.seqlen, &tokens);
+    const int64_t rows =
+        corpus_.ValBatch(first, std::min(o_.batch, windows - first), o_.seqlen, &tokens);
     double part = 0.0;
     SSMKIT_RETURN_IF_ERROR(model_->Loss(tokens, rows, o_.seqlen, &part));
     sum += part;
@@ -227,10 +251,12 @@ Status Trainer::Validate(bool whole, double* loss) {
 }
 
 Status Trainer::Save(int64_t step, double elapsed_s) {
-  SSMKIT_RETURN_IF_ERROR(train::SaveOptimizer(model_->table(), *optimizer_, (fs::path(o_.out) / "optimizer.safetensors").string()));
+  SSMKIT_RETURN_IF_ERROR(train::SaveOptimizer(
+      model_->table(), *optimizer_, (fs::path(o_.out) / "optimizer.safetensors").string()));
   SSMKIT_RETURN_IF_ERROR(train::SaveModel(*model_, o_.out, o_.save_dtype));
   Json state = {{"step", step}, {"elapsed_s", elapsed_s}, {"run", identity_}};
-  return train::WriteFileAtomically((fs::path(o_.out) / "trainer_state.json").string(), state.dump(2) + "\n");
+  return train::WriteFileAtomically((fs::path(o_.out) / "trainer_state.json").string(),
+                                    state.dump(2) + "\n");
 }
 
 Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result) {
@@ -244,7 +270,9 @@ Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result)
   const float grad_scale = static_cast<float>(1.0 / tokens_per_step);
   std::vector<int32_t> tokens;
   const auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   int64_t step = start_step_;
   while (step < o_.steps) {
     const double step_start = seconds();
@@ -253,7 +281,8 @@ Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result)
     for (int64_t k = 0; k < o_.accum; ++k) {
       corpus_.TrainBatch(o_.seed, step, o_.accum, k, o_.batch, o_.seqlen, &tokens);
       double part = 0.0;
-      SSMKIT_RETURN_IF_ERROR(model_->ForwardBackward(tokens, o_.batch, o_.seqlen, grad_scale, &part));
+      SSMKIT_RETURN_IF_ERROR(
+          model_->ForwardBackward(tokens, o_.batch, o_.seqlen, grad_scale, &part));
       loss_sum += part;
     }
     const double lr = train::LearningRate(schedule, step);
@@ -283,8 +312,10 @@ Status Trainer::Run(const volatile std::sig_atomic_t* stop, TrainResult* result)
       std::ofstream log(log_path_, std::ios::app);
       log.precision(9);  // enough digits to compare curves with another trainer's
       log << step << '\t' << lr << '\t' << info.loss << '\t';
-      if (info.has_val) log << info.val_loss << '\t' << info.val_loss / std::log(2.0);
-      else log << "\t";
+      if (info.has_val)
+        log << info.val_loss << '\t' << info.val_loss / std::log(2.0);
+      else
+        log << "\t";
       log << '\t' << info.grad_norm << '\t' << info.tokens_per_s << '\t' << info.elapsed_s << '\n';
     }
     if (on_step_) on_step_(info);

@@ -62,8 +62,14 @@ int RunTrainBench(const Options& options) {
       std::fprintf(stderr, "%s\n", status.message().c_str());
       return 1;
     }
-    Result r{"train_step", c.shape, algo, "fwd+bwd+adamw", ms, 0.0,
-             static_cast<double>(c.batch * c.seqlen), "token"};
+    Result r{"train_step",
+             c.shape,
+             algo,
+             "fwd+bwd+adamw",
+             ms,
+             0.0,
+             static_cast<double>(c.batch * c.seqlen),
+             "token"};
     results.push_back(r);
   }
   Print(options, results);

@@ -11,7 +11,8 @@ namespace fs = std::filesystem;
 
 bool IsModelDir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) && fs::is_regular_file(dir / "model.safetensors", ec);
+  return fs::is_regular_file(dir / "config.json", ec) &&
+         fs::is_regular_file(dir / "model.safetensors", ec);
 }
 
 }  // namespace
@@ -46,8 +47,9 @@ Status FindDefaultModel(std::string* dir) {
     }
     looked += (looked.empty() ? "" : ", ") + c.lexically_normal().string();
   }
-  return Status::InvalidArgument("no --model given and the built-in model was not found (looked in " +
-                                 looked + "; set SSMKIT_DEFAULT_MODEL=DIR)");
+  return Status::InvalidArgument(
+      "no --model given and the built-in model was not found (looked in " + looked +
+      "; set SSMKIT_DEFAULT_MODEL=DIR)");
 }
 
 }  // namespace ssmkit::cli
