@@ -77,7 +77,7 @@ class Model {
   // shards). The weights are memory-mapped; every expected tensor is checked for presence,
   // dtype and shape, and tensors the model does not use are an error.
   static Status Load(const std::string& dir, std::unique_ptr<Model>* model);
-  // Random weights (normal, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
+  // Random weights (uniform, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
   // the benchmark's models. weight_dtype: f32, bf16 or f16 for the projections and embedding.
   static Status Random(const ModelConfig& config, DType weight_dtype, uint64_t seed,
                        std::unique_ptr<Model>* model);

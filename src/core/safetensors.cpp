@@ -1,5 +1,7 @@
 #include "core/safetensors.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -171,6 +173,15 @@ Status SafetensorsCheckpoint::AddFileUnchecked(const std::string& path,
     }
     if (tensors_.count(name)) {
       return TensorError(path, name, "also present in " + tensors_.at(name).file);
+    }
+    // The format does not promise aligned data (transformers pads the header to 8 bytes, other
+    // writers may not): a tensor whose bytes do not start on a multiple of its element size is
+    // copied to aligned memory, so that it can be read as floats.
+    const int64_t esize = t.nbytes / std::max<int64_t>(1, t.numel());
+    if (t.nbytes > 0 && reinterpret_cast<uintptr_t>(t.data) % static_cast<uintptr_t>(esize) != 0) {
+      copies_.emplace_back(new uint8_t[static_cast<size_t>(t.nbytes)]);
+      std::memcpy(copies_.back().get(), t.data, static_cast<size_t>(t.nbytes));
+      t.data = copies_.back().get();
     }
     tensors_.emplace(name, std::move(t));
   }

@@ -4,6 +4,8 @@
 // A checkpoint is one model.safetensors, or shards named by model.safetensors.index.json
 // ({"weight_map": {tensor name: shard file}}).
 //
+// Tensors whose data is not aligned to their element size (the format does not require it) are
+// copied to aligned memory; the others are used in place.
 // Every header is checked before any tensor is used: the length against the file size, the
 // JSON, each entry's dtype, shape and offsets (inside the data, and end - begin equal to the
 // shape's element count times the dtype's size). Errors name the file and the tensor.
@@ -58,6 +60,7 @@ class SafetensorsCheckpoint {
   Status AddFileUnchecked(const std::string& path, const std::map<std::string, std::string>* expected);
 
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<uint8_t[]>> copies_;  // aligned copies of misaligned tensors
   std::map<std::string, SafetensorsTensor> tensors_;
 };
 

@@ -70,7 +70,7 @@ struct ModelWeights {
 Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
                    ModelWeights* weights);
 
-// Random weights of `dtype` for the matrices (normal, std 0.02), and a fresh model's vectors:
+// Random weights of `dtype` for the matrices (uniform, std 0.02), and a fresh model's vectors:
 // norms 1, D 1, A_log = log(1..N) (Mamba-1) or log(1..H) (Mamba-2), dt_bias = softplus^-1 of a
 // log-uniform dt in [1e-3, 1e-1], conv weights uniform in +-1/sqrt(K).
 Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, ModelWeights* weights);
