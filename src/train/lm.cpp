@@ -63,14 +63,6 @@ struct TrainModel::Impl {
   Status Backward();  // expects `logits` to hold dloss/dlogits
 };
 
-namespace {
-
-void Resize(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
-}
-
-}  // namespace
-
 Status TrainModel::Impl::Prepare(std::span<const int32_t> tokens, int64_t b, int64_t l,
                                  bool with_targets) {
   if (b < 1 || l < 1) {

@@ -18,10 +18,6 @@ Dims DimsOf(const BlockArgs& a) {
           c.d_state, c.dt_rank, c.d_conv,  c.dt_rank + 2 * c.d_state};
 }
 
-void Resize(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
-}
-
 CausalConv1dInputs ConvInputs(const BlockArgs& a, const Dims& s, const float* xz) {
   CausalConv1dInputs in;
   in.x = View(xz, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});  // the x half of xz

@@ -19,10 +19,6 @@ Dims DimsOf(const BlockArgs& a) {
           c.headdim, c.ngroups, c.d_state,  c.conv_dim(), c.in_proj_dim(), c.d_conv};
 }
 
-void Resize(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
-}
-
 CausalConv1dInputs ConvInputs(const BlockArgs& a, const Dims& s, const float* xbc_t) {
   CausalConv1dInputs in;
   in.x = F32Contiguous(xbc_t, {s.Bt, s.C, s.L});

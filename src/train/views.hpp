@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "model/views.hpp"
 #include "ssmkit/tensor.hpp"
@@ -14,6 +15,12 @@ using model::View;
 // Strided views come from the engine's model::View (src/model/views.hpp); a contiguous one:
 inline Tensor F32Contiguous(const float* data, std::initializer_list<int64_t> shape) {
   return Tensor::Contiguous(data, DType::kF32, shape);
+}
+
+// Sizes an activation buffer to n floats; allocates only when the size changes (a new batch
+// or sequence length), so the steps of a run reuse their buffers.
+inline void Resize(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
 }
 
 // dst[i] += src[i].
