@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ssmkit builds with, only those missing.
+# Installs the Debian 12 packages ssmkit builds with, and any named as arguments, only those
+# missing.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev)
 packages+=(python3 python3-venv python3-dev)  # the Python package and its tests
+packages+=("$@")  # extra packages a caller needs (e.g. scripts/make_corpus.sh's corpus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

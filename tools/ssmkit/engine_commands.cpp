@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "default_model.hpp"
 #include "ssmkit/generate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/threads.hpp"
@@ -29,13 +30,12 @@ int Fail(const Status& s) {
   return 1;
 }
 
-bool RequireModel(const char* command, const std::string& model) {
-  if (!model.empty()) return true;
-  std::fprintf(stderr,
-               "ssmkit %s: --model DIR is required: a directory with config.json and "
-               "model.safetensors (a Hugging Face MambaForCausalLM / Mamba2ForCausalLM checkpoint, "
-               "or the state-spaces format). No model is built in yet.\n",
-               command);
+// No --model: the built-in model (models/default, tools/ssmkit/default_model.hpp).
+bool ResolveModel(const char* command, std::string* model) {
+  if (!model->empty()) return true;
+  const Status s = FindDefaultModel(model);
+  if (s.ok()) return true;
+  std::fprintf(stderr, "ssmkit %s: %s\n", command, s.message().c_str());
   return false;
 }
 
@@ -56,8 +56,8 @@ Status OpenTokenizer(const GenerateArgs& a, const Model& model, std::unique_ptr<
                                  "GPT-NeoX tokenizer.json the state-spaces models use) or --tokenizer bytes");
 }
 
-int RunGenerate(const GenerateArgs& a) {
-  if (!RequireModel("generate", a.model)) return 2;
+int RunGenerate(GenerateArgs a) {
+  if (!ResolveModel("generate", &a.model)) return 2;
   std::unique_ptr<Model> model;
   Status s = Model::Load(a.model, &model);
   if (!s.ok()) return Fail(s);
@@ -110,8 +110,8 @@ int RunGenerate(const GenerateArgs& a) {
   return 0;
 }
 
-int RunInfo(const std::string& dir) {
-  if (!RequireModel("info", dir)) return 2;
+int RunInfo(std::string dir) {
+  if (!ResolveModel("info", &dir)) return 2;
   std::unique_ptr<Model> model;
   const Status s = Model::Load(dir, &model);
   if (!s.ok()) return Fail(s);
@@ -145,7 +145,7 @@ int RunInfo(const std::string& dir) {
 void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint, streamed to stdout");
-  gen->add_option("--model", args->model, "checkpoint directory (config.json + model.safetensors)");
+  gen->add_option("--model", args->model, "checkpoint directory (config.json + model.safetensors); default: the built-in models/default");
   gen->add_option("--prompt", args->prompt, "the text to continue");
   gen->add_option("--max-tokens", args->max_tokens, "new tokens at most")->check(CLI::NonNegativeNumber);
   gen->add_option("--temperature", args->temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
@@ -161,7 +161,7 @@ void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
 
   auto dir = std::make_shared<std::string>();
   CLI::App* info = app.add_subcommand("info", "print a checkpoint's architecture and parameter count");
-  info->add_option("--model", *dir, "checkpoint directory (config.json + model.safetensors)");
+  info->add_option("--model", *dir, "checkpoint directory (config.json + model.safetensors); default: the built-in models/default");
   info->callback([dir, &exit_code] { exit_code = RunInfo(*dir); });
 }
 

@@ -7,6 +7,7 @@
 #include "check_harness.hpp"
 #include "engine_commands.hpp"
 #include "ssmkit/threads.hpp"
+#include "train_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ssmkit: selective state space models (Mamba-1, Mamba-2), forward and backward"};
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   }
 
   ssmkit::cli::AddEngineCommands(app, threads, exit_code);
+  ssmkit::cli::AddTrainCommand(app, threads, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;
