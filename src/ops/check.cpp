@@ -98,4 +98,13 @@ Status AbsentWith(const char* op, const char* grad_name, const ssmkit::Tensor& g
                   "a tensor of shape " + grad.shape_string());
 }
 
+Status GradLike(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
+                const char* input_name, const ssmkit::Tensor& input) {
+  if (!input.defined()) return AbsentWith(op, grad_name, grad, input_name);
+  if (!grad.defined()) return Status::Ok();
+  const std::string legend = std::string("(as ") + input_name + ")";
+  const ShapeSpec spec{legend.c_str(), {input.shape.begin(), input.shape.begin() + input.rank}};
+  return Tensor(op, grad_name, grad, spec, {input.dtype});
+}
+
 }  // namespace ssmkit::check

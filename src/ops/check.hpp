@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,22 @@ Status Optional(const char* op, const char* name, const ssmkit::Tensor& t, Shape
 // A gradient output for an input that is absent must itself be absent.
 Status AbsentWith(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
                   const char* input_name);
+
+// A gradient output: absent when its input is absent; otherwise absent (not wanted) or of
+// the input's shape and dtype.
+Status GradLike(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
+                const char* input_name, const ssmkit::Tensor& input);
+
+// Runs a kernel, turning a failed workspace allocation into an out-of-memory Status: nothing
+// throws out of the library.
+template <class Fn>
+Status RunGuarded(const char* op, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory(std::string(op) + ": could not allocate the workspace");
+  }
+}
 
 // Rank check on its own, for tensors whose rank selects a form (e.g. constant or variable B).
 Status RankIn(const char* op, const char* name, const ssmkit::Tensor& t,

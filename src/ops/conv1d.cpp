@@ -82,16 +82,6 @@ Status CheckStates(const char* name, const Tensor& t, const CausalConv1dParams& 
                          {DType::kF32, DType::kBF16});
 }
 
-// A gradient output: the shape and dtype of its input, or absent with it.
-Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_name,
-                 const Tensor& input) {
-  if (!input.defined()) return check::AbsentWith(kOp, grad_name, grad, input_name);
-  if (!grad.defined()) return Status::Ok();
-  const std::string legend = std::string("(as ") + input_name + ")";
-  check::ShapeSpec spec{legend.c_str(), {input.shape.begin(), input.shape.begin() + input.rank}};
-  return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
-}
-
 // Every tensor of a forward or backward call, named for the device check.
 Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
@@ -99,15 +89,6 @@ Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::N
                         {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias},
                          {"initial_states", in.initial_states}},
                         more, device);
-}
-
-template <class Fn>
-Status RunGuarded(const char* op, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(std::string(op) + ": could not allocate the workspace");
-  }
 }
 
 }  // namespace
@@ -125,7 +106,7 @@ Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
   p.out = MakeSeqView(out);
   p.final_states = MakeSeqView(final_states);
   if (device == Device::kCuda) return cuda::CausalConv1dForward(p);
-  return RunGuarded(kOp, [&] { return cpu::CausalConv1dForward(p); });
+  return check::RunGuarded(kOp, [&] { return cpu::CausalConv1dForward(p); });
 }
 
 Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout,
@@ -141,11 +122,11 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("dfinal_states", dfinal_states, p));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dx", grads.dx, "x", inputs.x));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dweight", grads.dweight, "weight", inputs.weight));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dbias", grads.dbias, "bias", inputs.bias));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dweight", grads.dweight, "weight", inputs.weight));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dbias", grads.dbias, "bias", inputs.bias));
   SSMKIT_RETURN_IF_ERROR(
-      CheckGrad("dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
+      check::GradLike(kOp, "dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeSeqView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);
@@ -153,7 +134,7 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
   p.dweight = MakeChannelView(grads.dweight);
   p.dbias = MakeChannelView(grads.dbias);
   if (device == Device::kCuda) return cuda::CausalConv1dBackward(p);
-  return RunGuarded(kOp, [&] { return cpu::CausalConv1dBackward(p); });
+  return check::RunGuarded(kOp, [&] { return cpu::CausalConv1dBackward(p); });
 }
 
 Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& conv_state,
@@ -204,7 +185,7 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& 
   p.conv_state = MakeSeqView(conv_state);
   p.out = MakeSeqView(out);
   if (device == Device::kCuda) return cuda::CausalConv1dUpdate(p);
-  return RunGuarded(kUpdateOp, [&] { return cpu::CausalConv1dUpdate(p); });
+  return check::RunGuarded(kUpdateOp, [&] { return cpu::CausalConv1dUpdate(p); });
 }
 
 }  // namespace ssmkit

@@ -118,15 +118,6 @@ Status CheckRowsGrad(const char* op, const char* grad_name, const Tensor& grad,
   return CheckRowsOutput(op, grad_name, grad, p.rows, p.features, input.dtype, true);
 }
 
-template <class Fn>
-Status RunGuarded(const char* op, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(std::string(op) + ": could not allocate the workspace");
-  }
-}
-
 Status CheckGatedDevices(const RmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
                          Device* device) {
   return check::Devices(kGatedOp,
@@ -143,12 +134,12 @@ Status CheckAddDevices(const AddRmsNormInputs& in, std::initializer_list<check::
 
 Status Run(const char* op, Device device, const NormParams& p) {
   if (device == Device::kCuda) return cuda::RmsNormForward(op, p);
-  return RunGuarded(op, [&] { return cpu::RmsNormForward(p); });
+  return check::RunGuarded(op, [&] { return cpu::RmsNormForward(p); });
 }
 
 Status RunBackward(const char* op, Device device, const NormBwdParams& p) {
   if (device == Device::kCuda) return cuda::RmsNormBackward(op, p);
-  return RunGuarded(op, [&] { return cpu::RmsNormBackward(p); });
+  return check::RunGuarded(op, [&] { return cpu::RmsNormBackward(p); });
 }
 
 }  // namespace

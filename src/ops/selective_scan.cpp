@@ -134,16 +134,6 @@ Status CheckOptions(const SelectiveScanOptions& options) {
   return Status::Ok();
 }
 
-// A gradient output: the shape and dtype of its input, or absent with it.
-Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_name,
-                 const Tensor& input) {
-  if (!input.defined()) return check::AbsentWith(kOp, grad_name, grad, input_name);
-  if (!grad.defined()) return Status::Ok();
-  const std::string legend = std::string("(as ") + input_name + ")";
-  check::ShapeSpec spec{legend.c_str(), {input.shape.begin(), input.shape.begin() + input.rank}};
-  return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
-}
-
 // Every tensor of a call, named for the device check.
 Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
@@ -152,15 +142,6 @@ Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::
                          {"D", in.D}, {"z", in.z}, {"delta_bias", in.delta_bias},
                          {"initial_state", in.initial_state}},
                         more, device);
-}
-
-template <class Fn>
-Status RunGuarded(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(std::string(kOp) + ": could not allocate the workspace");
-  }
 }
 
 }  // namespace
@@ -203,7 +184,7 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out
   p.out = MakeSeqView(out);
   p.final_state = MakeF32View(final_state);
   if (device == Device::kCuda) return cuda::SelectiveScanForward(p);
-  return RunGuarded([&] { return cpu::SelectiveScanForward(p, options); });
+  return check::RunGuarded(kOp, [&] { return cpu::SelectiveScanForward(p, options); });
 }
 
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
@@ -223,16 +204,16 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
                                        {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_state", dfinal_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("du", grads.du, "u", inputs.u));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddelta", grads.ddelta, "delta", inputs.delta));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dA", grads.dA, "A", inputs.A));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dB", grads.dB, "B", inputs.B));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dC", grads.dC, "C", inputs.C));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dD", grads.dD, "D", inputs.D));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "du", grads.du, "u", inputs.u));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta", grads.ddelta, "delta", inputs.delta));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dB", grads.dB, "B", inputs.B));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
   SSMKIT_RETURN_IF_ERROR(
-      CheckGrad("dinitial_state", grads.dinitial_state, "initial_state", inputs.initial_state));
+      check::GradLike(kOp, "dinitial_state", grads.dinitial_state, "initial_state", inputs.initial_state));
   p.dout = MakeSeqView(dout);
   p.dfinal_state = MakeF32View(dfinal_state);
   p.du = MakeSeqView(grads.du);
@@ -245,7 +226,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
   p.ddelta_bias = MakeF32View(grads.ddelta_bias);
   p.dinitial_state = MakeF32View(grads.dinitial_state);
   if (device == Device::kCuda) return cuda::SelectiveScanBackward(p);
-  return RunGuarded([&] { return cpu::SelectiveScanBackward(p, options); });
+  return check::RunGuarded(kOp, [&] { return cpu::SelectiveScanBackward(p, options); });
 }
 
 }  // namespace ssmkit

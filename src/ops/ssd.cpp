@@ -129,16 +129,6 @@ Status CheckOptions(const SsdOptions& options, SsdParams* p, SsdAlgorithm* algor
   return Status::Ok();
 }
 
-// A gradient output: the shape and dtype of its input, or absent with it.
-Status CheckGrad(const char* grad_name, const Tensor& grad, const char* input_name,
-                 const Tensor& input) {
-  if (!input.defined()) return check::AbsentWith(kOp, grad_name, grad, input_name);
-  if (!grad.defined()) return Status::Ok();
-  const std::string legend = std::string("(as ") + input_name + ")";
-  check::ShapeSpec spec{legend.c_str(), {input.shape.begin(), input.shape.begin() + input.rank}};
-  return check::Tensor(kOp, grad_name, grad, spec, {input.dtype});
-}
-
 // Every tensor of a call, named for the device check.
 Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
@@ -147,15 +137,6 @@ Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTenso
                          {"D", in.D}, {"z", in.z}, {"dt_bias", in.dt_bias},
                          {"initial_states", in.initial_states}, {"seq_idx", in.seq_idx}},
                         more, device);
-}
-
-template <class Fn>
-Status RunGuarded(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(std::string(kOp) + ": could not allocate the workspace");
-  }
 }
 
 }  // namespace
@@ -210,7 +191,7 @@ Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& fina
   p.out = MakeSeqView(out);
   p.final_states = MakeStateView(final_states);
   if (device == Device::kCuda) return cuda::SsdForward(p);
-  return RunGuarded([&] { return cpu::SsdForward(p, algorithm); });
+  return check::RunGuarded(kOp, [&] { return cpu::SsdForward(p, algorithm); });
 }
 
 Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& dfinal_states,
@@ -232,16 +213,16 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_states", dfinal_states,
                                          {"(B, H, P, N)", {p.batch, p.nheads, p.headdim, p.dstate}},
                                          {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dx", grads.dx, "x", inputs.x));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddt", grads.ddt, "dt", inputs.dt));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dA", grads.dA, "A", inputs.A));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dB", grads.dB, "B", inputs.B));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dC", grads.dC, "C", inputs.C));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dD", grads.dD, "D", inputs.D));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(CheckGrad("ddt_bias", grads.ddt_bias, "dt_bias", inputs.dt_bias));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddt", grads.ddt, "dt", inputs.dt));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dB", grads.dB, "B", inputs.B));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddt_bias", grads.ddt_bias, "dt_bias", inputs.dt_bias));
   SSMKIT_RETURN_IF_ERROR(
-      CheckGrad("dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
+      check::GradLike(kOp, "dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeStateView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);
@@ -254,7 +235,7 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   p.ddt_bias = MakeHeadView(grads.ddt_bias);
   p.dinitial_states = MakeStateView(grads.dinitial_states);
   if (device == Device::kCuda) return cuda::SsdBackward(p);
-  return RunGuarded([&] { return cpu::SsdBackward(p, algorithm); });
+  return check::RunGuarded(kOp, [&] { return cpu::SsdBackward(p, algorithm); });
 }
 
 }  // namespace ssmkit
