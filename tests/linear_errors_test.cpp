@@ -99,6 +99,15 @@ TEST_F(LinearErrors, XOnCuda) {
   ExpectError({"x", "CPU"});
 }
 
+// Every tensor on the device: a valid request this op cannot serve (no CUDA kernel).
+TEST_F(LinearErrors, AllOnCudaIsUnsupported) {
+  for (Tensor* t : {&in_.x, &in_.weight, &in_.bias, &out_view_}) t->device = Device::kCuda;
+  const Status s = LinearForward(in_, out_view_);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("CPU only"), std::string::npos) << s.message();
+  EXPECT_EQ(out_.bytes(), before_) << "out written on error";
+}
+
 TEST_F(LinearErrors, BiasShape) {
   in_.bias.shape[0] = kM + 1;
   ExpectError({"bias", "(M) = (4,)", "(5,)"});

@@ -19,7 +19,7 @@ constexpr const char* kOp = "linear";
 // feature-major (strides (1, ld >= rows)). Returns the two strides through row/feature.
 Status CheckMatrix(const char* name, const Tensor& t, const char* legend, int64_t rows,
                    int64_t cols, int64_t* stride_row, int64_t* stride_feature) {
-  // check::Tensor insists on a unit last stride; test shape, dtype and device on a row-major
+  // check::Tensor insists on a unit last stride; test shape and dtype on a row-major
   // twin, then the layout here.
   Tensor shape_only = t;
   shape_only.strides = {};
@@ -96,13 +96,15 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
 }  // namespace
 
 Status LinearForward(const LinearInputs& inputs, const Tensor& out) {
-  LinearParams p;
-  try {
-    SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, out, &p));
-    return cpu::Linear(p);
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(std::string(kOp) + ": could not allocate the workspace");
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(check::Devices(
+      kOp, {{"x", inputs.x}, {"weight", inputs.weight}, {"bias", inputs.bias}}, {{"out", out}}, &device));
+  if (device != Device::kCpu) {
+    return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
   }
+  LinearParams p;
+  SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, out, &p));
+  return check::RunGuarded(kOp, [&] { return cpu::Linear(p); });
 }
 
 }  // namespace ssmkit
