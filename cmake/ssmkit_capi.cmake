@@ -69,6 +69,17 @@ if(SSMKIT_BUILD_TESTS)
   add_test(NAME capi_c11_test COMMAND capi_c11_test)
   set_tests_properties(capi_c11_test PROPERTIES LABELS cpu TIMEOUT 300)
 
+  # The engine through the C ABI (C11 too): the fixture checkpoints' logits and greedy
+  # continuations against transformers', tokenizers, generation, the built-in model, bad inputs.
+  add_executable(capi_model_test ${PROJECT_SOURCE_DIR}/tests/capi/capi_model_test.c)
+  set_target_properties(capi_model_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  target_compile_options(capi_model_test PRIVATE -Wall -Wextra -pedantic -Werror)
+  target_compile_definitions(capi_model_test PRIVATE
+                             SSMKIT_FIXTURES_DIR="${PROJECT_SOURCE_DIR}/tests/fixtures")
+  target_link_libraries(capi_model_test PRIVATE ssmkit_shared m)
+  add_test(NAME capi_model_test COMMAND capi_model_test)
+  set_tests_properties(capi_model_test PROPERTIES LABELS cpu TIMEOUT 300)
+
   add_test(NAME capi_exports COMMAND ${CMAKE_COMMAND} -DLIBRARY=$<TARGET_FILE:ssmkit_shared>
                                      -P ${PROJECT_SOURCE_DIR}/tests/capi/check_exports.cmake)
   set_tests_properties(capi_exports PROPERTIES LABELS cpu)

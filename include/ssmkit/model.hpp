@@ -64,6 +64,18 @@ struct ModelConfig {
   Status Validate() const;
 };
 
+// The directory of the built-in model (models/default, docs/default_model.md), the first of
+// these that holds config.json and model.safetensors:
+//   1. $SSMKIT_DEFAULT_MODEL (when set, only it: a wrong path is an error, not a fallback);
+//   2. beside the binary this library's code was loaded from (libssmkit.so, the Python
+//      extension, or an executable linking the static library), then beside the running
+//      executable: <dir>/../../models/default (build/<preset>/ of a clone),
+//      <dir>/../share/ssmkit/models/default (an install prefix), <dir>/models/default (the
+//      Python package);
+//   3. the source tree the library was built from.
+// The error lists every place looked at.
+Status DefaultModelDir(std::string* dir);
+
 // The shapes of TARGETS.md ("m1-130m", "m2-130m"), for benchmarks with random weights.
 Status PresetConfig(const std::string& name, ModelConfig* config);
 

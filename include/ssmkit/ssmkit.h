@@ -300,14 +300,156 @@ SSMKIT_API ssmkit_status ssmkit_add_rmsnorm_bwd(const ssmkit_add_rmsnorm_args* a
                                                 const ssmkit_tensor* dresidual_out,
                                                 const ssmkit_add_rmsnorm_grads* grads);
 
-/* ---------------------------------------------------------------- models (to come) */
-
-/* Opaque handles of the inference engine: a loaded checkpoint and a generation session with
- * its caches. The functions that create and use them (load, logits, generate, free) join this
- * header with the engine; this version declares the types only, so that bindings written
- * against it can already name them. */
+/* ---------------------------------------------------------------- models
+ *
+ * The inference engine (include/ssmkit/model.hpp, docs/model.md): a checkpoint directory
+ * (Hugging Face MambaForCausalLM / Mamba2ForCausalLM, or the state-spaces format; safetensors,
+ * f32 / bf16 / f16) loaded into an ssmkit_model; sessions holding the conv and SSM caches of up
+ * to max_batch sequences, for prefill and decode logits; tokenizers; and generation with a
+ * per-token callback.
+ *
+ * Handles: created by *_load / *_create (the handle is written on success only), released by
+ * *_free (NULL is accepted). A session holds a reference to its model, so the model handle may
+ * be freed before its sessions. A model is read-only and may serve sessions on several threads;
+ * a session is used by one thread at a time; a tokenizer is read-only (any thread).
+ * Dimension legend: B batch, L longest prompt, V vocab (logits' row width, padded). */
 typedef struct ssmkit_model ssmkit_model;
 typedef struct ssmkit_session ssmkit_session;
+typedef struct ssmkit_tokenizer ssmkit_tokenizer;
+
+typedef enum ssmkit_arch { SSMKIT_ARCH_MAMBA1 = 1, SSMKIT_ARCH_MAMBA2 = 2 } ssmkit_arch;
+
+/* dir: a checkpoint directory (config.json + model.safetensors, or an index and shards). Every
+ * tensor is checked; the weights are memory-mapped. */
+SSMKIT_API ssmkit_status ssmkit_model_load(const char* dir, ssmkit_model** model);
+/* The built-in model (models/default: a byte-level Mamba-2, docs/default_model.md), from the
+ * directory ssmkit_default_model_dir names. */
+SSMKIT_API ssmkit_status ssmkit_model_load_default(ssmkit_model** model);
+/* The built-in model's directory, the first of: $SSMKIT_DEFAULT_MODEL (when set, only it);
+ * beside the binary holding this library (libssmkit.so, or the program linking it statically)
+ * or the running program: <dir>/../share/ssmkit/models/default (an install prefix),
+ * <dir>/../../models/default (a build tree), <dir>/models/default; the source tree it was built
+ * from. Writes the path and a NUL into dir (capacity bytes) and its strlen into *length
+ * (optional); dir NULL (capacity 0) asks for the length only. A capacity below length + 1 is an
+ * SSMKIT_INVALID_ARGUMENT that writes nothing. */
+SSMKIT_API ssmkit_status ssmkit_default_model_dir(char* dir, size_t capacity, size_t* length);
+SSMKIT_API void ssmkit_model_free(ssmkit_model* model);
+
+typedef struct ssmkit_model_config {
+  size_t struct_size;          /* set by the caller: sizeof(ssmkit_model_config) */
+  int32_t arch;                /* an ssmkit_arch */
+  int32_t reserved;
+  int64_t d_model;
+  int64_t n_layer;
+  int64_t vocab_size;          /* V: rows of the embedding, the width of a row of logits */
+  int64_t config_vocab_size;   /* the vocabulary the config states (<= V): the tokens sampled */
+  int64_t d_inner;             /* expand * d_model */
+  int64_t d_state;             /* N */
+  int64_t d_conv;              /* conv width */
+  int64_t dt_rank;             /* Mamba-1; 0 for Mamba-2 */
+  int64_t nheads, headdim, ngroups; /* Mamba-2; 0 for Mamba-1 */
+  int64_t bos_token_id, eos_token_id, pad_token_id; /* -1: none */
+  int64_t parameter_count;     /* every parameter once (a tied LM head counted once) */
+} ssmkit_model_config;
+
+SSMKIT_API ssmkit_status ssmkit_model_get_config(const ssmkit_model* model,
+                                                 ssmkit_model_config* config);
+
+/* A session over `model` for up to max_batch (>= 1) sequences; its caches are allocated here. */
+SSMKIT_API ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch,
+                                               ssmkit_session** session);
+SSMKIT_API void ssmkit_session_free(ssmkit_session* session);
+
+typedef struct ssmkit_prefill_args {
+  size_t struct_size;
+  int64_t batch;                /* B: 1..max_batch prompts */
+  const int32_t* const* tokens; /* B arrays of token ids, each in [0, V) */
+  const int64_t* lengths;       /* (B): their lengths, each >= 1; they may differ */
+  ssmkit_tensor logits;         /* (B, V) f32, dense: each prompt's last-position logits */
+  ssmkit_tensor all_logits;     /* optional (B, L, V) f32, dense: position l of prompt b at
+                                   [b, l] for l < lengths[b]; the rows past its end are left
+                                   as they were */
+} ssmkit_prefill_args;
+
+/* Runs the B prompts from a fresh state (shorter ones are padded and masked inside: padding
+ * changes nothing), leaving the session ready to decode them. */
+SSMKIT_API ssmkit_status ssmkit_session_prefill(ssmkit_session* session,
+                                                const ssmkit_prefill_args* args);
+/* One more token for each of the B sequences of the last prefill: tokens (B), logits (B, V) f32
+ * dense. Allocates nothing. */
+SSMKIT_API ssmkit_status ssmkit_session_decode(ssmkit_session* session, const int32_t* tokens,
+                                               int64_t batch, const ssmkit_tensor* logits);
+
+/* ---------------------------------------------------------------- tokenizers */
+
+/* path: a Hugging Face tokenizer.json with a byte-level BPE model (GPT-2 / GPT-NeoX style). */
+SSMKIT_API ssmkit_status ssmkit_tokenizer_load(const char* path, ssmkit_tokenizer** tokenizer);
+/* The raw-byte tokenizer: token i is byte i (vocab 256). */
+SSMKIT_API ssmkit_status ssmkit_tokenizer_bytes(ssmkit_tokenizer** tokenizer);
+/* The model's own: the tokenizer.json in its directory, else the raw-byte tokenizer when its
+ * vocabulary has at most 256 rows; an error naming the directory otherwise. */
+SSMKIT_API ssmkit_status ssmkit_model_tokenizer(const ssmkit_model* model,
+                                                ssmkit_tokenizer** tokenizer);
+SSMKIT_API void ssmkit_tokenizer_free(ssmkit_tokenizer* tokenizer);
+
+/* Encodes `length` bytes of UTF-8 at text (NUL not needed) into ids (room for `capacity`) and
+ * their count into *n_ids. ids NULL (capacity 0) asks for the count only. Usually at most one id
+ * per byte; a capacity below the count is an SSMKIT_INVALID_ARGUMENT that writes nothing. */
+SSMKIT_API ssmkit_status ssmkit_tokenizer_encode(const ssmkit_tokenizer* tokenizer,
+                                                 const char* text, size_t length, int32_t* ids,
+                                                 int64_t capacity, int64_t* n_ids);
+/* The text of n_ids ids (invalid UTF-8 replaced by U+FFFD; unknown ids give nothing; special
+ * tokens nothing when skip_special), written with a NUL into text (capacity bytes), its strlen
+ * into *length (optional). text NULL (capacity 0) asks for the length only; a capacity below
+ * length + 1 is an SSMKIT_INVALID_ARGUMENT that writes nothing. */
+SSMKIT_API ssmkit_status ssmkit_tokenizer_decode(const ssmkit_tokenizer* tokenizer,
+                                                 const int32_t* ids, int64_t n_ids,
+                                                 int32_t skip_special, char* text,
+                                                 size_t capacity, size_t* length);
+
+/* ---------------------------------------------------------------- generation */
+
+/* Called with each generated token as it is produced, and the text it completes: UTF-8,
+ * NUL-terminated, text_length bytes, often empty while a character spans several tokens (the
+ * pieces concatenate to the decoded text); NULL when the generation has no tokenizer. Valid
+ * during the call only. Return 0 to go on, non-zero to stop after this token. The callback must
+ * not use the session that is generating. */
+typedef int32_t (*ssmkit_token_callback)(void* user_data, int32_t token, const char* text,
+                                         size_t text_length);
+
+typedef struct ssmkit_generate_args {
+  size_t struct_size;
+  const char* prompt;                 /* NUL-terminated UTF-8, encoded with `tokenizer`; NULL:
+                                         the prompt is prompt_tokens */
+  const int32_t* prompt_tokens;       /* (n_prompt_tokens), when prompt is NULL */
+  int64_t n_prompt_tokens;            /* an empty prompt starts from the model's bos token */
+  const ssmkit_tokenizer* tokenizer;  /* for prompt and the callback's text; optional */
+  int64_t max_tokens;                 /* new tokens at most, >= 0 */
+  float temperature;                  /* >= 0; 0: greedy */
+  float top_p;                        /* nucleus threshold in (0, 1]; 0 means 1 (no filter) */
+  int64_t top_k;                      /* >= 0; 0: no top-k filter */
+  uint64_t seed;                      /* sampling is deterministic for a given seed */
+  int32_t ignore_eos;                 /* 0: stop after the model's eos token; 1: go on */
+  int32_t keep_special;               /* 0: special tokens add no text to the callback's */
+  ssmkit_token_callback on_token;     /* optional */
+  void* user_data;                    /* passed to on_token */
+} ssmkit_generate_args;
+
+typedef struct ssmkit_generate_result {
+  size_t struct_size;      /* set by the caller: sizeof(ssmkit_generate_result) */
+  int64_t prompt_tokens;
+  int64_t generated_tokens;
+  double prefill_seconds;  /* the prompt's prefill and the first token's sampling */
+  double decode_seconds;   /* the decode steps of the other tokens */
+  int32_t stopped_at_eos;      /* 1: the last token is the eos token */
+  int32_t stopped_by_callback; /* 1: on_token asked to stop */
+} ssmkit_generate_result;
+
+/* Generates one sequence in `session` (batch 1, prefilled anew): prefill, then sample and decode
+ * until max_tokens, the eos token or the callback stops it. result: optional, written on
+ * success. Tokens handed to the callback before a failure stay handed. */
+SSMKIT_API ssmkit_status ssmkit_generate(ssmkit_session* session, const ssmkit_generate_args* args,
+                                         ssmkit_generate_result* result);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -33,6 +33,11 @@ class Tokenizer {
   static Status FromFile(const std::string& path, std::unique_ptr<Tokenizer>* tokenizer);
   // Token i is byte i (vocab 256).
   static std::unique_ptr<Tokenizer> Bytes();
+  // The tokenizer of the checkpoint in `model_dir`: its tokenizer.json, or, when it has none
+  // and the model's vocabulary has at most 256 rows (a byte-level model such as the built-in
+  // one), Bytes(). Fails naming the directory otherwise.
+  static Status ForModel(const std::string& model_dir, int64_t model_vocab_size,
+                         std::unique_ptr<Tokenizer>* tokenizer);
 
   virtual Status Encode(std::string_view text, std::vector<int32_t>* ids) const = 0;
   // The bytes token `id` stands for, appended to `bytes` (nothing for an unknown id, or for a
@@ -45,6 +50,25 @@ class Tokenizer {
   // The id of a token's text (e.g. "<|endoftext|>"), or -1.
   virtual int32_t TokenId(std::string_view token) const = 0;
   virtual std::string name() const = 0;  // "bpe (path)" or "bytes"
+};
+
+// The text of generated tokens as they come: the bytes of a character split across tokens are
+// held until it is complete, so that every piece is valid UTF-8 on its own and the pieces
+// concatenate to Decode(all ids).
+class TokenTextStream {
+ public:
+  TokenTextStream(const Tokenizer& tokenizer, bool skip_special)
+      : tokenizer_(&tokenizer), skip_special_(skip_special) {}
+  // The text `id` completes (often all of its own, sometimes empty). Valid until the next call.
+  const std::string& Push(int32_t id);
+  // What is still held (an incomplete character, as U+FFFD); the stream is then empty.
+  const std::string& Finish();
+
+ private:
+  const Tokenizer* tokenizer_;
+  bool skip_special_;
+  std::string pending_;  // bytes of an incomplete character
+  std::string text_;
 };
 
 // Reads `bytes` as UTF-8, each maximal invalid subsequence replaced by U+FFFD, appending to

@@ -1,5 +1,5 @@
 // UTF-8 reading with replacement (Rust's String::from_utf8_lossy, which the `tokenizers`
-// decoders use), and Tokenizer::Decode on top of it.
+// decoders use), and Tokenizer::Decode and TokenTextStream on top of it.
 #include <cstdint>
 
 #include "ssmkit/tokenizer.hpp"
@@ -62,6 +62,20 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) c
   for (int32_t id : ids) AppendTokenBytes(id, skip_special, &bytes);
   Utf8Lossy(bytes, true, &text);
   return text;
+}
+
+const std::string& TokenTextStream::Push(int32_t id) {
+  tokenizer_->AppendTokenBytes(id, skip_special_, &pending_);
+  text_.clear();
+  pending_.erase(0, Utf8Lossy(pending_, /*final=*/false, &text_));
+  return text_;
+}
+
+const std::string& TokenTextStream::Finish() {
+  text_.clear();
+  Utf8Lossy(pending_, /*final=*/true, &text_);
+  pending_.clear();
+  return text_;
 }
 
 }  // namespace ssmkit

@@ -7,52 +7,7 @@
  *
  * Dimension legend: B batch, L length, D channels, N state size, H heads, P head dim, G groups,
  * K conv width, M rows, E features. */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "ssmkit/ssmkit.h"
-
-/* ------------------------------------------------------------------ harness */
-
-static int g_passed, g_failed;
-static uint64_t g_seed, g_rng;
-
-#define CHECK(cond, ...)                                                 \
-  do {                                                                   \
-    if (cond) {                                                          \
-      ++g_passed;                                                        \
-    } else {                                                             \
-      ++g_failed;                                                        \
-      fprintf(stderr, "%s:%d: FAILED (seed %llu): ", __FILE__, __LINE__, \
-              (unsigned long long)g_seed);                               \
-      fprintf(stderr, __VA_ARGS__);                                      \
-      fputc('\n', stderr);                                               \
-    }                                                                    \
-  } while (0)
-
-#define CHECK_OK(call)                                                                          \
-  do {                                                                                          \
-    ssmkit_status s_ = (call);                                                                  \
-    CHECK(s_ == SSMKIT_OK, "%s -> %s: %s", #call, ssmkit_status_name(s_), ssmkit_last_error()); \
-  } while (0)
-
-static uint64_t next_u64(void) { /* splitmix64 */
-  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double uniform(double lo, double hi) {
-  return lo + (hi - lo) * ((double)(next_u64() >> 11) / 9007199254740992.0);
-}
-static double normal(void) {
-  const double u1 = uniform(1e-12, 1.0), u2 = uniform(0.0, 1.0);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+#include "c_test_harness.h"
 
 /* A float array with its shape, and its ssmkit_tensor view. */
 typedef struct {
@@ -104,17 +59,6 @@ static void release(Arr* a) {
 #define NEW(...) arr(RANK(__VA_ARGS__), SHAPE(__VA_ARGS__))
 #define NORMAL(scale, ...) normal_arr(RANK(__VA_ARGS__), SHAPE(__VA_ARGS__), scale)
 #define UNIFORM(lo, hi, ...) uniform_arr(RANK(__VA_ARGS__), SHAPE(__VA_ARGS__), lo, hi)
-
-/* ||got - want|| / ||want||, +inf on a NaN or inf in got. */
-static double rel_err(const float* got, const double* want, int64_t n) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!isfinite(got[i])) return INFINITY;
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-}
 
 static double softplus(double v) {
   return v <= 20.0 ? log1p(exp(v)) : v;
@@ -196,10 +140,6 @@ static void test_versions(void) {
   CHECK(ssmkit_num_threads() == 3, "threads %d", ssmkit_num_threads());
   ssmkit_set_num_threads(0);
   CHECK(ssmkit_num_threads() >= 1, "default threads %d", ssmkit_num_threads());
-}
-
-static int contains(const char* s, const char* part) {
-  return strstr(s, part) != NULL;
 }
 
 static void test_errors(void) {
@@ -693,11 +633,7 @@ static void test_rmsnorm(void) {
 }
 
 int main(void) {
-  const char* env = getenv("SSMKIT_TEST_SEED");
-  g_seed = env ? strtoull(env, NULL, 10) : ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)clock();
-  g_rng = g_seed;
-  printf("capi_c11_test: seed %llu (rerun with SSMKIT_TEST_SEED=%llu)\n",
-         (unsigned long long)g_seed, (unsigned long long)g_seed);
+  harness_start("capi_c11_test");
   test_versions();
   test_errors();
   test_selective_scan();
@@ -705,6 +641,5 @@ int main(void) {
   test_state_update();
   test_conv1d();
   test_rmsnorm();
-  printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return harness_finish();
 }

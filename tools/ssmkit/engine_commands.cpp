@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "default_model.hpp"
 #include "ssmkit/generate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/threads.hpp"
@@ -30,30 +29,25 @@ int Fail(const Status& s) {
   return 1;
 }
 
-// No --model: the built-in model (models/default, tools/ssmkit/default_model.hpp).
+// No --model: the built-in model (models/default, ssmkit::DefaultModelDir).
 bool ResolveModel(const char* command, std::string* model) {
   if (!model->empty()) return true;
-  const Status s = FindDefaultModel(model);
+  const Status s = DefaultModelDir(model);
   if (s.ok()) return true;
-  std::fprintf(stderr, "ssmkit %s: %s\n", command, s.message().c_str());
+  std::fprintf(stderr, "ssmkit %s: no --model given and %s\n", command, s.message().c_str());
   return false;
 }
 
-// --tokenizer FILE | bytes; by default DIR/tokenizer.json, or bytes for a 256-token model.
+// --tokenizer FILE | bytes; by default the model directory's (Tokenizer::ForModel).
 Status OpenTokenizer(const GenerateArgs& a, const Model& model, std::unique_ptr<Tokenizer>* t) {
   if (a.tokenizer == "bytes") {
     *t = Tokenizer::Bytes();
     return Status::Ok();
   }
   if (!a.tokenizer.empty()) return Tokenizer::FromFile(a.tokenizer, t);
-  const std::string path = (std::filesystem::path(a.model) / "tokenizer.json").string();
-  if (std::filesystem::exists(path)) return Tokenizer::FromFile(path, t);
-  if (model.config().vocab_size <= 256) {
-    *t = Tokenizer::Bytes();
-    return Status::Ok();
-  }
-  return Status::InvalidArgument(a.model + ": no tokenizer.json: pass --tokenizer FILE (e.g. the "
-                                 "GPT-NeoX tokenizer.json the state-spaces models use) or --tokenizer bytes");
+  const Status s = Tokenizer::ForModel(a.model, model.config().vocab_size, t);
+  if (s.ok()) return s;
+  return Status(s.code(), s.message() + ": --tokenizer FILE, or --tokenizer bytes");
 }
 
 int RunGenerate(GenerateArgs a) {
@@ -68,11 +62,8 @@ int RunGenerate(GenerateArgs a) {
   s = tokenizer->Encode(a.prompt, &prompt);
   if (!s.ok()) return Fail(s);
   const ModelConfig& c = model->config();
-  if (prompt.empty()) {  // start from the beginning-of-text token, as the models were trained
-    const int64_t start = c.bos_token_id >= 0 ? c.bos_token_id : c.eos_token_id;
-    if (start < 0) return Fail(Status::InvalidArgument("the prompt is empty and the model names no bos/eos token"));
-    prompt.push_back(static_cast<int32_t>(start));
-  }
+  s = StartFromBeginningOfText(c, &prompt);
+  if (!s.ok()) return Fail(s);
   std::unique_ptr<Session> session;
   s = Session::Create(*model, 1, &session);
   if (!s.ok()) return Fail(s);
@@ -85,19 +76,14 @@ int RunGenerate(GenerateArgs a) {
   if (!s.ok()) return Fail(s);
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   std::fflush(stdout);
-  std::string pending, text;
-  auto emit = [&](int32_t id) {
-    tokenizer->AppendTokenBytes(id, /*skip_special=*/true, &pending);
-    text.clear();
-    pending.erase(0, Utf8Lossy(pending, /*final=*/false, &text));
+  TokenTextStream stream(*tokenizer, /*skip_special=*/true);
+  auto write = [](const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
   GenerateStats stats;
-  s = Generate(*session, prompt, options, emit, &stats);
-  text.clear();
-  Utf8Lossy(pending, /*final=*/true, &text);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  s = Generate(*session, prompt, options, [&](int32_t id) { write(stream.Push(id)); }, &stats);
+  write(stream.Finish());
   std::printf("\n");
   if (!s.ok()) return Fail(s);
   const int64_t decoded = stats.generated_tokens > 0 ? stats.generated_tokens - 1 : 0;
