@@ -106,6 +106,12 @@ class HostTensor {
 
 // ||got - want|| / ||want||; +inf when got holds a NaN or inf (NaN never passes), and
 // the absolute norm of got when want is all zero.
+inline double Norm(const std::vector<double>& v) {
+  double sum = 0.0;
+  for (double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+
 inline double RelativeError(const std::vector<double>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return std::numeric_limits<double>::infinity();
   double diff = 0.0, norm = 0.0;
