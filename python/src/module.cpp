@@ -1,8 +1,10 @@
-// ssmkit._ssmkit: the extension behind the ssmkit package (numpy ops, error classes, threads)
-// and ssmkit.jax (the XLA FFI handlers, as capsules for jax.ffi.register_ffi_target).
+// ssmkit._ssmkit: the extension behind the ssmkit package (numpy ops, error classes, threads,
+// the inference engine's models, sessions, tokenizers and generation) and ssmkit.jax (the XLA
+// FFI handlers, as capsules for jax.ffi.register_ffi_target).
 #include <nanobind/nanobind.h>
 
 #include "array_args.hpp"
+#include "model_bindings.hpp"
 #include "numpy_ops.hpp"
 #include "ssmkit/ssmkit.h"
 #include "ssmkit/threads.hpp"
@@ -21,6 +23,8 @@ NB_MODULE(_ssmkit, m) {
                   .c_str());
   ssmkit::python::RegisterErrors(m);
   ssmkit::python::RegisterNumpyOps(m);
+  ssmkit::python::RegisterModel(m);
+  ssmkit::python::RegisterGeneration(m);
   m.def("set_num_threads", &ssmkit::SetNumThreads, nb::arg("n"),
         "Threads used by every op; n <= 0 restores the default (SSMKIT_NUM_THREADS, else all "
         "cores). Results are bit-identical for a given count.");

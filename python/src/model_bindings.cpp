@@ -1,0 +1,192 @@
+// The inference engine's models and sessions for Python (ssmkit/model.py wraps them): load a
+// checkpoint directory or the built-in model, its config, and sessions whose prefill and decode
+// write logits into float32 arrays that ssmkit/model.py allocates. The GIL is released while a
+// model loads or a session computes.
+//
+// Dimension legend: B batch, L longest prompt, V vocab (padded).
+#include "model_bindings.hpp"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "model_handles.hpp"
+
+namespace ssmkit::python {
+namespace {
+
+using IdsMatrix = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;  // (B, L)
+using IdsVector = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;  // (B)
+using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;    // (B)
+using Logits2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;            // (B, V)
+using Logits3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;            // (B, L, V)
+
+std::string ShapeString(std::initializer_list<int64_t> dims) {
+  std::string s = "(";
+  for (int64_t d : dims) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + ")";
+}
+
+template <class Array>
+std::string ShapeOf(const Array& a) {
+  std::string s = "(";
+  for (size_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + ")";
+}
+
+// "fn: name: expected (B, V) = (2, 304), given (2, 303)" unless `a` has exactly `want`.
+template <class Array>
+Status CheckShape(const char* fn, const char* name, const Array& a, const char* dims,
+                  std::initializer_list<int64_t> want) {
+  bool same = a.ndim() == want.size();
+  size_t i = 0;
+  for (int64_t d : want) same = same && static_cast<int64_t>(a.shape(i++)) == d;
+  if (same) return Status::Ok();
+  return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected " + dims + " = " + ShapeString(want) +
+                                 ", given " + ShapeOf(a));
+}
+
+ModelHandle LoadFrom(const std::string& dir) {
+  std::unique_ptr<Model> model;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = Model::Load(dir, &model);
+  }
+  ThrowIfError(status);
+  return ModelHandle{std::move(model), dir};
+}
+
+std::string DefaultDir() {
+  std::string dir;
+  ThrowIfError(DefaultModelDir(&dir));
+  return dir;
+}
+
+nb::object TokenOrNone(int64_t id) {
+  if (id < 0) return nb::none();
+  return nb::int_(id);
+}
+
+nb::dict ConfigDict(const ModelConfig& c) {
+  nb::dict d;
+  const bool m1 = c.arch == ModelArch::kMamba1;
+  d["arch"] = ModelArchName(c.arch);
+  d["format"] = c.format;
+  d["d_model"] = c.d_model;
+  d["n_layer"] = c.n_layer;
+  d["vocab_size"] = c.vocab_size;
+  d["config_vocab_size"] = c.config_vocab_size;
+  d["d_inner"] = c.d_inner;
+  d["d_state"] = c.d_state;
+  d["d_conv"] = c.d_conv;
+  d["conv_bias"] = c.conv_bias;
+  d["proj_bias"] = c.proj_bias;
+  d["norm_eps"] = c.norm_eps;
+  d["tie_embeddings"] = c.tie_embeddings;
+  if (m1) {
+    d["dt_rank"] = c.dt_rank;
+  } else {
+    d["nheads"] = c.nheads;
+    d["headdim"] = c.headdim;
+    d["ngroups"] = c.ngroups;
+    d["chunk_size"] = c.chunk_size;
+    d["d_per_channel"] = c.d_per_channel;
+    d["dt_min"] = c.dt_min;
+    d["dt_max"] = c.dt_max;
+  }
+  d["bos_token_id"] = TokenOrNone(c.bos_token_id);
+  d["eos_token_id"] = TokenOrNone(c.eos_token_id);
+  d["pad_token_id"] = TokenOrNone(c.pad_token_id);
+  return d;
+}
+
+void CreateSession(SessionHandle* self, const ModelHandle& model, int64_t max_batch) {
+  auto state = std::make_shared<SessionState>();
+  state->model = model.model;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = Session::Create(*state->model, max_batch, &state->session);
+  }
+  ThrowIfError(status);
+  new (self) SessionHandle{std::move(state)};
+}
+
+// prompts[b] = tokens[b, :lengths[b]] (right-padded by the caller); logits (B, V) and
+// all_logits (B, L, V) (optional) written.
+void Prefill(SessionHandle& self, IdsMatrix tokens, Lengths lengths, Logits2 logits,
+             std::optional<Logits3> all_logits) {
+  constexpr const char* kFn = "prefill";
+  SessionState& s = *self.state;
+  const int64_t B = static_cast<int64_t>(tokens.shape(0)), L = static_cast<int64_t>(tokens.shape(1));
+  const int64_t V = s.session->vocab_size();
+  ThrowIfError(CheckShape(kFn, "lengths", lengths, "(B)", {B}));
+  ThrowIfError(CheckShape(kFn, "logits", logits, "(B, V)", {B, V}));
+  if (all_logits) ThrowIfError(CheckShape(kFn, "all_logits", *all_logits, "(B, L, V)", {B, L, V}));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = lengths.data()[b];
+    if (n < 1 || n > L) {
+      ThrowIfError(Status::InvalidArgument(std::string(kFn) + ": lengths[" + std::to_string(b) + "]: expected 1 to " +
+                                           std::to_string(L) + ", given " + std::to_string(n)));
+    }
+    prompts.emplace_back(tokens.data() + b * L, tokens.data() + b * L + n);
+  }
+  float* all = all_logits ? all_logits->data() : nullptr;
+  RunOnSession(s, [&] {
+    ++s.epoch;
+    return s.session->Prefill(prompts, std::span<float>(logits.data(), static_cast<size_t>(B * V)),
+                              all ? std::span<float>(all, static_cast<size_t>(B * L * V)) : std::span<float>());
+  });
+}
+
+void Decode(SessionHandle& self, IdsVector tokens, Logits2 logits) {
+  SessionState& s = *self.state;
+  const int64_t B = static_cast<int64_t>(tokens.shape(0)), V = s.session->vocab_size();
+  ThrowIfError(CheckShape("decode", "logits", logits, "(B, V)", {B, V}));
+  RunOnSession(s, [&] {
+    ++s.epoch;
+    return s.session->Decode(std::span<const int32_t>(tokens.data(), static_cast<size_t>(B)),
+                             std::span<float>(logits.data(), static_cast<size_t>(B * V)));
+  });
+}
+
+int64_t Batch(SessionHandle& self) {
+  std::lock_guard<std::mutex> lock(self.state->mu);
+  return self.state->session->batch();
+}
+
+}  // namespace
+
+void RegisterModel(nb::module_& m) {
+  m.def("default_model_dir", &DefaultDir,
+        "The directory of the built-in model ($SSMKIT_DEFAULT_MODEL, else found beside the "
+        "extension or in the source tree it was built from).");
+
+  nb::class_<ModelHandle>(m, "_Model")
+      .def_static("load", &LoadFrom, nb::arg("dir"))
+      .def_static("load_default", [] { return LoadFrom(DefaultDir()); })
+      .def_prop_ro("dir", [](const ModelHandle& h) { return h.dir; })
+      .def_prop_ro("config", [](const ModelHandle& h) { return ConfigDict(h.model->config()); })
+      .def_prop_ro("parameter_count", [](const ModelHandle& h) { return h.model->parameter_count(); })
+      .def_prop_ro("decode_weight_bytes", [](const ModelHandle& h) { return h.model->decode_weight_bytes(); })
+      .def_prop_ro("weight_dtype", [](const ModelHandle& h) { return h.model->weight_dtype_name(); })
+      .def_prop_ro("source", [](const ModelHandle& h) { return h.model->source(); });
+
+  nb::class_<SessionHandle>(m, "_Session")
+      .def("__init__", &CreateSession, nb::arg("model"), nb::arg("max_batch"))
+      .def("prefill", &Prefill, nb::arg("tokens").noconvert(), nb::arg("lengths").noconvert(),
+           nb::arg("logits").noconvert(), nb::arg("all_logits").noconvert().none())
+      .def("decode", &Decode, nb::arg("tokens").noconvert(), nb::arg("logits").noconvert())
+      .def_prop_ro("batch", &Batch)
+      .def_prop_ro("max_batch", [](const SessionHandle& h) { return h.state->session->max_batch(); })
+      .def_prop_ro("vocab_size", [](const SessionHandle& h) { return h.state->session->vocab_size(); })
+      .def_prop_ro("config_vocab_size",
+                   [](const SessionHandle& h) { return h.state->session->config_vocab_size(); });
+}
+
+}  // namespace ssmkit::python
