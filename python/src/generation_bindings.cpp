@@ -21,7 +21,9 @@ namespace {
 
 using Ids = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;  // (n)
 
-TokenizerHandle Wrap(std::unique_ptr<Tokenizer> t) { return TokenizerHandle{std::move(t)}; }
+TokenizerHandle Wrap(std::unique_ptr<Tokenizer> t) {
+  return TokenizerHandle{std::move(t)};
+}
 
 TokenizerHandle TokenizerFromFile(const std::string& path) {
   std::unique_ptr<Tokenizer> t;
@@ -69,8 +71,8 @@ class PyGenerator {
     int64_t eos_token_id;  // -1: never stop at one
   };
 
-  PyGenerator(SessionHandle session, Ids prompt, const Options& o, std::optional<TokenizerHandle> tokenizer,
-              bool skip_special)
+  PyGenerator(SessionHandle session, Ids prompt, const Options& o,
+              std::optional<TokenizerHandle> tokenizer, bool skip_special)
       : state_(std::move(session.state)) {
     std::vector<int32_t> ids(prompt.data(), prompt.data() + prompt.shape(0));
     ThrowIfError(StartFromBeginningOfText(state_->model->config(), &ids));
@@ -151,15 +153,16 @@ void RegisterGeneration(nb::module_& m) {
   nb::class_<PyGenerator>(m, "_Generator")
       .def(
           "__init__",
-          [](PyGenerator* self, const SessionHandle& session, Ids prompt, int64_t max_tokens, float temperature,
-             int64_t top_k, float top_p, uint64_t seed, int64_t eos_token_id,
+          [](PyGenerator* self, const SessionHandle& session, Ids prompt, int64_t max_tokens,
+             float temperature, int64_t top_k, float top_p, uint64_t seed, int64_t eos_token_id,
              std::optional<TokenizerHandle> tokenizer, bool skip_special) {
-            new (self) PyGenerator(session, prompt, {max_tokens, temperature, top_k, top_p, seed, eos_token_id},
+            new (self) PyGenerator(session, prompt,
+                                   {max_tokens, temperature, top_k, top_p, seed, eos_token_id},
                                    std::move(tokenizer), skip_special);
           },
-          nb::arg("session"), nb::arg("prompt").noconvert(), nb::arg("max_tokens"), nb::arg("temperature"),
-          nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("eos_token_id"),
-          nb::arg("tokenizer").none(), nb::arg("skip_special"))
+          nb::arg("session"), nb::arg("prompt").noconvert(), nb::arg("max_tokens"),
+          nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+          nb::arg("eos_token_id"), nb::arg("tokenizer").none(), nb::arg("skip_special"))
       .def("next", &PyGenerator::Next)
       .def_prop_ro("stats", &PyGenerator::Stats);
 }

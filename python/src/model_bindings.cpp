@@ -22,7 +22,7 @@ using IdsMatrix = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::devi
 using IdsVector = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;  // (B)
 using Lengths = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;    // (B)
 using Logits2 = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;            // (B, V)
-using Logits3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;            // (B, L, V)
+using Logits3 = nb::ndarray<float, nb::ndim<3>, nb::c_contig, nb::device::cpu>;  // (B, L, V)
 
 std::string ShapeString(std::initializer_list<int64_t> dims) {
   std::string s = "(";
@@ -45,8 +45,8 @@ Status CheckShape(const char* fn, const char* name, const Array& a, const char* 
   size_t i = 0;
   for (int64_t d : want) same = same && static_cast<int64_t>(a.shape(i++)) == d;
   if (same) return Status::Ok();
-  return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected " + dims + " = " + ShapeString(want) +
-                                 ", given " + ShapeOf(a));
+  return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected " + dims + " = " +
+                                 ShapeString(want) + ", given " + ShapeOf(a));
 }
 
 ModelHandle LoadFrom(const std::string& dir) {
@@ -122,7 +122,8 @@ void Prefill(SessionHandle& self, IdsMatrix tokens, Lengths lengths, Logits2 log
              std::optional<Logits3> all_logits) {
   constexpr const char* kFn = "prefill";
   SessionState& s = *self.state;
-  const int64_t B = static_cast<int64_t>(tokens.shape(0)), L = static_cast<int64_t>(tokens.shape(1));
+  const int64_t B = static_cast<int64_t>(tokens.shape(0)),
+                L = static_cast<int64_t>(tokens.shape(1));
   const int64_t V = s.session->vocab_size();
   ThrowIfError(CheckShape(kFn, "lengths", lengths, "(B)", {B}));
   ThrowIfError(CheckShape(kFn, "logits", logits, "(B, V)", {B, V}));
@@ -131,16 +132,18 @@ void Prefill(SessionHandle& self, IdsMatrix tokens, Lengths lengths, Logits2 log
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = lengths.data()[b];
     if (n < 1 || n > L) {
-      ThrowIfError(Status::InvalidArgument(std::string(kFn) + ": lengths[" + std::to_string(b) + "]: expected 1 to " +
-                                           std::to_string(L) + ", given " + std::to_string(n)));
+      ThrowIfError(Status::InvalidArgument(std::string(kFn) + ": lengths[" + std::to_string(b) +
+                                           "]: expected 1 to " + std::to_string(L) + ", given " +
+                                           std::to_string(n)));
     }
     prompts.emplace_back(tokens.data() + b * L, tokens.data() + b * L + n);
   }
   float* all = all_logits ? all_logits->data() : nullptr;
   RunOnSession(s, [&] {
     ++s.epoch;
-    return s.session->Prefill(prompts, std::span<float>(logits.data(), static_cast<size_t>(B * V)),
-                              all ? std::span<float>(all, static_cast<size_t>(B * L * V)) : std::span<float>());
+    return s.session->Prefill(
+        prompts, std::span<float>(logits.data(), static_cast<size_t>(B * V)),
+        all ? std::span<float>(all, static_cast<size_t>(B * L * V)) : std::span<float>());
   });
 }
 
@@ -172,9 +175,12 @@ void RegisterModel(nb::module_& m) {
       .def_static("load_default", [] { return LoadFrom(DefaultDir()); })
       .def_prop_ro("dir", [](const ModelHandle& h) { return h.dir; })
       .def_prop_ro("config", [](const ModelHandle& h) { return ConfigDict(h.model->config()); })
-      .def_prop_ro("parameter_count", [](const ModelHandle& h) { return h.model->parameter_count(); })
-      .def_prop_ro("decode_weight_bytes", [](const ModelHandle& h) { return h.model->decode_weight_bytes(); })
-      .def_prop_ro("weight_dtype", [](const ModelHandle& h) { return h.model->weight_dtype_name(); })
+      .def_prop_ro("parameter_count",
+                   [](const ModelHandle& h) { return h.model->parameter_count(); })
+      .def_prop_ro("decode_weight_bytes",
+                   [](const ModelHandle& h) { return h.model->decode_weight_bytes(); })
+      .def_prop_ro("weight_dtype",
+                   [](const ModelHandle& h) { return h.model->weight_dtype_name(); })
       .def_prop_ro("source", [](const ModelHandle& h) { return h.model->source(); });
 
   nb::class_<SessionHandle>(m, "_Session")
@@ -183,8 +189,10 @@ void RegisterModel(nb::module_& m) {
            nb::arg("logits").noconvert(), nb::arg("all_logits").noconvert().none())
       .def("decode", &Decode, nb::arg("tokens").noconvert(), nb::arg("logits").noconvert())
       .def_prop_ro("batch", &Batch)
-      .def_prop_ro("max_batch", [](const SessionHandle& h) { return h.state->session->max_batch(); })
-      .def_prop_ro("vocab_size", [](const SessionHandle& h) { return h.state->session->vocab_size(); })
+      .def_prop_ro("max_batch",
+                   [](const SessionHandle& h) { return h.state->session->max_batch(); })
+      .def_prop_ro("vocab_size",
+                   [](const SessionHandle& h) { return h.state->session->vocab_size(); })
       .def_prop_ro("config_vocab_size",
                    [](const SessionHandle& h) { return h.state->session->config_vocab_size(); });
 }
