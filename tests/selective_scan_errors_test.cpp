@@ -20,7 +20,7 @@ constexpr uint8_t kSentinel = 0xA5;
 // Everything one call passes; valid until a rule breaks it.
 struct Call {
   SelectiveScanInputs in;
-  Tensor out, final_state, dout, dfinal;
+  Tensor out, final_state, chunk_states, dout, dfinal;
   SelectiveScanGrads grads;
   SelectiveScanOptions options;
   bool backward = false;
@@ -60,7 +60,8 @@ class ScanCall : public ::testing::Test {
                 HostTensor({kD}, DType::kF32),
                 HostTensor(seq, DType::kF32),
                 HostTensor({kD}, DType::kF32),
-                HostTensor(state, DType::kF32)};
+                HostTensor(state, DType::kF32),
+                HostTensor({kB, kD, 1, kN}, DType::kF32)};
     FillSentinel();
     dout_ = HostTensor(seq, DType::kF32);
     dout_.Fill(rng_.NormalVec(dout_.numel()));
@@ -93,13 +94,14 @@ class ScanCall : public ::testing::Test {
     Tensor* grads[] = {&g.du,          &g.ddelta,        &g.dA, &g.dB, &g.dC, &g.dD, &g.dz,
                        &g.ddelta_bias, &g.dinitial_state};
     for (int i = 0; i < 9; ++i) *grads[i] = outputs_[2 + i].view();
+    call.chunk_states = outputs_[11].view();
     return call;
   }
 
   static Status Run(const Call& call) {
     return call.backward
-               ? SelectiveScanBackward(call.in, call.dout, call.dfinal, call.grads, call.options)
-               : SelectiveScanForward(call.in, call.out, call.final_state, call.options);
+               ? SelectiveScanBackward(call.in, call.dout, call.dfinal, call.chunk_states, call.grads, call.options)
+               : SelectiveScanForward(call.in, call.out, call.final_state, call.chunk_states, call.options);
   }
 
   void FillSentinel() {
@@ -118,7 +120,7 @@ class ScanCall : public ::testing::Test {
   Rng rng_;
   ScanProblem prob_;
   std::vector<HostTensor>
-      outputs_;  // out, final_state, then the gradients in SelectiveScanGrads order
+      outputs_;  // out, final_state, the gradients in SelectiveScanGrads order, chunk_states
   HostTensor dout_, dfinal_;
   Spare spare_;
 };
@@ -604,6 +606,37 @@ std::vector<Rule> Rules() {
        kBwd,
        [](Call& c, S&) { c.grads.dinitial_state.dtype = DType::kBF16; },
        {"dinitial_state: expected dtype f32, given bf16"}},
+
+      // ---- chunk states (B, D, K, N), K = ceil(L / Q): Q = 64 gives K = 1, Q = 4 gives K = 3
+      {"ChunkStatesShape",
+       kFwd,
+       [](Call& c, S&) { c.chunk_states.shape[2] = 2; },
+       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 1, 3), given (2, 4, 2, 3)"}},
+      {"ChunkStatesShapeForTheChunkLength",
+       kBwd,
+       [](Call& c, S&) { c.options.chunk_length = 4; },
+       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 3, 3), given (2, 4, 1, 3)"}},
+      {"ChunkStatesRank",
+       kBwd,
+       [](Call& c, S& s) { c.chunk_states = s.Make({2, 4, 3}); },
+       {"chunk_states", "(2, 4, 1, 3)", "given (2, 4, 3)"}},
+      {"ChunkStatesOnCuda",
+       kBwd,
+       [](Call& c, S&) { c.chunk_states.device = Device::kCuda; },
+       {"chunk_states: expected a CPU tensor, given a CUDA tensor"}},
+      {"ChunkStatesWithTheCudaBackend",
+       kFwd,
+       [](Call& c, S&) {
+         for (Tensor* t : {&c.in.u, &c.in.delta, &c.in.A, &c.in.B, &c.in.C, &c.in.D, &c.in.z,
+                           &c.in.delta_bias, &c.in.initial_state, &c.out, &c.final_state, &c.chunk_states}) {
+           t->device = Device::kCuda;
+         }
+       },
+       {"chunk_states: expected undefined on the CUDA backend (CPU only for now), given a CUDA tensor"}},
+      {"ChunkStatesDtype",
+       kFwd,
+       [](Call& c, S&) { c.chunk_states.dtype = DType::kBF16; },
+       {"chunk_states: expected dtype f32, given bf16"}},
 
       // ---- a gradient for an absent optional input
       {"DDWithoutD",

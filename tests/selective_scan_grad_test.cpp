@@ -117,7 +117,7 @@ struct FastGrads {
 // requested); with_dfinal = false passes no dfinal_state.
 FastGrads RunFastBackward(ScanProblem& prob, Projection& proj,
                           const SelectiveScanOptions& options = {}, unsigned want = kAllGrads,
-                          bool with_dfinal = true) {
+                          bool with_dfinal = true, const Tensor& chunk_states = {}) {
   const ScanCase& c = prob.c;
   const std::vector<int64_t> seq = prob.SeqShape(), state = prob.StateShape();
   FastGrads fg;
@@ -142,8 +142,9 @@ FastGrads RunFastBackward(ScanProblem& prob, Projection& proj,
   }
   const SelectiveScanGrads grads{views[0], views[1], views[2], views[3], views[4],
                                  views[5], views[6], views[7], views[8]};
-  const Status status = SelectiveScanBackward(
-      prob.Inputs(), proj.dout.view(), with_dfinal ? proj.dfinal.view() : Tensor{}, grads, options);
+  const Status status = SelectiveScanBackward(prob.Inputs(), proj.dout.view(),
+                                              with_dfinal ? proj.dfinal.view() : Tensor{}, chunk_states,
+                                              grads, options);
   EXPECT_TRUE(status.ok()) << status.message();
   for (int i = 0; i < kNumGrads; ++i) {
     EXPECT_TRUE(fg.t[i].PaddingUntouched()) << kGradNames[i] << " written outside its view";
@@ -492,6 +493,51 @@ TEST(SelectiveScanBackward, DeterministicBits) {
         // And right: the multi-block reductions are checked against the oracle too.
         ExpectGradsClose(first.Values(), OracleBackward(prob, proj), kFastOracleBound, worst,
                          "threads");
+      }
+    }
+  }
+}
+
+// Given the chunk states its forward saved, the backward (which then skips its own forward
+// pass on the channel-tiled path, and ignores them on the per-row one) gives the same bytes in
+// every gradient as without them: every B/C form, checkpoint intervals dividing L or not, and
+// the bf16 inputs. And the same gradients means right ones: the first run is checked against
+// the oracle.
+TEST(SelectiveScanBackward, FromTheForwardsChunkStates) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  WorstErrors worst;
+  for (BCForm form : {BCForm::kConstant, BCForm::kVariable, BCForm::kGrouped}) {
+    for (int64_t chunk : {0, 7, 32}) {
+      for (DType dtype : {DType::kF32, DType::kBF16}) {
+        ScanCase c;
+        c.batch = 2;
+        c.dim = 32;
+        c.groups = 2;
+        c.seqlen = 150;
+        c.dstate = 16;
+        c.b_form = c.c_form = form;
+        c.dtype = dtype;
+        c.pad = 3;
+        SCOPED_TRACE(c.Name() + " chunk=" + std::to_string(chunk));
+        Rng rng(seed);
+        ScanProblem prob(c, rng);
+        Projection proj(prob, rng);
+        SelectiveScanOptions options;
+        options.chunk_length = chunk;
+        const int64_t K = SelectiveScanChunkCount(c.seqlen, options);
+        PaddedTensor out(prob.SeqShape(), c.dtype, c.pad), states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
+        states.Poison();
+        const Status status = SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        const FastGrads given = RunFastBackward(prob, proj, options, kAllGrads, true, states.view());
+        const FastGrads recomputed = RunFastBackward(prob, proj, options);
+        for (int i = 0; i < kNumGrads; ++i) {
+          EXPECT_TRUE(given.t[i].Bytes() == recomputed.t[i].Bytes()) << kGradNames[i];
+        }
+        if (dtype == DType::kF32) {
+          ExpectGradsClose(given.Values(), OracleBackward(prob, proj), kFastOracleBound, worst, "chunk states");
+        }
       }
     }
   }

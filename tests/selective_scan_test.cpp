@@ -8,6 +8,7 @@
 // L = 1 (single step), channel tiles (sequential, variable B/C, D / G a multiple of the
 // vector width W), per-row state held in 1, 2 or 4 vectors or in memory (other N), and the
 // pair-based algorithms.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -346,6 +347,89 @@ TEST(SelectiveScanForward, DeterministicBits) {
           EXPECT_TRUE(first.out.Bytes() == second.out.Bytes());
           EXPECT_TRUE(first.final_state.Bytes() == second.final_state.Bytes());
           for (double v : first.out.ToDouble()) ASSERT_TRUE(std::isfinite(v));
+        }
+      }
+    }
+  }
+}
+
+// The oracle's state after the first `steps` steps of the problem (h0, or zeros, for none).
+std::vector<double> OracleStateAfter(const ScanProblem& prob, int64_t steps) {
+  const ScanCase& c = prob.c;
+  if (steps == 0) return c.has_h0 ? prob.h0_d : std::vector<double>(prob.StateSize(), 0.0);
+  auto prefix = [&](const std::vector<double>& v) {  // every (..., L) row cut to `steps`
+    const int64_t rows = static_cast<int64_t>(v.size()) / c.seqlen;
+    std::vector<double> cut(rows * steps);
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(v.begin() + r * c.seqlen, steps, cut.begin() + r * steps);
+    return cut;
+  };
+  ref::ScanShape shape = prob.Shape();
+  shape.seqlen = steps;
+  ref::ScanInputs in = prob.RefInputs();
+  const std::vector<double> u = prefix(prob.u_d), delta = prefix(prob.delta_d);
+  const std::vector<double> z = c.has_z ? prefix(prob.z_d) : std::vector<double>();
+  const std::vector<double> B = c.b_form != BCForm::kConstant ? prefix(prob.B_d) : prob.B_d;
+  const std::vector<double> C = c.c_form != BCForm::kConstant ? prefix(prob.C_d) : prob.C_d;
+  in.u = u.data();
+  in.delta = delta.data();
+  in.z = c.has_z ? z.data() : nullptr;
+  in.B = B.data();
+  in.C = C.data();
+  std::vector<double> out(c.batch * c.dim * steps), state(prob.StateSize());
+  ref::SelectiveScanForward(shape, in, out.data(), state.data());
+  return state;
+}
+
+// chunk_states (B, D, K, N) entry k is the state entering step k Q, checked against the
+// oracle run over the first k Q steps; saving them changes no bit of out; nothing is written
+// around them. Every algorithm, constant and variable B/C (per-row and channel-tiled paths),
+// L = 1, chunk lengths dividing L or not and longer than L, with and without h0.
+TEST(SelectiveScanForward, ChunkStatesAreTheStatesEnteringEachChunk) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  WorstErrors worst;
+  uint64_t k = 0;
+  for (ScanAlgorithm algorithm : kAllAlgorithms) {
+    for (BCForm form : {BCForm::kConstant, BCForm::kVariable}) {
+      for (int64_t L : {1, 37, 150}) {
+        for (int64_t chunk : {0, 7, 16, 200}) {
+          ScanCase c;
+          c.batch = 2;
+          c.dim = 32;
+          c.seqlen = L;
+          c.dstate = 16;
+          c.b_form = c.c_form = form;
+          c.has_h0 = (k % 2) == 0;
+          c.pad = 2;
+          if (algorithm == ScanAlgorithm::kLogSpace) {
+            if (L > 64) continue;
+            c = SaneForLogSpace(c);
+          }
+          SCOPED_TRACE(std::string(ScanAlgorithmName(algorithm)) + " " + c.Name() + " chunk=" + std::to_string(chunk));
+          Rng rng(seed + k++);
+          ScanProblem prob(c, rng);
+          SelectiveScanOptions options;
+          options.algorithm = algorithm;
+          options.chunk_length = chunk;
+          const int64_t Q = chunk > 0 ? chunk : kDefaultScanChunkLength, K = SelectiveScanChunkCount(L, options);
+          ASSERT_EQ(K, (L + Q - 1) / Q);
+          PaddedTensor out(prob.SeqShape(), c.dtype, c.pad), states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
+          out.Poison();
+          states.Poison();
+          const Status status = SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
+          ASSERT_TRUE(status.ok()) << status.message();
+          EXPECT_TRUE(states.PaddingUntouched()) << "chunk_states written outside its view";
+          EXPECT_TRUE(out.Bytes() == RunFast(prob, algorithm, chunk, false).out.Bytes()) << "out changed";
+          std::vector<double> want(c.batch * c.dim * K * c.dstate);
+          for (int64_t entry = 0; entry < K; ++entry) {
+            const std::vector<double> state = OracleStateAfter(prob, entry * Q);  // (B, D, N)
+            for (int64_t row = 0; row < c.batch * c.dim; ++row) {
+              std::copy_n(state.begin() + row * c.dstate, c.dstate, want.begin() + (row * K + entry) * c.dstate);
+            }
+          }
+          EXPECT_LE(worst.Track(std::string(ScanAlgorithmName(algorithm)) + " chunk_states",
+                                RelativeError(states.ToDouble(), want)),
+                    kF32Bound);
         }
       }
     }

@@ -57,9 +57,25 @@ struct SelectiveScanOptions {
 
 inline constexpr int64_t kMaxScanStateSize = 256;
 
+// The chunk length options.chunk_length = 0 stands for. Tuned for speed, does not affect the
+// function computed.
+inline constexpr int64_t kDefaultScanChunkLength = 64;
+
 // out: (B, D, L), the dtype of u. final_state: optional (B, D, N) f32.
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const SelectiveScanOptions& options = {});
+
+// Chunk states: what a forward saves so that its backward need not run the forward over the
+// sequence again (mamba_ssm's forward returns the same for its backward). A (B, D, K, N) f32
+// tensor, K = SelectiveScanChunkCount(L, options): entry [b, d, k] is the state entering step
+// k Q, Q = options.chunk_length or its default (entry 0 is initial_state, or zeros). Extra
+// memory O(B D N L / Q). CPU only for now.
+int64_t SelectiveScanChunkCount(int64_t seqlen, const SelectiveScanOptions& options = {});
+
+// The forward above, also writing chunk_states (optional: undefined writes none).
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
+                            const Tensor& final_state, const Tensor& chunk_states,
+                            const SelectiveScanOptions& options = {});
 
 // Gradient outputs, each overwritten (not accumulated), each with its input's shape and dtype.
 // Any may be left undefined when not wanted; one for an absent optional input must be.
@@ -73,5 +89,13 @@ struct SelectiveScanGrads {
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const SelectiveScanGrads& grads,
                              const SelectiveScanOptions& options = {});
+
+// The backward above, given the chunk_states its forward wrote for the same inputs and
+// options (optional: undefined recomputes them). With variable B and C (a Mamba-1 layer) it
+// then skips its forward pass over the sequence, and the gradients are the same bits either
+// way; with a constant B or C it reads none of them (it needs that pass's outputs anyway).
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
+                             const Tensor& dfinal_state, const Tensor& chunk_states,
+                             const SelectiveScanGrads& grads, const SelectiveScanOptions& options = {});
 
 }  // namespace ssmkit

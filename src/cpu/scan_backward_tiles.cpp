@@ -436,13 +436,18 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
         float* dB_out = p.dB.data ? dB_part + ((block * p.batch + b) * p.B.groups + gB) * L * N : unused;
         float* dC_out = p.dC.data ? dC_part + ((block * p.batch + b) * p.C.groups + gC) * L * N : unused;
 
-        // Phase 1: forward over all L, keeping the checkpoints.
+        // Phase 1: forward over all L, keeping the checkpoints, or the forward's chunk states
+        // (the same bits: its steps are these).
         for (int64_t tile = run; tile < run_end; ++tile) {
           const TileSlot t = slot(tile - begin);
           int64_t d0, count;
           layout.Locate(tile, &d0, &count);
-          LoadTileStates(p.initial_state, b, d0, count, N, Nq, t.h);
           LoadTileStates(p.dfinal_state, b, d0, count, N, Nq, t.g);
+          if (p.chunk_states.data) {
+            for (int64_t c = 0; c < chunks; ++c) LoadTileChunk(p.chunk_states, b, d0, count, c, N, Nq, t.ckpt + c * NqW);
+            continue;
+          }
+          LoadTileStates(p.initial_state, b, d0, count, N, Nq, t.h);
           for (int64_t l0 = 0; l0 < L; l0 += fwd.S) {
             const int64_t len = std::min(fwd.S, L - l0);
             PrepareBlock(p, b, d0, count, l0, len, fwd);

@@ -208,12 +208,45 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
   std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
 }
 
+// Entry k of row (b, d) of the chunk states: the first N floats of h.
+void StoreRowChunk(const ChunkStatesView& v, int64_t b, int64_t d, int64_t k, const float* h,
+                   int64_t N) {
+  float* entry = v.Entry(b, d, k);
+  for (int64_t n = 0; n < N; ++n) entry[n * v.stride_state] = h[n];
+}
+
+// The sequential scan of a row in spans that end where a chunk starts, saving the state
+// entering each chunk; the steps and their arithmetic are those of one ScanSequential call.
+void ScanSequentialSavingChunks(const RowScan& s, const ChunkStatesView& v, int64_t b, int64_t d,
+                                int64_t N) {
+  for (int64_t l0 = 0; l0 < s.L; l0 += v.interval) {
+    StoreRowChunk(v, b, d, l0 / v.interval, s.h, N);
+    RowScan span = s;
+    span.B += l0 * s.bstep;
+    span.C += l0 * s.cstep;
+    span.dt += l0;
+    span.dtu += l0;
+    span.y += l0;
+    span.L = std::min(v.interval, s.L - l0);
+    ScanSequential(span);
+  }
+}
+
+// The chunk states of a row from every step's state hs (L, Np) and h0 (the pair-based
+// algorithms keep them all).
+void StoreRowChunksFromStates(const ChunkStatesView& v, int64_t b, int64_t d, const float* h0,
+                              const float* hs, int64_t L, int64_t Np, int64_t N) {
+  StoreRowChunk(v, b, d, 0, h0, N);
+  for (int64_t k = 1; k * v.interval < L; ++k) StoreRowChunk(v, b, d, k, hs + (k * v.interval - 1) * Np, N);
+}
+
 // The channel-tiled sequential path (scan_block-inl.h): tiles of W channels over all
 // (b, tile) pairs, each walking time in super-blocks of kSuperBlock steps.
 void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
                   const float* A, int64_t Np) {
   const TileLayout layout = MakeTileLayout(p);
   const int64_t L = p.seqlen, N = p.dstate, Nq = PaddedStates(N);
+  const ChunkStatesView& chunks = p.chunk_states;
   ParallelFor(p.batch * layout.Count(), [&](int64_t begin, int64_t end, int) {
     SuperBlock s(std::min(L, kSuperBlock), 0);
     float* h = ThreadScratch(1, (2 * Nq + 1) * kBlockWidth);  // (Nq, W) state
@@ -232,7 +265,18 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
       for (int64_t l0 = 0; l0 < L; l0 += s.S) {
         const int64_t len = std::min(s.S, L - l0);
         PrepareBlock(p, b, d0, count, l0, len, s);
-        StepTile(t, t.B + l0 * Np, t.C + l0 * Np, s.dt, s.ut, skip, h, len, s.y);
+        // In spans that end where a chunk starts, so the state entering it can be saved.
+        for (int64_t l = 0; l < len;) {
+          const int64_t step = l0 + l;
+          int64_t span = len - l;
+          if (chunks.data) {
+            if (step % chunks.interval == 0) StoreTileChunk(h, chunks, b, d0, count, step / chunks.interval, N);
+            span = std::min(span, chunks.interval - step % chunks.interval);
+          }
+          const int64_t at = l * kBlockWidth;
+          StepTile(t, t.B + step * Np, t.C + step * Np, s.dt + at, s.ut + at, skip, h, span, s.y + at);
+          l += span;
+        }
         FinishBlock(p, b, d0, count, l0, len, s);
       }
       StoreTileStates(h, p.final_state, b, d0, count, N);
@@ -277,6 +321,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       if (h0.data) {
         for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
       }
+      if (p.chunk_states.data) StoreRowChunk(p.chunk_states, b, d, 0, h.data(), N);
       const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
       const float* Ad = A + d * Np;
       const float* Bd = B.Row(b, d);
@@ -325,7 +370,7 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
 
   ParallelFor(p.batch * p.dim, [&](int64_t begin, int64_t end, int) {
     RowBuffers rb(RoundUp(L, lanes));
-    std::vector<float> gated(rb.u.size()), h(Np);
+    std::vector<float> gated(rb.u.size()), h(Np), h0(Np);
     std::vector<float> a(pairs ? L * Np : 0), x(pairs ? L * Np : 0);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / p.dim, d = row % p.dim;
@@ -337,18 +382,21 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       }
       const RowScan s{A + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
                       rb.dt.data(), rb.dtu.data(), rb.y.data(), h.data(), L, Np};
-      switch (algorithm) {
-        case ScanAlgorithm::kSequential: ScanSequential(s); break;
-        case ScanAlgorithm::kLogSpace:
+      const ChunkStatesView& chunks = p.chunk_states;
+      if (algorithm == ScanAlgorithm::kSequential) {
+        chunks.data ? ScanSequentialSavingChunks(s, chunks, b, d, N) : ScanSequential(s);
+      } else {
+        if (chunks.data) std::copy(h.begin(), h.end(), h0.begin());
+        if (algorithm == ScanAlgorithm::kLogSpace) {
           ScanLogSpace(s, x.data());
-          ReadOut(s, x.data());
-          break;
-        default:
+        } else {
           BuildPairs(s, a.data(), x.data());
           if (algorithm == ScanAlgorithm::kChunked) ScanChunked(s, a.data(), x.data(), chunk);
           if (algorithm == ScanAlgorithm::kBlelloch) ScanBlelloch(s, a.data(), x.data());
           if (algorithm == ScanAlgorithm::kHillisSteele) ScanHillisSteele(s, a.data(), x.data());
-          ReadOut(s, x.data());
+        }
+        if (chunks.data) StoreRowChunksFromStates(chunks, b, d, h0.data(), x.data(), L, Np, N);
+        ReadOut(s, x.data());
       }
       std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
       FinishRow(df, p, b, d, rb, gated.data());

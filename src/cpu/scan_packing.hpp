@@ -23,8 +23,7 @@ inline int64_t PackedStateStride(int64_t dstate, int64_t lanes) {
 }
 
 // options.chunk_length = 0: the chunked forward's chunk and the backward's checkpoint interval.
-// Tuned for speed, does not affect the function computed.
-inline constexpr int64_t kDefaultCheckpointInterval = 64;
+inline constexpr int64_t kDefaultCheckpointInterval = kDefaultScanChunkLength;
 
 // Whether the channel-tiled paths apply (scan_block-inl.h): B and C both variable (one row per
 // step shared by a tile's channels), and, when their group counts differ, one grouping nested

@@ -30,6 +30,11 @@ F32View MakeF32View(const Tensor& t) {
   return v;
 }
 
+ChunkStatesView MakeChunkStatesView(const Tensor& t, int64_t interval) {
+  if (!t.defined()) return {};
+  return {static_cast<float*>(t.data), interval, t.strides[0], t.strides[1], t.strides[2], t.strides[3]};
+}
+
 BCView MakeBCView(const Tensor& t) {
   BCView v;
   v.data = t.data;
@@ -134,6 +139,25 @@ Status CheckOptions(const SelectiveScanOptions& options) {
   return Status::Ok();
 }
 
+int64_t ChunkLength(const SelectiveScanOptions& options) {
+  return options.chunk_length > 0 ? options.chunk_length : kDefaultScanChunkLength;
+}
+
+// Checks the optional chunk states against the checked problem in `p` and sets p->chunk_states.
+Status CheckChunkStates(const Tensor& t, const SelectiveScanOptions& options, Device device,
+                        SelectiveScanParams* p) {
+  if (t.defined() && device == Device::kCuda) {
+    return check::Mismatch(kOp, "chunk_states", "undefined on the CUDA backend (CPU only for now)",
+                           "a CUDA tensor");
+  }
+  const int64_t chunks = SelectiveScanChunkCount(p->seqlen, options);
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "chunk_states", t,
+                                         {"(B, D, K, N), K = ceil(L / Q)", {p->batch, p->dim, chunks, p->dstate}},
+                                         {DType::kF32}));
+  p->chunk_states = MakeChunkStatesView(t, ChunkLength(options));
+  return Status::Ok();
+}
+
 // Every tensor of a call, named for the device check.
 Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
@@ -169,18 +193,30 @@ Status ParseScanAlgorithm(std::string_view name, ScanAlgorithm* algorithm) {
                          "\"" + std::string(name) + "\"");
 }
 
+int64_t SelectiveScanChunkCount(int64_t seqlen, const SelectiveScanOptions& options) {
+  const int64_t Q = ChunkLength(options);
+  return (seqlen + Q - 1) / Q;
+}
+
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const SelectiveScanOptions& options) {
+  return SelectiveScanForward(inputs, out, final_state, Tensor{}, options);
+}
+
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
+                            const Tensor& final_state, const Tensor& chunk_states,
+                            const SelectiveScanOptions& options) {
   SelectiveScanParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(
-      CheckDevices(inputs, {{"out", out}, {"final_state", final_state}}, &device));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(
+      inputs, {{"out", out}, {"final_state", final_state}, {"chunk_states", chunk_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", final_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
   p.out = MakeSeqView(out);
   p.final_state = MakeF32View(final_state);
   if (device == Device::kCuda) return cuda::SelectiveScanForward(p);
@@ -190,11 +226,17 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const SelectiveScanGrads& grads,
                              const SelectiveScanOptions& options) {
+  return SelectiveScanBackward(inputs, dout, dfinal_state, Tensor{}, grads, options);
+}
+
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
+                             const Tensor& dfinal_state, const Tensor& chunk_states,
+                             const SelectiveScanGrads& grads, const SelectiveScanOptions& options) {
   SelectiveScanBwdParams p;
   Device device;
   SSMKIT_RETURN_IF_ERROR(CheckDevices(
       inputs,
-      {{"dout", dout}, {"dfinal_state", dfinal_state}, {"du", grads.du}, {"ddelta", grads.ddelta},
+      {{"dout", dout}, {"dfinal_state", dfinal_state}, {"chunk_states", chunk_states}, {"du", grads.du}, {"ddelta", grads.ddelta},
        {"dA", grads.dA}, {"dB", grads.dB}, {"dC", grads.dC}, {"dD", grads.dD}, {"dz", grads.dz},
        {"ddelta_bias", grads.ddelta_bias}, {"dinitial_state", grads.dinitial_state}},
       &device));
@@ -214,6 +256,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
   SSMKIT_RETURN_IF_ERROR(
       check::GradLike(kOp, "dinitial_state", grads.dinitial_state, "initial_state", inputs.initial_state));
+  SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
   p.dout = MakeSeqView(dout);
   p.dfinal_state = MakeF32View(dfinal_state);
   p.du = MakeSeqView(grads.du);

@@ -43,6 +43,20 @@ struct F32View {
   int64_t stride_state = 0;
 };
 
+// The (B, D, K, N) chunk states (ssmkit/selective_scan.hpp): entry [b, d, k] is the state
+// entering step k * interval.
+struct ChunkStatesView {
+  float* data = nullptr;  // nullptr: absent
+  int64_t interval = 0;   // Q
+  int64_t stride_batch = 0;
+  int64_t stride_dim = 0;
+  int64_t stride_chunk = 0;
+  int64_t stride_state = 0;
+  float* Entry(int64_t b, int64_t d, int64_t k) const {
+    return data + b * stride_batch + d * stride_dim + k * stride_chunk;
+  }
+};
+
 struct SelectiveScanParams {
   int64_t batch = 0;
   int64_t dim = 0;
@@ -54,6 +68,7 @@ struct SelectiveScanParams {
   F32View A, D, delta_bias, initial_state;
   SeqView out;
   F32View final_state;
+  ChunkStatesView chunk_states;  // written by the forward, read by the backward
 };
 
 struct SelectiveScanBwdParams : SelectiveScanParams {

@@ -42,6 +42,10 @@ SelectiveScanInputs ScanInputs(const BlockArgs& a, const Dims& s, const Mamba1Sa
   return in;
 }
 
+Tensor ChunkStates(const Mamba1Saved& v, const Dims& s) {
+  return F32Contiguous(v.chunk_states.data(), {s.Bt, s.D, SelectiveScanChunkCount(s.L), s.N});
+}
+
 }  // namespace
 
 Status Mamba1Forward(const BlockArgs& a, const float* normed, Mamba1Saved* v,
@@ -72,8 +76,11 @@ Status Mamba1Forward(const BlockArgs& a, const float* normed, Mamba1Saved* v,
                  v->dt.data() + b * s.D * s.L, s.L);
   }
   NegExp(a.P(a.layer.A_log), s.D * s.N, scratch->A.data());
+  const int64_t chunks = SelectiveScanChunkCount(s.L);
+  Resize(v->chunk_states, s.Bt * s.D * chunks * s.N);
   SSMKIT_RETURN_IF_ERROR(SelectiveScanForward(ScanInputs(a, s, *v, scratch->A.data()),
-                                              F32Contiguous(v->y.data(), {s.Bt, s.D, s.L}), {}));
+                                              F32Contiguous(v->y.data(), {s.Bt, s.D, s.L}), {},
+                                              ChunkStates(*v, s)));
   for (int64_t b = 0; b < s.Bt; ++b) {
     ParallelGemm(true, true, s.L, s.d, s.D, 1.0f, v->y.data() + b * s.D * s.L, s.L, W_out, s.D,
                  0.0f, out + b * s.L * s.d, s.d);
@@ -121,8 +128,9 @@ Status Mamba1Backward(const BlockArgs& a, const float* normed, const Mamba1Saved
   g.dD = F32Contiguous(w->dD.data(), {s.D});
   g.dz = View(w->dxz.data() + s.D * s.L, {s.Bt, s.D, s.L}, {2 * s.D * s.L, s.L, 1});
   g.ddelta_bias = F32Contiguous(w->ddt_bias.data(), {s.D});
-  SSMKIT_RETURN_IF_ERROR(SelectiveScanBackward(
-      ScanInputs(a, s, v, w->A.data()), F32Contiguous(w->dy.data(), {s.Bt, s.D, s.L}), {}, g));
+  SSMKIT_RETURN_IF_ERROR(SelectiveScanBackward(ScanInputs(a, s, v, w->A.data()),
+                                               F32Contiguous(w->dy.data(), {s.Bt, s.D, s.L}), {},
+                                               ChunkStates(v, s), g));
   AccumulateDALog(w->dA.data(), w->A.data(), s.D * s.N, a.G(o.A_log));
   AddInto(a.G(o.D), w->dD.data(), s.D);
   AddInto(a.G(o.dt_bias), w->ddt_bias.data(), s.D);

@@ -40,8 +40,8 @@ constexpr int kSlowRuns = 5;
 
 // Outputs, the incoming gradient and the gradient outputs of one case, all f32.
 struct CaseBuffers {
-  std::vector<float> out, final_state, dout, du, ddelta, dz, dA, dB, dC, dD, ddelta_bias, dh0;
-  Tensor out_t, final_t, dout_t;
+  std::vector<float> out, final_state, chunk_states, dout, du, ddelta, dz, dA, dB, dC, dD, ddelta_bias, dh0;
+  Tensor out_t, final_t, chunk_states_t, dout_t;
   SelectiveScanGrads grads;
 
   explicit CaseBuffers(const scan_inputs::LayerData& data) {
@@ -50,6 +50,8 @@ struct CaseBuffers {
     const DType f32 = DType::kF32;
     out.resize(seq);
     final_state.resize(s.batch * s.dim * s.dstate);
+    const int64_t chunks = SelectiveScanChunkCount(s.seqlen);
+    chunk_states.resize(s.batch * s.dim * chunks * s.dstate);
     dout.resize(seq);
     std::mt19937_64 rng(99);
     std::normal_distribution<float> normal;
@@ -62,6 +64,7 @@ struct CaseBuffers {
     ddelta_bias.resize(s.dim);
     out_t = Tensor::Contiguous(out.data(), f32, {s.batch, s.dim, s.seqlen});
     final_t = Tensor::Contiguous(final_state.data(), f32, {s.batch, s.dim, s.dstate});
+    chunk_states_t = Tensor::Contiguous(chunk_states.data(), f32, {s.batch, s.dim, chunks, s.dstate});
     dout_t = Tensor::Contiguous(dout.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.du = Tensor::Contiguous(du.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.ddelta = Tensor::Contiguous(ddelta.data(), f32, {s.batch, s.dim, s.seqlen});
@@ -200,10 +203,12 @@ int RunScanBench(const Options& options) {
       Result fwd = MakeResult(c.name, algo, "fwd", fwd_ms, MinimumBytes(s, c.reads_state, false), states);
       peer.Apply(GgmlCase(c), c.ggml_fwd_ms, kPeer, &fwd);
       results.push_back(fwd);
+      // As in training: the forward saves its chunk states, the backward starts from them.
       const double both_ms = TimeCase(options, label + " fwd+bwd", [&] {
-        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
+        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, buffers.chunk_states_t, scan_options);
         if (status.ok()) {
-          status = SelectiveScanBackward(inputs, buffers.dout_t, Tensor{}, buffers.grads, scan_options);
+          status = SelectiveScanBackward(inputs, buffers.dout_t, Tensor{}, buffers.chunk_states_t, buffers.grads,
+                                         scan_options);
         }
       }, &notes);
       if (!status.ok()) {
