@@ -165,27 +165,40 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
                               float* HWY_RESTRICT dC, float* HWY_RESTRICT gB,
                               float* HWY_RESTRICT daA, PrefetchQueue& pf) {
   const BlockTag df;
-  BlockVec gr[kN];
+  BlockVec gr[kN], dAr[kN];
   HWY_UNROLL(16)
-  for (int n = 0; n < kN; ++n) gr[n] = hn::LoadU(df, g + n * W);
+  for (int n = 0; n < kN; ++n) {
+    gr[n] = hn::LoadU(df, g + n * W);
+    dAr[n] = hn::LoadU(df, dA + n * W);
+  }
+  // dC_l += dy_l h_l. Step l loads h_{l-1} anyway (for daa), so it does step l - 1's dC
+  // term; only the last step's is done here.
+  {
+    const float* h_last = h_buf + (len - 1) * stride;
+    float* dC_last = dC + (len - 1) * stride;
+    const BlockVec dy_last = hn::LoadU(df, dy + (len - 1) * W);
+    HWY_UNROLL(16)
+    for (int n = 0; n < kN; ++n) {
+      hn::StoreU(hn::MulAdd(dy_last, hn::LoadU(df, h_last + n * W), hn::LoadU(df, dC_last + n * W)), df,
+                 dC_last + n * W);
+    }
+  }
   for (int64_t l = len - 1; l >= 0; --l) {
     pf.Issue();
     const float* Bl = B + l * Np;
     const float* Cl = C + l * Np;
     const float* a_l = a_buf + l * stride;
-    const float* h_l = h_buf + l * stride;
     const float* h_prev = l > 0 ? h_buf + (l - 1) * stride : h_in;
     float* dB_l = dB + l * stride;
-    float* dC_l = dC + l * stride;
+    float* dC_prev = dC + (l - 1) * stride;  // used only when l > 0
     const BlockVec dy_l = hn::LoadU(df, dy + l * W), dt_l = hn::LoadU(df, dt + l * W);
+    const BlockVec dy_prev = l > 0 ? hn::LoadU(df, dy + (l - 1) * W) : hn::Zero(df);
     const BlockVec dtu_l = hn::Mul(dt_l, hn::LoadU(df, u + l * W));
     BlockVec gB0 = hn::LoadU(df, gB + l * W), gB1 = hn::Zero(df);
     BlockVec daA0 = hn::LoadU(df, daA + l * W), daA1 = hn::Zero(df);
     HWY_UNROLL(16)
     for (int n = 0; n < kN; ++n) {
       gr[n] = hn::MulAdd(dy_l, hn::Set(df, Cl[n]), gr[n]);
-      const BlockVec dC_new = hn::MulAdd(dy_l, hn::LoadU(df, h_l + n * W), hn::LoadU(df, dC_l + n * W));
-      hn::StoreU(dC_new, df, dC_l + n * W);
       hn::StoreU(hn::MulAdd(gr[n], dtu_l, hn::LoadU(df, dB_l + n * W)), df, dB_l + n * W);
       if (n % 2 == 0) {
         gB0 = hn::MulAdd(gr[n], hn::Set(df, Bl[n]), gB0);
@@ -193,8 +206,12 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
         gB1 = hn::MulAdd(gr[n], hn::Set(df, Bl[n]), gB1);
       }
       gr[n] = hn::Mul(gr[n], hn::LoadU(df, a_l + n * W));
-      const BlockVec daa = hn::Mul(gr[n], hn::LoadU(df, h_prev + n * W));
-      hn::StoreU(hn::MulAdd(daa, dt_l, hn::LoadU(df, dA + n * W)), df, dA + n * W);
+      const BlockVec h_prev_n = hn::LoadU(df, h_prev + n * W);
+      if (l > 0) {
+        hn::StoreU(hn::MulAdd(dy_prev, h_prev_n, hn::LoadU(df, dC_prev + n * W)), df, dC_prev + n * W);
+      }
+      const BlockVec daa = hn::Mul(gr[n], h_prev_n);
+      dAr[n] = hn::MulAdd(daa, dt_l, dAr[n]);
       if (n % 2 == 0) {
         daA0 = hn::MulAdd(daa, hn::LoadU(df, A2 + n * W), daA0);
       } else {
@@ -205,21 +222,29 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
     hn::StoreU(hn::Add(daA0, daA1), df, daA + l * W);
   }
   HWY_UNROLL(16)
-  for (int n = 0; n < kN; ++n) hn::StoreU(gr[n], df, g + n * W);
+  for (int n = 0; n < kN; ++n) {
+    hn::StoreU(gr[n], df, g + n * W);
+    hn::StoreU(dAr[n], df, dA + n * W);
+  }
 }
 
-// fn(n0, std::integral_constant<int, kN>) for each block of up to 16 of the Nq states.
-template <class Fn>
+// fn(n0, std::integral_constant<int, kN>) for each block of up to kMax (16 or 8) of the Nq
+// states (a multiple of 4).
+template <int kMax = 16, class Fn>
 HWY_INLINE void ForStateBlocks(int64_t Nq, Fn&& fn) {
-  for (int64_t n0 = 0; n0 < Nq; n0 += 16) {
-    switch (std::min<int64_t>(16, Nq - n0)) {
+  for (int64_t n0 = 0; n0 < Nq; n0 += kMax) {
+    switch (std::min<int64_t>(kMax, Nq - n0)) {
       case 4: fn(n0, std::integral_constant<int, 4>()); break;
       case 8: fn(n0, std::integral_constant<int, 8>()); break;
       case 12: fn(n0, std::integral_constant<int, 12>()); break;
-      default: fn(n0, std::integral_constant<int, 16>()); break;
+      default: fn(n0, std::integral_constant<int, kMax>()); break;
     }
   }
 }
+
+// The adjoint holds two registers per state (g and the dA sum), so it takes blocks of up to 8
+// states: with 16 the 32 registers spill. Tuned for speed, does not affect results.
+constexpr int kAdjointStates = HWY_MAX_BYTES >= 64 ? 8 : 4;
 
 // What the backward keeps per tile of a thread's range, over batches and chunks.
 struct TileSlot {
@@ -479,7 +504,7 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
                 pf.AddRows(*v, b, d_next, count_next, next_l0, next_len);
               }
             }
-            pf.Spread(2 * len * ((Nq + 15) / 16));
+            pf.Spread(len * ((Nq + 15) / 16 + (Nq + kAdjointStates - 1) / kAdjointStates));  // Issue() calls
             PrepareBlock(p, b, d0, count, l0, len, cb.s, cb.dsp);
             PrepareOutputGrads(p, b, d0, count, l0, len, cb);
             const BlockTag df;
@@ -491,10 +516,12 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
             }
             const float* h_in = t.ckpt + c * NqW;
             ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-              constexpr int kStates = decltype(kN)::value;
-              RecomputeStates<kStates>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, h_in + n0 * W, len,
-                                       cb.a + n0 * W, cb.h + n0 * W, NqW, cb.s.y, pf);
-              AdjointStates<kStates>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, cb.dy, cb.a + n0 * W,
+              RecomputeStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut,
+                                                   h_in + n0 * W, len, cb.a + n0 * W, cb.h + n0 * W, NqW,
+                                                   cb.s.y, pf);
+            });
+            ForStateBlocks<kAdjointStates>(Nq, [&](int64_t n0, auto kN) {
+              AdjointStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, cb.dy, cb.a + n0 * W,
                                      cb.h + n0 * W, h_in + n0 * W, NqW, len, t.g + n0 * W, t.dA + n0 * W,
                                      cb.dB + n0 * W, cb.dC + n0 * W, cb.gB, cb.daA, pf);
             });
