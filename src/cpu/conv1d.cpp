@@ -275,35 +275,42 @@ void FinishUpdatePass(const CausalConv1dUpdateParams& p, int64_t first, int64_t 
   }
 }
 
-// The update, rows [begin, end) in passes of kUpdateRowsPerPass rows: each row's window
-// [state (S), x (T)] is built in f32, its T pre-activations computed, and its state replaced
-// by the window's last S values; then FinishUpdatePass. Every x of a row is read before its
-// out is written.
-void UpdateRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
-                float* window /* (S + T) */, float* pre /* (rows per pass * T, padded) */) {
-  const int64_t K = p.width, S = p.state_len, T = p.steps;
+// Rows [begin, end) of an update in passes of kUpdateRowsPerPass rows: row_fn(b, d, state,
+// pre_row) computes a row's T pre-activations into pre_row and moves its state on, then
+// FinishUpdatePass ends the pass. Every x of a row is read before its out is written.
+template <class RowFn>
+void UpdatePasses(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
+                  float* pre /* (rows per pass * T, padded) */, RowFn&& row_fn) {
   for (int64_t first = begin; first < end; first += kUpdateRowsPerPass) {
     const int64_t last = std::min(end, first + kUpdateRowsPerPass);
     RowCursor row(first, p.dim);
     for (int64_t r = first; r < last; ++r, row.Next()) {
-      const int64_t b = row.b(), d = row.d();
-      float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch +
-                     d * p.conv_state.stride_dim;
-      std::memcpy(window, state, static_cast<size_t>(S) * sizeof(float));
-      RowToF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, T, window + S);
-      const float* w = p.weight.data + d * p.weight.stride_dim;
-      const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
-      float* pre_row = pre + (r - first) * T;
-      for (int64_t t = 0; t < T; ++t) {
-        const float* taps_in = window + S - (K - 1) + t;  // the K inputs of step t, oldest first
-        float acc = bias;
-        for (int64_t k = 0; k < K; ++k) acc += w[k] * taps_in[k];
-        pre_row[t] = acc;
-      }
-      std::memcpy(state, window + T, static_cast<size_t>(S) * sizeof(float));
+      float* state = static_cast<float*>(p.conv_state.data) + row.b() * p.conv_state.stride_batch +
+                     row.d() * p.conv_state.stride_dim;  // (S), oldest first
+      row_fn(row.b(), row.d(), state, pre + (r - first) * p.steps);
     }
     FinishUpdatePass(p, first, last, pre);
   }
+}
+
+// Any update: each row's window [state (S), x (T)] is built in f32, its T pre-activations
+// computed, and its state replaced by the window's last S values.
+void UpdateRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
+                float* window /* (S + T) */, float* pre) {
+  const int64_t K = p.width, S = p.state_len, T = p.steps;
+  UpdatePasses(p, begin, end, pre, [&](int64_t b, int64_t d, float* state, float* pre_row) {
+    std::memcpy(window, state, static_cast<size_t>(S) * sizeof(float));
+    RowToF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, T, window + S);
+    const float* w = p.weight.data + d * p.weight.stride_dim;
+    const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* taps_in = window + S - (K - 1) + t;  // the K inputs of step t, oldest first
+      float acc = bias;
+      for (int64_t k = 0; k < K; ++k) acc += w[k] * taps_in[k];
+      pre_row[t] = acc;
+    }
+    std::memcpy(state, window + T, static_cast<size_t>(S) * sizeof(float));
+  });
 }
 
 // One decode step (T = 1) with the state holding exactly the K - 1 previous inputs (every
@@ -312,24 +319,16 @@ void UpdateRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
 // ~2 ns of arithmetic.
 template <int K>
 void UpdateOneStepRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end, float* pre) {
-  for (int64_t first = begin; first < end; first += kUpdateRowsPerPass) {
-    const int64_t last = std::min(end, first + kUpdateRowsPerPass);
-    RowCursor row(first, p.dim);
-    for (int64_t r = first; r < last; ++r, row.Next()) {
-      const int64_t b = row.b(), d = row.d();
-      float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch +
-                     d * p.conv_state.stride_dim;  // (K - 1), oldest first
-      const float x = LoadAsF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim);
-      const float* w = p.weight.data + d * p.weight.stride_dim;
-      float acc = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
-      for (int k = 0; k < K - 1; ++k) acc += w[k] * state[k];
-      acc += w[K - 1] * x;
-      for (int k = 0; k + 1 < K - 1; ++k) state[k] = state[k + 1];
-      state[K - 2] = x;
-      pre[r - first] = acc;
-    }
-    FinishUpdatePass(p, first, last, pre);
-  }
+  UpdatePasses(p, begin, end, pre, [&](int64_t b, int64_t d, float* state, float* pre_row) {
+    const float x = LoadAsF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim);
+    const float* w = p.weight.data + d * p.weight.stride_dim;
+    float acc = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
+    for (int k = 0; k < K - 1; ++k) acc += w[k] * state[k];
+    acc += w[K - 1] * x;
+    for (int k = 0; k + 1 < K - 1; ++k) state[k] = state[k + 1];
+    state[K - 2] = x;
+    pre_row[0] = acc;
+  });
 }
 
 template <int K>
