@@ -121,14 +121,14 @@ GradSet FastBackward(SsdProblem& prob, const Projection& proj, const SsdOptions&
   return g;
 }
 
-// Every non-empty gradient of `got` within `tol` of `want`; dA and ddt_bias, per-head sums
-// over B * L terms of both signs, within `sum_tol` (f32 rounding of the terms does not
-// cancel the way the terms do).
+// Every non-empty gradient of `got` within `tol` of `want`; dA, dD and ddt_bias, per-head
+// sums over B * L terms of both signs, within `sum_tol` (f32 rounding of the terms does not
+// cancel the way the terms do: dD measured 1.4e-5 at L = 1024 once in ~70 runs).
 void ExpectClose(GradSet got, GradSet want, double tol, const std::string& what, double sum_tol = 0) {
   auto g = Members(got), w = Members(want);
   for (int k = 0; k < 9; ++k) {
     if (g[k]->empty()) continue;
-    const bool per_head_sum = k == 2 || k == 7;
+    const bool per_head_sum = k == 2 || k == 5 || k == 7;
     EXPECT_LE(RelativeError(*g[k], *w[k]), per_head_sum ? std::max(tol, sum_tol) : tol)
         << what << ": " << kGradNames[k];
   }
