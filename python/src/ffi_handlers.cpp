@@ -7,6 +7,9 @@
 // (ffi::PlatformStream<cudaStream_t>); RunOverSlices (ffi_slices.hpp) does the rest.
 #include "ffi_handlers.hpp"
 
+#include <initializer_list>
+#include <utility>
+
 #include "ffi_slices.hpp"
 #include "op_tensors.hpp"
 
@@ -15,19 +18,13 @@ namespace {
 
 using Ranks = ffi::Span<const int64_t>;
 
-// Platform: the binding's context, ffi::ThreadPool or ffi::PlatformStream<cudaStream_t>;
-// Ctx<Platform> is what the handler receives (the pool, or the cudaStream_t).
-template <class Platform>
-using Ctx = typename ffi::CtxDecoding<Platform>::Type;
-
-// The binding every handler starts with: context, operands, results, ranks.
+// The binding every handler starts with: context (Platform: ffi::ThreadPool, or
+// ffi::PlatformStream<cudaStream_t>, which hands the body a cudaStream_t), operands, results,
+// ranks.
 template <class Platform>
 auto Bind() {
-  return ffi::Ffi::Bind()
-      .Ctx<Platform>()
-      .RemainingArgs()
-      .RemainingRets()
-      .template Attr<Ranks>("ranks");
+  return ffi::Ffi::Bind().Ctx<Platform>().RemainingArgs().RemainingRets().template Attr<Ranks>(
+      "ranks");
 }
 
 template <class Platform>
@@ -39,8 +36,9 @@ auto ScanFwdBind() {
 }
 template <class Platform>
 auto ScanBwdBind() {
-  return Bind<Platform>().template Attr<bool>("delta_softplus").template Attr<int64_t>(
-      "chunk_length");
+  return Bind<Platform>()
+      .template Attr<bool>("delta_softplus")
+      .template Attr<int64_t>("chunk_length");
 }
 // The SSD's and the gated RMSNorm's attributes, the same for forward and backward.
 template <class Platform>
@@ -73,8 +71,8 @@ auto EpsBind() {
 }
 
 template <class Context>
-ffi::Error ScanFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool delta_softplus, int64_t algorithm, int64_t chunk_length) {
+ffi::Error ScanFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool delta_softplus, int64_t algorithm, int64_t chunk_length) {
   SelectiveScanOptions options;
   options.algorithm = static_cast<ScanAlgorithm>(algorithm);
   options.chunk_length = chunk_length;
@@ -87,8 +85,8 @@ ffi::Error ScanFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
 
 // Operands: the inputs, dout, dfinal_state. Results: the gradients.
 template <class Context>
-ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool delta_softplus, int64_t chunk_length) {
+ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool delta_softplus, int64_t chunk_length) {
   SelectiveScanOptions options;
   options.chunk_length = chunk_length;
   constexpr size_t n = kScanInputs.size();
@@ -100,8 +98,8 @@ ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
 }
 
 template <class Context>
-ffi::Error SsdFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                  Ranks ranks, bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
+ffi::Error SsdFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                  bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
                   int64_t chunk_size) {
   SsdOptions options;
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
@@ -114,8 +112,8 @@ ffi::Error SsdFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
 }
 
 template <class Context>
-ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                  Ranks ranks, bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
+ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                  bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
                   int64_t chunk_size) {
   SsdOptions options;
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
@@ -130,8 +128,8 @@ ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
 
 // Operands: state, then the inputs. Results: out, the updated state.
 template <class Context>
-ffi::Error StateUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                       Ranks ranks, bool dt_softplus) {
+ffi::Error StateUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                       bool dt_softplus) {
   return RunOverSlices("selective_state_update", ctx, args, rets, ranks,
                        kStateUpdateInputs.size() + 1, 2, [&](Tensors in, Tensors out) {
                          SSMKIT_RETURN_IF_ERROR(CopyInto(in[0], out[1], "selective_state_update"));
@@ -141,8 +139,8 @@ ffi::Error StateUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets 
 }
 
 template <class Context>
-ffi::Error ConvFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool silu) {
+ffi::Error ConvFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool silu) {
   return RunOverSlices("causal_conv1d_fn", ctx, args, rets, ranks, kConvInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
                          return CausalConv1dForward(ConvInputs(in, silu), out[0], out[1]);
@@ -150,8 +148,8 @@ ffi::Error ConvFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
 }
 
 template <class Context>
-ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool silu) {
+ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool silu) {
   constexpr size_t n = kConvInputs.size();
   return RunOverSlices("causal_conv1d_bwd", ctx, args, rets, ranks, n + 2, kConvGrads.size(),
                        [&](Tensors in, Tensors out) {
@@ -162,10 +160,10 @@ ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
 
 // Operands: conv_state, then the inputs. Results: out, the updated conv_state.
 template <class Context>
-ffi::Error ConvUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, bool silu) {
-  return RunOverSlices("causal_conv1d_update", ctx, args, rets, ranks,
-                       kConvUpdateInputs.size() + 1, 2, [&](Tensors in, Tensors out) {
+ffi::Error ConvUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      bool silu) {
+  return RunOverSlices("causal_conv1d_update", ctx, args, rets, ranks, kConvUpdateInputs.size() + 1,
+                       2, [&](Tensors in, Tensors out) {
                          SSMKIT_RETURN_IF_ERROR(CopyInto(in[0], out[1], "causal_conv1d_update"));
                          return CausalConv1dUpdate(ConvUpdateInputs(in.subspan(1), silu), out[1],
                                                    out[0]);
@@ -173,8 +171,8 @@ ffi::Error ConvUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets r
 }
 
 template <class Context>
-ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, float eps, int64_t group_size, bool norm_before_gate) {
+ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
   return RunOverSlices("rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1,
                        [&](Tensors in, Tensors out) {
@@ -183,8 +181,8 @@ ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets r
 }
 
 template <class Context>
-ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, float eps, int64_t group_size, bool norm_before_gate) {
+ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
   constexpr size_t n = kRmsNormInputs.size();
   return RunOverSlices("rmsnorm_bwd", ctx, args, rets, ranks, n + 1, kRmsNormGrads.size(),
@@ -195,8 +193,8 @@ ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets r
 }
 
 template <class Context>
-ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                         Ranks ranks, float eps) {
+ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                         float eps) {
   AddRmsNormOptions options;
   options.eps = eps;
   return RunOverSlices("rms_norm_fn", ctx, args, rets, ranks, kAddRmsNormInputs.size(), 2,
@@ -206,8 +204,8 @@ ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
 }
 
 template <class Context>
-ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                         Ranks ranks, float eps) {
+ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                         float eps) {
   AddRmsNormOptions options;
   options.eps = eps;
   constexpr size_t n = kAddRmsNormInputs.size();
@@ -218,41 +216,59 @@ ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
                        });
 }
 
-// XLA's entry point for one op on one platform: the body Impl bound by MakeBinding, once.
-template <auto MakeBinding, auto Impl>
-XLA_FFI_Error* Handler(XLA_FFI_CallFrame* call_frame) {
-  static auto* handler = MakeBinding().To(Impl).release();
-  return handler->Call(call_frame);
-}
+}  // namespace
 
-template <class Platform>
-nanobind::dict Targets() {
-  using C = Ctx<Platform>;
+// Every target: its name, its body and its binding. The handler of body X is the C symbol
+// SsmkitX on the CPU and SsmkitXCuda on CUDA (what a non-Python host such as EXLA registers).
+#define SSMKIT_FFI_TARGETS(TARGET)                                     \
+  TARGET("ssmkit_selective_scan_fwd", ScanFwd, ScanFwdBind)            \
+  TARGET("ssmkit_selective_scan_bwd", ScanBwd, ScanBwdBind)            \
+  TARGET("ssmkit_ssd_fwd", SsdFwd, SsdBind)                            \
+  TARGET("ssmkit_ssd_bwd", SsdBwd, SsdBind)                            \
+  TARGET("ssmkit_selective_state_update", StateUpdate, DtSoftplusBind) \
+  TARGET("ssmkit_causal_conv1d_fwd", ConvFwd, SiluBind)                \
+  TARGET("ssmkit_causal_conv1d_bwd", ConvBwd, SiluBind)                \
+  TARGET("ssmkit_causal_conv1d_update", ConvUpdate, SiluBind)          \
+  TARGET("ssmkit_rmsnorm_fwd", RmsNormFwd, RmsNormBind)                \
+  TARGET("ssmkit_rmsnorm_bwd", RmsNormBwd, RmsNormBind)                \
+  TARGET("ssmkit_add_rmsnorm_fwd", AddRmsNormFwd, EpsBind)             \
+  TARGET("ssmkit_add_rmsnorm_bwd", AddRmsNormBwd, EpsBind)
+
+#define SSMKIT_CPU_HANDLER(name, Body, Binding) \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body, Body<ffi::ThreadPool>, Binding<ffi::ThreadPool>());
+SSMKIT_FFI_TARGETS(SSMKIT_CPU_HANDLER)
+
+#ifdef SSMKIT_HAS_CUDA
+#define SSMKIT_CUDA_HANDLER(name, Body, Binding)                        \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body##Cuda, Body<cudaStream_t>, \
+                                Binding<ffi::PlatformStream<cudaStream_t>>());
+SSMKIT_FFI_TARGETS(SSMKIT_CUDA_HANDLER)
+#endif
+
+namespace {
+
+using HandlerFn = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
+
+nanobind::dict Capsules(std::initializer_list<std::pair<const char*, HandlerFn>> handlers) {
   nanobind::dict targets;
-  auto add = [&](const char* name, XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*)) {
+  for (const auto& [name, handler] : handlers) {
     targets[name] = nanobind::capsule(reinterpret_cast<void*>(handler));
-  };
-  add("ssmkit_selective_scan_fwd", Handler<ScanFwdBind<Platform>, ScanFwd<C>>);
-  add("ssmkit_selective_scan_bwd", Handler<ScanBwdBind<Platform>, ScanBwd<C>>);
-  add("ssmkit_ssd_fwd", Handler<SsdBind<Platform>, SsdFwd<C>>);
-  add("ssmkit_ssd_bwd", Handler<SsdBind<Platform>, SsdBwd<C>>);
-  add("ssmkit_selective_state_update", Handler<DtSoftplusBind<Platform>, StateUpdate<C>>);
-  add("ssmkit_causal_conv1d_fwd", Handler<SiluBind<Platform>, ConvFwd<C>>);
-  add("ssmkit_causal_conv1d_bwd", Handler<SiluBind<Platform>, ConvBwd<C>>);
-  add("ssmkit_causal_conv1d_update", Handler<SiluBind<Platform>, ConvUpdate<C>>);
-  add("ssmkit_rmsnorm_fwd", Handler<RmsNormBind<Platform>, RmsNormFwd<C>>);
-  add("ssmkit_rmsnorm_bwd", Handler<RmsNormBind<Platform>, RmsNormBwd<C>>);
-  add("ssmkit_add_rmsnorm_fwd", Handler<EpsBind<Platform>, AddRmsNormFwd<C>>);
-  add("ssmkit_add_rmsnorm_bwd", Handler<EpsBind<Platform>, AddRmsNormBwd<C>>);
+  }
   return targets;
 }
 
 }  // namespace
 
-nanobind::dict FfiTargets() { return Targets<ffi::ThreadPool>(); }
+#define SSMKIT_CPU_ENTRY(name, Body, Binding) {name, Ssmkit##Body},
+nanobind::dict FfiTargets() {
+  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CPU_ENTRY)});
+}
 
 #ifdef SSMKIT_HAS_CUDA
-nanobind::dict CudaFfiTargets() { return Targets<ffi::PlatformStream<cudaStream_t>>(); }
+#define SSMKIT_CUDA_ENTRY(name, Body, Binding) {name, Ssmkit##Body##Cuda},
+nanobind::dict CudaFfiTargets() {
+  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CUDA_ENTRY)});
+}
 #endif
 
 }  // namespace ssmkit::python

@@ -169,8 +169,8 @@ ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArg
 }
 
 Status CopyInto(const Tensor& src, const Tensor& dst, const char* what) {
-  bool same = src.defined() && dst.defined() && src.rank == dst.rank &&
-              src.dtype == dst.dtype && src.device == dst.device;
+  bool same = src.defined() && dst.defined() && src.rank == dst.rank && src.dtype == dst.dtype &&
+              src.device == dst.device;
   for (int d = 0; same && d < src.rank; ++d) same = src.shape[d] == dst.shape[d];
   if (!same) {
     return Status::InvalidArgument(std::string(what) +
@@ -183,7 +183,8 @@ Status CopyInto(const Tensor& src, const Tensor& dst, const char* what) {
 #ifdef SSMKIT_HAS_CUDA
     return CopyOnCudaStream(src, dst, bytes, what);
 #else
-    return Status::Unsupported(std::string(what) + ": CUDA buffers, but ssmkit was built "
+    return Status::Unsupported(std::string(what) +
+                               ": CUDA buffers, but ssmkit was built "
                                "without the CUDA backend");
 #endif
   }
