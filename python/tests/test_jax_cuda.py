@@ -31,18 +31,18 @@ def test_cuda_targets_are_the_cpu_targets():
 
 
 def _cuda_device():
+    """(the first CUDA device, None) or (None, why there is none)."""
     if not ext.built_with_cuda:
-        return None
+        return None, "ssmkit was built without its CUDA backend (no CUDA FFI handlers)"
     try:
-        return jax.devices("cuda")[0]
-    except RuntimeError:  # no CUDA backend in this jaxlib, or no GPU
-        return None
+        return jax.devices("cuda")[0], None
+    except RuntimeError as e:  # no CUDA backend in this jaxlib, or no GPU
+        return None, f"no jax CUDA device: {e}"
 
 
-GPU = _cuda_device()
+GPU, NO_GPU = _cuda_device()
 CPU = jax.devices("cpu")[0]
-needs_gpu = pytest.mark.skipif(
-    GPU is None, reason="needs ssmkit built with CUDA, a jax CUDA backend and a GPU")
+needs_gpu = pytest.mark.skipif(GPU is None, reason=str(NO_GPU))
 
 
 def _on(device, tree):
