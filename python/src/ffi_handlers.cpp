@@ -1,8 +1,14 @@
-// XLA FFI handlers (CPU) for every op direction, written against jaxlib's xla/ffi/api/ffi.h.
-// Operands and results come in the orders of op_tensors.hpp; python/ssmkit/jax.py is the
-// other side of each call (output shapes, placeholders for absent optionals, the ranks
-// attribute, jax.custom_vjp). Every handler binds XLA's intra-op thread pool.
+// XLA FFI handlers for every op direction, written against jaxlib's xla/ffi/api/ffi.h, for
+// the CPU platform and, when the library has the CUDA backend, for CUDA. Operands and results
+// come in the orders of op_tensors.hpp; python/ssmkit/jax.py is the other side of each call
+// (output shapes, placeholders for absent optionals, the ranks attribute, jax.custom_vjp).
+// One body per op serves both platforms: it is a template on the call's context, which is
+// XLA's intra-op thread pool on the CPU (ffi::ThreadPool) and XLA's stream on CUDA
+// (ffi::PlatformStream<cudaStream_t>); RunOverSlices (ffi_slices.hpp) does the rest.
 #include "ffi_handlers.hpp"
+
+#include <initializer_list>
+#include <utility>
 
 #include "ffi_slices.hpp"
 #include "op_tensors.hpp"
@@ -12,31 +18,65 @@ namespace {
 
 using Ranks = ffi::Span<const int64_t>;
 
-// The binding every handler starts with: thread pool, operands, results, ranks.
+// The binding every handler starts with: context (Platform: ffi::ThreadPool, or
+// ffi::PlatformStream<cudaStream_t>, which hands the body a cudaStream_t), operands, results,
+// ranks.
+template <class Platform>
 auto Bind() {
-  return ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().RemainingArgs().RemainingRets().Attr<Ranks>(
+  return ffi::Ffi::Bind().Ctx<Platform>().RemainingArgs().RemainingRets().template Attr<Ranks>(
       "ranks");
 }
 
-// The SSD's and the gated RMSNorm's attributes, the same for forward and backward.
-auto SsdBind() {
-  return Bind()
-      .Attr<bool>("dt_softplus")
-      .Attr<float>("dt_min")
-      .Attr<float>("dt_max")
-      .Attr<int64_t>("algorithm")
-      .Attr<int64_t>("chunk_size");
+template <class Platform>
+auto ScanFwdBind() {
+  return Bind<Platform>()
+      .template Attr<bool>("delta_softplus")
+      .template Attr<int64_t>("algorithm")
+      .template Attr<int64_t>("chunk_length");
 }
+template <class Platform>
+auto ScanBwdBind() {
+  return Bind<Platform>()
+      .template Attr<bool>("delta_softplus")
+      .template Attr<int64_t>("chunk_length");
+}
+// The SSD's and the gated RMSNorm's attributes, the same for forward and backward.
+template <class Platform>
+auto SsdBind() {
+  return Bind<Platform>()
+      .template Attr<bool>("dt_softplus")
+      .template Attr<float>("dt_min")
+      .template Attr<float>("dt_max")
+      .template Attr<int64_t>("algorithm")
+      .template Attr<int64_t>("chunk_size");
+}
+template <class Platform>
 auto RmsNormBind() {
-  return Bind().Attr<float>("eps").Attr<int64_t>("group_size").Attr<bool>("norm_before_gate");
+  return Bind<Platform>()
+      .template Attr<float>("eps")
+      .template Attr<int64_t>("group_size")
+      .template Attr<bool>("norm_before_gate");
+}
+template <class Platform>
+auto DtSoftplusBind() {
+  return Bind<Platform>().template Attr<bool>("dt_softplus");
+}
+template <class Platform>
+auto SiluBind() {
+  return Bind<Platform>().template Attr<bool>("silu");
+}
+template <class Platform>
+auto EpsBind() {
+  return Bind<Platform>().template Attr<float>("eps");
 }
 
-ffi::Error ScanFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool delta_softplus, int64_t algorithm, int64_t chunk_length) {
+template <class Context>
+ffi::Error ScanFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool delta_softplus, int64_t algorithm, int64_t chunk_length) {
   SelectiveScanOptions options;
   options.algorithm = static_cast<ScanAlgorithm>(algorithm);
   options.chunk_length = chunk_length;
-  return RunOverSlices("selective_scan_fn", pool, args, rets, ranks, kScanInputs.size(), 2,
+  return RunOverSlices("selective_scan_fn", ctx, args, rets, ranks, kScanInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
                          return SelectiveScanForward(ScanInputs(in, delta_softplus), out[0], out[1],
                                                      options);
@@ -44,39 +84,42 @@ ffi::Error ScanFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
 }
 
 // Operands: the inputs, dout, dfinal_state. Results: the gradients.
-ffi::Error ScanBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool delta_softplus, int64_t chunk_length) {
+template <class Context>
+ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool delta_softplus, int64_t chunk_length) {
   SelectiveScanOptions options;
   options.chunk_length = chunk_length;
   constexpr size_t n = kScanInputs.size();
-  return RunOverSlices("selective_scan_bwd", pool, args, rets, ranks, n + 2, kScanGrads.size(),
+  return RunOverSlices("selective_scan_bwd", ctx, args, rets, ranks, n + 2, kScanGrads.size(),
                        [&](Tensors in, Tensors out) {
                          return SelectiveScanBackward(ScanInputs(in, delta_softplus), in[n],
                                                       in[n + 1], ScanGrads(out), options);
                        });
 }
 
-ffi::Error SsdFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                  Ranks ranks, bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
+template <class Context>
+ffi::Error SsdFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                  bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
                   int64_t chunk_size) {
   SsdOptions options;
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
   options.chunk_size = chunk_size;
-  return RunOverSlices("mamba_chunk_scan_combined", pool, args, rets, ranks, kSsdInputs.size(), 2,
+  return RunOverSlices("mamba_chunk_scan_combined", ctx, args, rets, ranks, kSsdInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
                          return SsdForward(SsdInputsOf(in, dt_softplus, dt_min, dt_max), out[0],
                                            out[1], options);
                        });
 }
 
-ffi::Error SsdBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                  Ranks ranks, bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
+template <class Context>
+ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                  bool dt_softplus, float dt_min, float dt_max, int64_t algorithm,
                   int64_t chunk_size) {
   SsdOptions options;
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
   options.chunk_size = chunk_size;
   constexpr size_t n = kSsdInputs.size();
-  return RunOverSlices("mamba_chunk_scan_combined_bwd", pool, args, rets, ranks, n + 2,
+  return RunOverSlices("mamba_chunk_scan_combined_bwd", ctx, args, rets, ranks, n + 2,
                        kSsdGrads.size(), [&](Tensors in, Tensors out) {
                          return SsdBackward(SsdInputsOf(in, dt_softplus, dt_min, dt_max), in[n],
                                             in[n + 1], SsdGradsOf(out), options);
@@ -84,9 +127,10 @@ ffi::Error SsdBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingR
 }
 
 // Operands: state, then the inputs. Results: out, the updated state.
-ffi::Error StateUpdate(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                       Ranks ranks, bool dt_softplus) {
-  return RunOverSlices("selective_state_update", pool, args, rets, ranks,
+template <class Context>
+ffi::Error StateUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                       bool dt_softplus) {
+  return RunOverSlices("selective_state_update", ctx, args, rets, ranks,
                        kStateUpdateInputs.size() + 1, 2, [&](Tensors in, Tensors out) {
                          SSMKIT_RETURN_IF_ERROR(CopyInto(in[0], out[1], "selective_state_update"));
                          return SelectiveStateUpdate(
@@ -94,18 +138,20 @@ ffi::Error StateUpdate(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remai
                        });
 }
 
-ffi::Error ConvFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool silu) {
-  return RunOverSlices("causal_conv1d_fn", pool, args, rets, ranks, kConvInputs.size(), 2,
+template <class Context>
+ffi::Error ConvFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool silu) {
+  return RunOverSlices("causal_conv1d_fn", ctx, args, rets, ranks, kConvInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
                          return CausalConv1dForward(ConvInputs(in, silu), out[0], out[1]);
                        });
 }
 
-ffi::Error ConvBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                   Ranks ranks, bool silu) {
+template <class Context>
+ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                   bool silu) {
   constexpr size_t n = kConvInputs.size();
-  return RunOverSlices("causal_conv1d_bwd", pool, args, rets, ranks, n + 2, kConvGrads.size(),
+  return RunOverSlices("causal_conv1d_bwd", ctx, args, rets, ranks, n + 2, kConvGrads.size(),
                        [&](Tensors in, Tensors out) {
                          return CausalConv1dBackward(ConvInputs(in, silu), in[n], in[n + 1],
                                                      ConvGrads(out));
@@ -113,52 +159,57 @@ ffi::Error ConvBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Remaining
 }
 
 // Operands: conv_state, then the inputs. Results: out, the updated conv_state.
-ffi::Error ConvUpdate(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, bool silu) {
-  return RunOverSlices("causal_conv1d_update", pool, args, rets, ranks,
-                       kConvUpdateInputs.size() + 1, 2, [&](Tensors in, Tensors out) {
+template <class Context>
+ffi::Error ConvUpdate(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      bool silu) {
+  return RunOverSlices("causal_conv1d_update", ctx, args, rets, ranks, kConvUpdateInputs.size() + 1,
+                       2, [&](Tensors in, Tensors out) {
                          SSMKIT_RETURN_IF_ERROR(CopyInto(in[0], out[1], "causal_conv1d_update"));
                          return CausalConv1dUpdate(ConvUpdateInputs(in.subspan(1), silu), out[1],
                                                    out[0]);
                        });
 }
 
-ffi::Error RmsNormFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, float eps, int64_t group_size, bool norm_before_gate) {
+template <class Context>
+ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
-  return RunOverSlices("rmsnorm_fn", pool, args, rets, ranks, kRmsNormInputs.size(), 1,
+  return RunOverSlices("rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1,
                        [&](Tensors in, Tensors out) {
                          return RmsNormForward(RmsNormInputsOf(in), out[0], options);
                        });
 }
 
-ffi::Error RmsNormBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                      Ranks ranks, float eps, int64_t group_size, bool norm_before_gate) {
+template <class Context>
+ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                      float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
   constexpr size_t n = kRmsNormInputs.size();
-  return RunOverSlices("rmsnorm_bwd", pool, args, rets, ranks, n + 1, kRmsNormGrads.size(),
+  return RunOverSlices("rmsnorm_bwd", ctx, args, rets, ranks, n + 1, kRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
                          return RmsNormBackward(RmsNormInputsOf(in), in[n], RmsNormGradsOf(out),
                                                 options);
                        });
 }
 
-ffi::Error AddRmsNormFwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                         Ranks ranks, float eps) {
+template <class Context>
+ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                         float eps) {
   AddRmsNormOptions options;
   options.eps = eps;
-  return RunOverSlices("rms_norm_fn", pool, args, rets, ranks, kAddRmsNormInputs.size(), 2,
+  return RunOverSlices("rms_norm_fn", ctx, args, rets, ranks, kAddRmsNormInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
                          return AddRmsNormForward(AddRmsNormInputsOf(in), out[0], out[1], options);
                        });
 }
 
-ffi::Error AddRmsNormBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                         Ranks ranks, float eps) {
+template <class Context>
+ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
+                         float eps) {
   AddRmsNormOptions options;
   options.eps = eps;
   constexpr size_t n = kAddRmsNormInputs.size();
-  return RunOverSlices("rms_norm_bwd", pool, args, rets, ranks, n + 2, kAddRmsNormGrads.size(),
+  return RunOverSlices("rms_norm_bwd", ctx, args, rets, ranks, n + 2, kAddRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
                          return AddRmsNormBackward(AddRmsNormInputsOf(in), in[n], in[n + 1],
                                                    AddRmsNormGradsOf(out), options);
@@ -167,40 +218,57 @@ ffi::Error AddRmsNormBwd(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::Rem
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(
-    SsmkitScanFwd, ScanFwd,
-    Bind().Attr<bool>("delta_softplus").Attr<int64_t>("algorithm").Attr<int64_t>("chunk_length"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitScanBwd, ScanBwd,
-                              Bind().Attr<bool>("delta_softplus").Attr<int64_t>("chunk_length"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdFwd, SsdFwd, SsdBind());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitSsdBwd, SsdBwd, SsdBind());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitStateUpdate, StateUpdate, Bind().Attr<bool>("dt_softplus"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvFwd, ConvFwd, Bind().Attr<bool>("silu"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvBwd, ConvBwd, Bind().Attr<bool>("silu"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitConvUpdate, ConvUpdate, Bind().Attr<bool>("silu"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormFwd, RmsNormFwd, RmsNormBind());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitRmsNormBwd, RmsNormBwd, RmsNormBind());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormFwd, AddRmsNormFwd, Bind().Attr<float>("eps"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(SsmkitAddRmsNormBwd, AddRmsNormBwd, Bind().Attr<float>("eps"));
+// Every target: its name, its body and its binding. The handler of body X is the C symbol
+// SsmkitX on the CPU and SsmkitXCuda on CUDA (what a non-Python host such as EXLA registers).
+#define SSMKIT_FFI_TARGETS(TARGET)                                     \
+  TARGET("ssmkit_selective_scan_fwd", ScanFwd, ScanFwdBind)            \
+  TARGET("ssmkit_selective_scan_bwd", ScanBwd, ScanBwdBind)            \
+  TARGET("ssmkit_ssd_fwd", SsdFwd, SsdBind)                            \
+  TARGET("ssmkit_ssd_bwd", SsdBwd, SsdBind)                            \
+  TARGET("ssmkit_selective_state_update", StateUpdate, DtSoftplusBind) \
+  TARGET("ssmkit_causal_conv1d_fwd", ConvFwd, SiluBind)                \
+  TARGET("ssmkit_causal_conv1d_bwd", ConvBwd, SiluBind)                \
+  TARGET("ssmkit_causal_conv1d_update", ConvUpdate, SiluBind)          \
+  TARGET("ssmkit_rmsnorm_fwd", RmsNormFwd, RmsNormBind)                \
+  TARGET("ssmkit_rmsnorm_bwd", RmsNormBwd, RmsNormBind)                \
+  TARGET("ssmkit_add_rmsnorm_fwd", AddRmsNormFwd, EpsBind)             \
+  TARGET("ssmkit_add_rmsnorm_bwd", AddRmsNormBwd, EpsBind)
 
-nanobind::dict FfiTargets() {
+#define SSMKIT_CPU_HANDLER(name, Body, Binding) \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body, Body<ffi::ThreadPool>, Binding<ffi::ThreadPool>());
+SSMKIT_FFI_TARGETS(SSMKIT_CPU_HANDLER)
+
+#ifdef SSMKIT_HAS_CUDA
+#define SSMKIT_CUDA_HANDLER(name, Body, Binding)                        \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body##Cuda, Body<cudaStream_t>, \
+                                Binding<ffi::PlatformStream<cudaStream_t>>());
+SSMKIT_FFI_TARGETS(SSMKIT_CUDA_HANDLER)
+#endif
+
+namespace {
+
+using HandlerFn = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
+
+nanobind::dict Capsules(std::initializer_list<std::pair<const char*, HandlerFn>> handlers) {
   nanobind::dict targets;
-  auto add = [&](const char* name, XLA_FFI_Error* (*handler)(XLA_FFI_CallFrame*)) {
+  for (const auto& [name, handler] : handlers) {
     targets[name] = nanobind::capsule(reinterpret_cast<void*>(handler));
-  };
-  add("ssmkit_selective_scan_fwd", SsmkitScanFwd);
-  add("ssmkit_selective_scan_bwd", SsmkitScanBwd);
-  add("ssmkit_ssd_fwd", SsmkitSsdFwd);
-  add("ssmkit_ssd_bwd", SsmkitSsdBwd);
-  add("ssmkit_selective_state_update", SsmkitStateUpdate);
-  add("ssmkit_causal_conv1d_fwd", SsmkitConvFwd);
-  add("ssmkit_causal_conv1d_bwd", SsmkitConvBwd);
-  add("ssmkit_causal_conv1d_update", SsmkitConvUpdate);
-  add("ssmkit_rmsnorm_fwd", SsmkitRmsNormFwd);
-  add("ssmkit_rmsnorm_bwd", SsmkitRmsNormBwd);
-  add("ssmkit_add_rmsnorm_fwd", SsmkitAddRmsNormFwd);
-  add("ssmkit_add_rmsnorm_bwd", SsmkitAddRmsNormBwd);
+  }
   return targets;
 }
+
+}  // namespace
+
+#define SSMKIT_CPU_ENTRY(name, Body, Binding) {name, Ssmkit##Body},
+nanobind::dict FfiTargets() {
+  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CPU_ENTRY)});
+}
+
+#ifdef SSMKIT_HAS_CUDA
+#define SSMKIT_CUDA_ENTRY(name, Body, Binding) {name, Ssmkit##Body##Cuda},
+nanobind::dict CudaFfiTargets() {
+  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CUDA_ENTRY)});
+}
+#endif
 
 }  // namespace ssmkit::python

@@ -79,11 +79,12 @@ ffi::ErrorCode ToErrorCode(StatusCode code) {
 }
 
 // The view of slice `index` (a position in the leading dims `batch`) of one operand.
-Tensor SliceView(const Operand& o, const std::vector<int64_t>& batch,
+Tensor SliceView(const Operand& o, Device device, const std::vector<int64_t>& batch,
                  const std::vector<int64_t>& index) {
   if (o.count == 0) return {};
   const size_t lead = batch.size();
   Tensor t;
+  t.device = device;
   t.dtype = o.dtype;
   t.rank = static_cast<int>(o.base_rank);
   int64_t stride = 1;
@@ -103,9 +104,9 @@ Tensor SliceView(const Operand& o, const std::vector<int64_t>& batch,
 
 }  // namespace
 
-ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArgs args,
-                         ffi::RemainingRets rets, ffi::Span<const int64_t> ranks, size_t n_in,
-                         size_t n_out, const SliceFn& fn) {
+ffi::Error RunSlices(const char* op, Device device, ffi::RemainingArgs args,
+                     ffi::RemainingRets rets, ffi::Span<const int64_t> ranks, size_t n_in,
+                     size_t n_out, const SliceFn& fn) {
   if (args.size() != n_in || rets.size() != n_out || ranks.size() != n_in + n_out) {
     return ffi::Error::Internal(
         std::string(op) + ": the JAX wrapper passed " + std::to_string(args.size()) +
@@ -143,9 +144,6 @@ ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArg
   int64_t slices = 1;
   for (int64_t b : batch) slices *= b;
 
-  XlaPool xla_pool(pool);
-  // Without an intra-op pool (num_threads 0) the ops keep their own OpenMP threads.
-  ScopedExecutor scope(pool.num_threads() > 0 ? &xla_pool : CurrentExecutor());
   std::vector<int64_t> index(batch.size(), 0);
   std::vector<Tensor> in(n_in), out(n_out);
   for (int64_t s = 0; s < slices; ++s) {
@@ -153,24 +151,44 @@ ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArg
       index[k] = rest % batch[k];
       rest /= batch[k];
     }
-    for (size_t i = 0; i < n_in; ++i) in[i] = SliceView(operands[i], batch, index);
-    for (size_t i = 0; i < n_out; ++i) out[i] = SliceView(operands[n_in + i], batch, index);
+    for (size_t i = 0; i < n_in; ++i) in[i] = SliceView(operands[i], device, batch, index);
+    for (size_t i = 0; i < n_out; ++i) out[i] = SliceView(operands[n_in + i], device, batch, index);
     const Status status = fn(in, out);
     if (!status.ok()) return ffi::Error(ToErrorCode(status.code()), status.message());
   }
   return ffi::Error::Success();
 }
 
+ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArgs args,
+                         ffi::RemainingRets rets, ffi::Span<const int64_t> ranks, size_t n_in,
+                         size_t n_out, const SliceFn& fn) {
+  XlaPool xla_pool(pool);
+  // Without an intra-op pool (num_threads 0) the ops keep their own OpenMP threads.
+  ScopedExecutor scope(pool.num_threads() > 0 ? &xla_pool : CurrentExecutor());
+  return RunSlices(op, Device::kCpu, args, rets, ranks, n_in, n_out, fn);
+}
+
 Status CopyInto(const Tensor& src, const Tensor& dst, const char* what) {
-  bool same = src.defined() && dst.defined() && src.rank == dst.rank && src.dtype == dst.dtype;
+  bool same = src.defined() && dst.defined() && src.rank == dst.rank && src.dtype == dst.dtype &&
+              src.device == dst.device;
   for (int d = 0; same && d < src.rank; ++d) same = src.shape[d] == dst.shape[d];
   if (!same) {
     return Status::InvalidArgument(std::string(what) +
                                    ": expected the updated state to have the "
-                                   "input state's shape and dtype, given " +
+                                   "input state's shape, dtype and device, given " +
                                    src.shape_string() + " and " + dst.shape_string());
   }
-  std::memcpy(dst.data, src.data, static_cast<size_t>(src.numel() * DTypeSize(src.dtype)));
+  const int64_t bytes = src.numel() * DTypeSize(src.dtype);
+  if (dst.device == Device::kCuda) {
+#ifdef SSMKIT_HAS_CUDA
+    return CopyOnCudaStream(src, dst, bytes, what);
+#else
+    return Status::Unsupported(std::string(what) +
+                               ": CUDA buffers, but ssmkit was built "
+                               "without the CUDA backend");
+#endif
+  }
+  std::memcpy(dst.data, src.data, static_cast<size_t>(bytes));
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #include "array_args.hpp"
 #include "model_bindings.hpp"
 #include "numpy_ops.hpp"
+#include "ssmkit/cuda.hpp"
 #include "ssmkit/ssmkit.h"
 #include "ssmkit/threads.hpp"
 
@@ -29,10 +30,16 @@ NB_MODULE(_ssmkit, m) {
         "Threads used by every op; n <= 0 restores the default (SSMKIT_NUM_THREADS, else all "
         "cores). Results are bit-identical for a given count.");
   m.def("num_threads", &ssmkit::NumThreads);
+  // Whether the library has the CUDA backend; the extension then has the CUDA FFI handlers.
+  m.attr("built_with_cuda") = ssmkit::CudaBuilt();
 #ifdef SSMKIT_WITH_XLA_FFI
   m.attr("has_xla_ffi") = true;
   m.def("ffi_targets", &ssmkit::python::FfiTargets,
         "{target name: PyCapsule of its XLA FFI handler}, for jax.ffi.register_ffi_target");
+#ifdef SSMKIT_HAS_CUDA
+  m.def("cuda_ffi_targets", &ssmkit::python::CudaFfiTargets,
+        "The same targets' handlers for platform=\"CUDA\" (device buffers, XLA's stream)");
+#endif
 #else
   m.attr("has_xla_ffi") = false;
 #endif

@@ -1,12 +1,14 @@
-"""ssmkit's ops for JAX: XLA FFI custom calls (CPU) with jax.custom_vjp gradients.
+"""ssmkit's ops for JAX: XLA FFI custom calls (CPU, and CUDA when ssmkit was built with its
+CUDA backend) with jax.custom_vjp gradients.
 
 Same names and arguments as the numpy functions in `ssmkit` (mamba_ssm's), on jax arrays;
 each works under jax.jit, jax.grad, jax.vmap and shard_map. The decode steps
 (selective_state_update, causal_conv1d_update) are functional here: they return the updated
 state instead of writing it, and have no gradient (mamba_ssm has none either).
 
-Handlers run the ops' parallel loops on XLA's own intra-op thread pool. Argument errors are
-the C++ ops' messages, raised when the call executes (under jit: at the first run).
+On the CPU, handlers run the ops' parallel loops on XLA's own intra-op thread pool; on a GPU
+they launch the CUDA kernels on XLA's stream for the computation. Argument errors are the
+C++ ops' messages, raised when the call executes (under jit: at the first run).
 """
 import functools
 
@@ -23,6 +25,12 @@ if not _ssmkit.has_xla_ffi:
 
 for _name, _capsule in _ssmkit.ffi_targets().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")
+
+# The same names for GPU arrays: the CUDA handlers, when the library has the CUDA backend.
+# jax keeps a registration for a platform it has no backend for (a CPU-only jaxlib) unused.
+if _ssmkit.built_with_cuda:
+    for _name, _capsule in _ssmkit.cuda_ffi_targets().items():
+        jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
 
 _F32 = jnp.float32
 
