@@ -22,6 +22,7 @@ struct GenerateArgs {
   int64_t top_k = 0;
   uint64_t seed = 0;
   bool ignore_eos = false;
+  bool print_ids = false;
 };
 
 int Fail(const Status& s) {
@@ -48,6 +49,14 @@ Status OpenTokenizer(const GenerateArgs& a, const Model& model, std::unique_ptr<
   const Status s = Tokenizer::ForModel(a.model, model.config().vocab_size, t);
   if (s.ok()) return s;
   return Status(s.code(), s.message() + ": --tokenizer FILE, or --tokenizer bytes");
+}
+
+// One line on stderr, "label: 1 2 3": token ids that have no text of their own (a random
+// model's, or ids past the tokenizer's vocabulary) can be compared with another engine's.
+void PrintIds(const char* label, const std::vector<int32_t>& ids) {
+  std::fprintf(stderr, "%s:", label);
+  for (int32_t id : ids) std::fprintf(stderr, " %d", id);
+  std::fprintf(stderr, "\n");
 }
 
 int RunGenerate(GenerateArgs a) {
@@ -82,10 +91,21 @@ int RunGenerate(GenerateArgs a) {
     std::fflush(stdout);
   };
   GenerateStats stats;
-  s = Generate(*session, prompt, options, [&](int32_t id) { write(stream.Push(id)); }, &stats);
+  std::vector<int32_t> generated;
+  s = Generate(
+      *session, prompt, options,
+      [&](int32_t id) {
+        write(stream.Push(id));
+        if (a.print_ids) generated.push_back(id);
+      },
+      &stats);
   write(stream.Finish());
   std::printf("\n");
   if (!s.ok()) return Fail(s);
+  if (a.print_ids) {
+    PrintIds("prompt ids", prompt);
+    PrintIds("generated ids", generated);
+  }
   const int64_t decoded = stats.generated_tokens > 0 ? stats.generated_tokens - 1 : 0;
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s (%.1f tokens/s); %d threads%s\n",
                static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds,
@@ -140,6 +160,8 @@ void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
   gen->add_option("--seed", args->seed, "random seed for sampling");
   gen->add_option("--tokenizer", args->tokenizer, "tokenizer.json, or 'bytes' (default: the model directory's)");
   gen->add_flag("--ignore-eos", args->ignore_eos, "keep going past the end-of-text token");
+  gen->add_flag("--print-ids", args->print_ids,
+                "also print the prompt's and the generated token ids to stderr");
   gen->callback([args, &threads, &exit_code] {
     SetNumThreads(threads);
     exit_code = RunGenerate(*args);
