@@ -469,7 +469,7 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
           layout.Locate(tile, &d0, &count);
           LoadTileStates(p.dfinal_state, b, d0, count, N, Nq, t.g);
           if (p.chunk_states.data) {
-            for (int64_t c = 0; c < chunks; ++c) LoadTileChunk(p.chunk_states, b, d0, count, c, N, Nq, t.ckpt + c * NqW);
+            for (int64_t c = 0; c < chunks; ++c) LoadTileStates(p.chunk_states.Entry(c), b, d0, count, N, Nq, t.ckpt + c * NqW);
             continue;
           }
           LoadTileStates(p.initial_state, b, d0, count, N, Nq, t.h);

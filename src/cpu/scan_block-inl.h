@@ -253,25 +253,6 @@ inline void StoreTileStates(const float* tile, const F32View& v, int64_t b, int6
   }
 }
 
-// Entry k of channels d0 .. d0 + count - 1 of the chunk states from an (Nq, W) tile, and back
-// (the padded rows and lanes of the tile zero).
-inline void StoreTileChunk(const float* tile, const ChunkStatesView& v, int64_t b, int64_t d0,
-                           int64_t count, int64_t k, int64_t N) {
-  for (int64_t j = 0; j < count; ++j) {
-    float* entry = v.Entry(b, d0 + j, k);
-    for (int64_t n = 0; n < N; ++n) entry[n * v.stride_state] = tile[n * kBlockWidth + j];
-  }
-}
-
-inline void LoadTileChunk(const ChunkStatesView& v, int64_t b, int64_t d0, int64_t count,
-                          int64_t k, int64_t N, int64_t Nq, float* tile) {
-  std::fill(tile, tile + Nq * kBlockWidth, 0.0f);
-  for (int64_t j = 0; j < count; ++j) {
-    const float* entry = v.Entry(b, d0 + j, k);
-    for (int64_t n = 0; n < N; ++n) tile[n * kBlockWidth + j] = entry[n * v.stride_state];
-  }
-}
-
 // A2 of channels d0 .. d0 + count - 1 from packed A (D, Np): (Nq, W), A * log2(e).
 inline void PackTileDecay(const float* A, int64_t Np, int64_t d0, int64_t count, int64_t Nq,
                           float* A2) {

@@ -211,8 +211,9 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
 // Entry k of row (b, d) of the chunk states: the first N floats of h.
 void StoreRowChunk(const ChunkStatesView& v, int64_t b, int64_t d, int64_t k, const float* h,
                    int64_t N) {
-  float* entry = v.Entry(b, d, k);
-  for (int64_t n = 0; n < N; ++n) entry[n * v.stride_state] = h[n];
+  const F32View entry = v.Entry(k);
+  float* row = entry.data + b * entry.stride_batch + d * entry.stride_dim;
+  for (int64_t n = 0; n < N; ++n) row[n * entry.stride_state] = h[n];
 }
 
 // The sequential scan of a row in spans that end where a chunk starts, saving the state
@@ -270,7 +271,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
           const int64_t step = l0 + l;
           int64_t span = len - l;
           if (chunks.data) {
-            if (step % chunks.interval == 0) StoreTileChunk(h, chunks, b, d0, count, step / chunks.interval, N);
+            if (step % chunks.interval == 0) StoreTileStates(h, chunks.Entry(step / chunks.interval), b, d0, count, N);
             span = std::min(span, chunks.interval - step % chunks.interval);
           }
           const int64_t at = l * kBlockWidth;

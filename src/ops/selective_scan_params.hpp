@@ -52,9 +52,8 @@ struct ChunkStatesView {
   int64_t stride_dim = 0;
   int64_t stride_chunk = 0;
   int64_t stride_state = 0;
-  float* Entry(int64_t b, int64_t d, int64_t k) const {
-    return data + b * stride_batch + d * stride_dim + k * stride_chunk;
-  }
+  // Entry k of every (b, d): itself a (B, D, N) state.
+  F32View Entry(int64_t k) const { return {data + k * stride_chunk, stride_batch, stride_dim, stride_state}; }
 };
 
 struct SelectiveScanParams {
