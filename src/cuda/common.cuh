@@ -88,6 +88,14 @@ __device__ __forceinline__ void StoreF32(void* data, DType dtype, int64_t i, flo
   }
 }
 
+// 2^v by the special-function unit, results below 2^-126 flushed to 0. exp2f adds a rescale
+// around the same instruction to keep such results; the scans' decay factors need none.
+__device__ __forceinline__ float Exp2Ftz(float v) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+
 __device__ __forceinline__ float Sigmoid(float v) { return 1.0f / (1.0f + __expf(-v)); }
 __device__ __forceinline__ float Silu(float v) { return v * Sigmoid(v); }
 // d silu(v) / dv = sigmoid(v) (1 + v (1 - sigmoid(v))).

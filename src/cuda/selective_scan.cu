@@ -105,11 +105,13 @@ __device__ __forceinline__ void StageSeq(float* tile, const Place& pl, int cpb, 
 template <int T>
 __device__ __forceinline__ void StageBC(float* tile, const BCView& v, const SelectiveScanParams& p,
                                         const Place& pl, int n_alloc, int64_t l0) {
+  // The group's row start, once: BCOffset divides (64-bit) to find the group.
+  const int64_t row0 = BCOffset(v, p.dim, pl.b, pl.d0, 0, 0);
   for (int i = threadIdx.x; i < n_alloc * T; i += blockDim.x) {
     const int n = i / T, t = i % T;
     const int64_t l = l0 + t;
     float val = 0.0f;
-    if (n < p.dstate && l < p.seqlen) val = LoadF32(v.data, v.dtype, BCOffset(v, p.dim, pl.b, pl.d0, n, l));
+    if (n < p.dstate && l < p.seqlen) val = LoadF32(v.data, v.dtype, row0 + n * v.stride_state + l * v.stride_time);
     tile[t * (n_alloc + 1) + n] = val;
   }
 }
@@ -161,7 +163,7 @@ __device__ __forceinline__ float StepStates(const ThreadStates<KS>& st, const Se
     const int n = pl.j + k * tpc;
     const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
     const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
-    next[k] = exp2f(dt * st.a2[k]) * prev[k] + dt * bv * u;
+    next[k] = Exp2Ftz(dt * st.a2[k]) * prev[k] + dt * bv * u;
     y += cv * next[k];
   }
   return y;
@@ -333,7 +335,7 @@ __global__ void __launch_bounds__(kThreads)
         const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
         const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
         const float prev = t == 0 ? h_start[k] : hs[t > 0 ? t - 1 : 0][k];
-        const float a = exp2f(dt * st.a2[k]);
+        const float a = Exp2Ftz(dt * st.a2[k]);
         const float a_coef = st.a2[k] * (1.0f / kLog2e);
         g[k] += dy * cv;  // dLoss/dh_l
         const float da = g[k] * prev;
@@ -360,6 +362,9 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
+      // Lane 0 overwrites step t's u, x and z with their gradients: every lane of the warp must
+      // have read them first (the butterflies above order this in practice, not in the memory model).
+      __syncwarp();
       if (pl.j == 0 && pl.active) {
         const float ddelta = ddt * ddt_dx;
         dD += dy * u;
