@@ -2,7 +2,7 @@
 # Sourced by run.sh: unpacks the Debian packages carried in .deps/ (prepare.sh downloads them)
 # into /tmp/ssmkit-deps, outside /, and exports what CMake and the loader need to find them.
 # The lent GPU machine has nvcc, CMake, ninja and a C++ compiler but not ssmkit's libraries
-# (Highway, OpenBLAS, GoogleTest, CLI11, nlohmann-json), and cannot download them.
+# (Highway, OpenBLAS, GoogleTest, CLI11, nlohmann-json, ICU), and cannot download them.
 deps_root=/tmp/ssmkit-deps
 if compgen -G ".deps/*.deb" > /dev/null; then
   mkdir -p "$deps_root"

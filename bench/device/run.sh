@@ -7,9 +7,14 @@
 #   run   command: bash bench/device/run.sh
 #         carry:   [".deps", ".whl"]
 #
-# Everything lands in $OUT (build and test logs, ours.jsonl, peers.jsonl, table.txt); the
-# table is printed last. Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds
-# scripts/sanitize_gpu.sh, a few minutes), SSMKIT_ARCH (default 90-real).
+# The peers: wheels carried in .whl/*.whl are installed; without them, the sdists in .whl/src/
+# are built into wheels by build_peers.sh in the background while ssmkit builds and tests (the
+# wheels stay in /tmp/wheels for later calls on the same warm machine).
+#
+# $OUT gets build.log, gpu_tests.log, sanitize.log, ours.jsonl, peers.jsonl, peers.err,
+# peers_build.log and table.txt (the tool returns at most 8 files); the table is printed last.
+# Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds scripts/sanitize_gpu.sh,
+# a few minutes), SSMKIT_ARCH (default 90-real).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ssmkit-out}
@@ -18,27 +23,28 @@ start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start )) s] $*"; }
 
 stamp "machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv
 nvcc --version | tail -1
 
-# Peers: wheels carried in .whl/ (bench/device/README.md), installed outside the image's packages.
+peer_wheels=/tmp/wheels
 if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || stamp "could not install the carried wheels"
-else
-  stamp "no wheels in .whl/: the peers' columns will say so"
+  peer_wheels=.whl
+elif ! compgen -G "$peer_wheels/*.whl" > /dev/null && compgen -G ".whl/src/*.tar.gz" > /dev/null; then
+  stamp "building the peers' wheels in the background (bench/device/build_peers.sh)"
+  OUT=/tmp/peer-out bash bench/device/build_peers.sh > /tmp/peer-build.log 2>&1 &
+  peer_build=$!
 fi
 
 source bench/device/deps.sh
 build=build/device
 stamp "configure"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSMKIT_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; stamp "configure failed (log in \$OUT/configure.log)"; exit 1; }
+  -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 \
+  || { tail -30 "$OUT/build.log"; stamp "configure failed (log in \$OUT/build.log)"; exit 1; }
 stamp "build"
 targets=(ssmkit_cuda_bench)
 for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$OUT/build.log" 2>&1 \
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$OUT/build.log" 2>&1 \
   || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
 
 if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
@@ -49,13 +55,28 @@ if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
 fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"
-  timeout 300 scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"; tail -5 "$OUT/sanitize.log"
+  timeout 300 scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"
+  grep -E "^== |SUMMARY|reported errors|clean on every" "$OUT/sanitize.log" | grep -v "^== " | sort | uniq -c
 fi
 
 stamp "ssmkit benchmark"
 "$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
+
+if [ -n "${peer_build:-}" ]; then
+  stamp "waiting for the peers' wheels"
+  wait "$peer_build"
+  cat /tmp/peer-out/*.log /tmp/peer-build.log > "$OUT/peers_build.log" 2>/dev/null
+  ls "$peer_wheels"/*.whl 2>/dev/null || { stamp "no peer wheel was built:"; tail -20 "$OUT/peers_build.log"; }
+fi
+if compgen -G "$peer_wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$peer_wheels"/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || stamp "could not install the peers' wheels"
+else
+  stamp "no peers' wheels: their columns will say so"
+fi
 stamp "peers and the table"
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" --peers-out "$OUT/peers.jsonl" \
-  2> "$OUT/peers.err" | tee "$OUT/table.txt"
+  2> "$OUT/peers.err" > "$OUT/table.txt"
 tail -5 "$OUT/peers.err"
 stamp "done"
+cat "$OUT/table.txt"
