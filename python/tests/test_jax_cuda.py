@@ -16,6 +16,17 @@ from test_jax_ops import BF16_ARGS, _decode_inputs, loss_of, random_weights
 
 F32_TOL = 2e-5
 GRAD_TOL = 1e-4
+# SSD's chunk products run on the tensor cores in TF32 (docs/cuda.md): ~1e-3 relative where
+# the CPU gives ~1e-6. The bounds of tests/gpu/ssd_gpu_test.cpp.
+TF32_TOL = 5e-3
+TF32_GRAD_TOL = 2e-2
+
+
+def _f32_tols(case):
+    """(output, gradient) bounds of an f32 case on the GPU against the CPU."""
+    if case.op == "mamba_chunk_scan_combined":
+        return TF32_TOL, TF32_GRAD_TOL
+    return F32_TOL, GRAD_TOL
 
 
 def test_cuda_targets_are_the_cpu_targets():
@@ -66,15 +77,16 @@ def _both(fn, args):
 @pytest.mark.parametrize("make", cases.ALL, ids=cases.NAMES)
 def test_forward_and_grad_match_cpu(make, rng):
     case = make(rng)
+    out_tol, grad_tol = _f32_tols(case)
     got, want = _both(lambda a: cases.call(sj, case, a), case.args)
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype
-        assert_close(g, w, F32_TOL, f"{case.name} GPU output {i}")
+        assert_close(g, w, out_tol, f"{case.name} GPU output {i}")
     weights = random_weights(rng, want)
     diff = {k: case.args[k] for k in case.diff}
     got, want = _both(jax.grad(loss_of(sj, case, weights)), diff)
     for k in case.diff:
-        assert_close(got[k], want[k], GRAD_TOL, f"{case.name} GPU d{k}")
+        assert_close(got[k], want[k], grad_tol, f"{case.name} GPU d{k}")
 
 
 @needs_gpu
@@ -91,7 +103,7 @@ def test_vmap_matches_cpu(make, rng):
     got, want = _both(jax.vmap(lambda a: cases.call(sj, case, a), in_axes=in_axes), batched)
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape[0] == 3
-        assert_close(g, w, F32_TOL, f"{case.name} GPU vmapped output {i}")
+        assert_close(g, w, _f32_tols(case)[0], f"{case.name} GPU vmapped output {i}")
 
 
 @needs_gpu
