@@ -2,7 +2,7 @@
 // (B, H, P, N) states, G = 1 and G > 1, N from 1 to 256, f32 and bf16, optional inputs on and
 // off, state_batch_indices with skipped rows (their state rows untouched), the m1/m2 decode
 // shapes at batch 1 and 16. Fresh random inputs, out poisoned. Bounds: f32 1e-5 (1e-4 for the
-// state), bf16 1e-2; not yet calibrated on a GPU.
+// state), bf16 1e-2; held on an H100 (2026-11-23).
 #include <algorithm>
 #include <numeric>
 
