@@ -357,7 +357,10 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
     GatherHeads(p.z, b, h0, h1, P, s.z);
     std::fill(s.z + entries, s.z + entries_padded, 0.0f);
   }
-  if (p.D.data) {
+  if (p.D.data && P == 1 && p.D.stride_head == 1) {  // Mamba-1: one contiguous D per channel
+    std::copy_n(p.D.data + h0, nh, s.skip);
+    std::fill(s.skip + entries, s.skip + entries_padded, 0.0f);
+  } else if (p.D.data) {
     for (int64_t h = h0; h < h1; ++h) {
       float* skip = s.skip + (h - h0) * P;
       const float* D = p.D.data + h * p.D.stride_head;
