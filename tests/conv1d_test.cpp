@@ -434,22 +434,27 @@ TEST(Conv1dUpdate, MatchesOracle) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   int n = 0;
-  for (int64_t K = kMinConvWidth; K <= kMaxConvWidth; ++K) {
-    for (int64_t T : {0, 1, 3, 11}) {
-      for (int64_t extra : {0, 1, 4}) {
-        for (DType dtype : {DType::kF32, DType::kBF16}) {
-          UpdateCase c;
-          c.K = K;
-          c.T = T;
-          c.S = K - 1 + extra;
-          c.dtype = dtype;
-          c.bias = (K + T) % 2 == 0;
-          c.silu = extra != 1;
-          c.alias = T == 3 && extra == 4;
-          SCOPED_TRACE(c.Name());
-          const UpdateResult r = UpdateCaseError(c, seed + n++);
-          EXPECT_LE(r.out_error, Tolerance(dtype));
-          EXPECT_TRUE(r.state_exact) << "the state holds copies of inputs: exact";
+  // D = 37: whole vectors of channels and a tail in each batch row (the decode step's
+  // channel-vectorised path at S = K - 1, f32), D = 5: the tail alone.
+  for (int64_t D : {5, 37}) {
+    for (int64_t K = kMinConvWidth; K <= kMaxConvWidth; ++K) {
+      for (int64_t T : {0, 1, 3, 11}) {
+        for (int64_t extra : {0, 1, 4}) {
+          for (DType dtype : {DType::kF32, DType::kBF16}) {
+            UpdateCase c;
+            c.D = D;
+            c.K = K;
+            c.T = T;
+            c.S = K - 1 + extra;
+            c.dtype = dtype;
+            c.bias = (K + T) % 2 == 0;
+            c.silu = extra != 1;
+            c.alias = (T == 3 && extra == 4) || (T == 0 && extra == 0 && K % 2 == 1);
+            SCOPED_TRACE(c.Name());
+            const UpdateResult r = UpdateCaseError(c, seed + n++);
+            EXPECT_LE(r.out_error, Tolerance(dtype));
+            EXPECT_TRUE(r.state_exact) << "the state holds copies of inputs: exact";
+          }
         }
       }
     }

@@ -331,11 +331,80 @@ void UpdateOneStepRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t
   });
 }
 
+// n consecutive interleaved rows of W channels: v[j] lane i = p[i * n + j] (n = 1..4).
+template <int n>
+HWY_INLINE void LoadChannels(const float* HWY_RESTRICT p, VF* v) {
+  const DF df;
+  if constexpr (n == 1) v[0] = hn::LoadU(df, p);
+  if constexpr (n == 2) hn::LoadInterleaved2(df, p, v[0], v[1]);
+  if constexpr (n == 3) hn::LoadInterleaved3(df, p, v[0], v[1], v[2]);
+  if constexpr (n == 4) hn::LoadInterleaved4(df, p, v[0], v[1], v[2], v[3]);
+}
+template <int n>
+HWY_INLINE void StoreChannels(const VF* v, float* HWY_RESTRICT p) {
+  const DF df;
+  if constexpr (n == 1) hn::StoreU(v[0], df, p);
+  if constexpr (n == 2) hn::StoreInterleaved2(v[0], v[1], df, p);
+  if constexpr (n == 3) hn::StoreInterleaved3(v[0], v[1], v[2], df, p);
+  if constexpr (n == 4) hn::StoreInterleaved4(v[0], v[1], v[2], v[3], df, p);
+}
+
+// The decode step of UpdateOneStepRows vectorised across channels, for the layout every model
+// has: f32 x and out with unit channel stride, the state rows (D, K - 1) and the weight rows
+// (D, K) packed. The state and taps of W channels are de-interleaved in registers; the sums
+// are those of UpdateOneStepRows in the same order (bias, then the K taps oldest first, fused
+// multiply-adds), and the activation that of FinishUpdatePass: the same bits. `bench conv1d
+// --shape decode`, m1-130m f32 (D = 1536): 2.2 us against 15.7 us row at a time.
+template <int K>
+bool VectorUpdateApplies(const CausalConv1dUpdateParams& p) {
+  return K <= 4 && p.x.dtype == DType::kF32 && p.out.dtype == DType::kF32 && p.x.stride_dim == 1 &&
+         p.out.stride_dim == 1 && p.conv_state.stride_dim == K - 1 && p.weight.stride_dim == K &&
+         (p.bias.data == nullptr || p.bias.stride_dim == 1);
+}
+
+// Channels [d0, d0 + W) of batch row b.
+template <int K>
+HWY_INLINE void UpdateOneStepVector(const CausalConv1dUpdateParams& p, int64_t b, int64_t d0) {
+  const DF df;
+  const float* x = static_cast<const float*>(p.x.data) + b * p.x.stride_batch + d0;  // (W)
+  float* out = static_cast<float*>(p.out.data) + b * p.out.stride_batch + d0;        // (W)
+  float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch +
+                 d0 * (K - 1);              // (W, K - 1), oldest first
+  const float* w = p.weight.data + d0 * K;  // (W, K)
+  VF taps[K], window[K];                    // window: the K inputs, oldest first
+  LoadChannels<K>(w, taps);
+  LoadChannels<K - 1>(state, window);
+  window[K - 1] = hn::LoadU(df, x);
+  VF acc = p.bias.data ? hn::LoadU(df, p.bias.data + d0) : hn::Zero(df);
+  for (int k = 0; k < K; ++k) acc = hn::MulAdd(taps[k], window[k], acc);
+  StoreChannels<K - 1>(window + 1, state);
+  if (p.silu) acc = hn::Mul(acc, SigmoidNoDiv(df, acc));
+  hn::StoreU(acc, df, out);
+}
+
+// Rows [begin, end): whole vectors of channels within each batch row, the rest row by row.
+template <int K>
+void UpdateOneStepVectorRows(const CausalConv1dUpdateParams& p, int64_t begin, int64_t end,
+                             float* pre) {
+  const int64_t W = Lanes(), D = p.dim;
+  for (int64_t r = begin; r < end;) {
+    const int64_t b = r / D, d_end = std::min(D, r - b * D + (end - r));
+    int64_t d = r - b * D;
+    for (; d + W <= d_end; d += W) UpdateOneStepVector<K>(p, b, d);
+    if (d < d_end) UpdateOneStepRows<K>(p, b * D + d, b * D + d_end, pre);
+    r = b * D + d_end;
+  }
+}
+
 template <int K>
 struct RunUpdateOneStep {
   static void Run(const CausalConv1dUpdateParams& p, float* ws, int64_t per_block) {
     const int64_t rows = p.batch * p.dim;
+    const bool vector = VectorUpdateApplies<K>(p);
     MaybeParallelFor(rows, rows, [&](int64_t begin, int64_t end, int block) {
+      if constexpr (K <= 4) {
+        if (vector) return UpdateOneStepVectorRows<K>(p, begin, end, ws + block * per_block);
+      }
       UpdateOneStepRows<K>(p, begin, end, ws + block * per_block);
     });
   }

@@ -36,8 +36,10 @@ using VF = hn::Vec<DF>;
 namespace {
 
 // Below this many state elements (B * H * P * N) a step runs on the calling thread: waking the
-// pool costs more than the work. Tuned for speed only, does not affect results.
-constexpr int64_t kMinParallelElements = 1 << 16;
+// pool costs more than the work. During decode the pool is awake (a fork/join costs ~0.7 us on
+// 2 cores) and m1-130m's step (24576 elements, ~20 us on one thread) is worth splitting.
+// Tuned for speed only, does not affect results.
+constexpr int64_t kMinParallelElements = 1 << 14;
 
 // (h, p) entries gathered per segment: bounds the scratch rows. Tuned for speed only.
 constexpr int64_t kSegmentEntries = 2048;
@@ -235,6 +237,59 @@ HWY_INLINE bool HeadRowsFixed(int64_t N, VF decay, float dt, const float* x, con
   return false;
 }
 
+// `count` Mamba-1 rows h0 + i (consecutive heads of P = 1) with N = kVecs * W: the sums of
+// StepRow<true> in the same order (even vectors into one accumulator, odd into the other), with
+// the row loop here so that FastExp's constants stay in registers across rows (inside StepRow's
+// N loop they were reloaded for every row, ~1/3 of a row's instructions at N = 16).
+template <int kVecs>
+HWY_INLINE void Mamba1RowsFixedN(const StateUpdateParams& p, const float* dt, const float* x,
+                                 const float* Brow, int64_t b_step, const float* Crow,
+                                 int64_t c_step, GroupCursor& bg, GroupCursor& cg, int64_t h0,
+                                 int64_t count, float* state_b, VF* acc) {
+  const DF df;
+  const int64_t W = Lanes();
+  for (int64_t i = 0; i < count; ++i, bg.Next(), cg.Next()) {
+    const int64_t h = h0 + i;
+    const float* A = p.A.data + h * p.A.stride_head;   // (N)
+    const float* B = Brow + bg.group() * b_step;       // (N)
+    const float* C = Crow + cg.group() * c_step;       // (N)
+    float* state = state_b + h * p.state_stride_head;  // (N)
+    const VF dtv = hn::Set(df, dt[i]), dtx = hn::Set(df, dt[i] * x[i]);
+    VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+    for (int v = 0; v < kVecs; ++v) {
+      const VF a = FastExp(df, hn::Mul(dtv, hn::LoadU(df, A + v * W)));
+      const VF hv =
+          hn::MulAdd(a, hn::LoadU(df, state + v * W), hn::Mul(dtx, hn::LoadU(df, B + v * W)));
+      hn::StoreU(hv, df, state + v * W);
+      if (v % 2 == 0) {
+        acc0 = hn::MulAdd(hn::LoadU(df, C + v * W), hv, acc0);
+      } else {
+        acc1 = hn::MulAdd(hn::LoadU(df, C + v * W), hv, acc1);
+      }
+    }
+    acc[i] = hn::Add(acc0, acc1);
+  }
+}
+
+// The rows of Mamba1RowsFixedN when N is 1, 2 or 4 vectors (Mamba-1 checkpoints have N = 16);
+// false (nothing done) otherwise.
+HWY_INLINE bool Mamba1RowsFixed(const StateUpdateParams& p, const float* dt, const float* x,
+                                const float* Brow, int64_t b_step, const float* Crow,
+                                int64_t c_step, GroupCursor& bg, GroupCursor& cg, int64_t h0,
+                                int64_t count, float* state_b, VF* acc) {
+  const int64_t N = p.dstate, W = Lanes();
+  if (N == W) {
+    Mamba1RowsFixedN<1>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+  } else if (N == 2 * W) {
+    Mamba1RowsFixedN<2>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+  } else if (N == 4 * W) {
+    Mamba1RowsFixedN<4>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Lane i of the result = the sum of the lanes of acc[i], for the W vectors of acc (clobbered).
 // A transposing tree, log2(W) levels of ConcatEven + ConcatOdd + Add (W - 1 steps in all)
 // instead of W horizontal reductions, which cost as much as the state update itself at N = 128:
@@ -269,11 +324,25 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
   const int64_t W = Lanes(), P = p.headdim, N = p.dstate, nh = h1 - h0, entries = nh * P;
   const int64_t entries_padded = RoundUp(entries, W);
 
-  // dt' for each head, vectorised across heads.
-  for (int64_t i = 0; i < nh; ++i) {
-    const int64_t h = h0 + i;
-    s.dt[i] = LoadAsF32(p.dt.data, p.dt.dtype, b * p.dt.stride_batch + h * p.dt.stride_head) +
-              (p.dt_bias.data ? p.dt_bias.data[h * p.dt_bias.stride_head] : 0.0f);
+  // dt' for each head, vectorised across heads. Contiguous dt and dt_bias (Mamba-1's D heads)
+  // are read a vector at a time: a per-head dtype switch cost ~1/10 of a Mamba-1 step.
+  if (p.dt.stride_head == 1) {
+    RowToF32Simd(df, p.dt.data, p.dt.dtype, b * p.dt.stride_batch + h0, nh, s.dt);
+  } else {
+    for (int64_t i = 0; i < nh; ++i) {
+      s.dt[i] =
+          LoadAsF32(p.dt.data, p.dt.dtype, b * p.dt.stride_batch + (h0 + i) * p.dt.stride_head);
+    }
+  }
+  if (p.dt_bias.data) {
+    int64_t i = 0;
+    if (p.dt_bias.stride_head == 1) {
+      for (; i + W <= nh; i += W) {
+        hn::StoreU(hn::Add(hn::LoadU(df, s.dt + i), hn::LoadU(df, p.dt_bias.data + h0 + i)), df,
+                   s.dt + i);
+      }
+    }
+    for (; i < nh; ++i) s.dt[i] += p.dt_bias.data[(h0 + i) * p.dt_bias.stride_head];
   }
   if (p.dt_softplus) {
     const int64_t padded = RoundUp(nh, W);
@@ -288,10 +357,17 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
     GatherHeads(p.z, b, h0, h1, P, s.z);
     std::fill(s.z + entries, s.z + entries_padded, 0.0f);
   }
-  if (p.D.data) {
+  if (p.D.data && P == 1 && p.D.stride_head == 1) {  // Mamba-1: one contiguous D per channel
+    std::copy_n(p.D.data + h0, nh, s.skip);
+    std::fill(s.skip + entries, s.skip + entries_padded, 0.0f);
+  } else if (p.D.data) {
     for (int64_t h = h0; h < h1; ++h) {
-      for (int64_t i = 0; i < P; ++i) {
-        s.skip[(h - h0) * P + i] = p.D.data[h * p.D.stride_head + i * p.D.stride_inner];
+      float* skip = s.skip + (h - h0) * P;
+      const float* D = p.D.data + h * p.D.stride_head;
+      if (p.D.stride_inner == 0) {  // one D per head (the loop vectorises)
+        std::fill(skip, skip + P, *D);
+      } else {
+        for (int64_t i = 0; i < P; ++i) skip[i] = D[i * p.D.stride_inner];
       }
     }
     std::fill(s.skip + entries, s.skip + entries_padded, 0.0f);
@@ -306,12 +382,15 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
   if (p.a_per_state) {  // Mamba-1 (P = 1): W heads per reduction
     for (int64_t hb = h0; hb < h1; hb += W) {
       const int64_t count = std::min(W, h1 - hb);
-      for (int64_t i = 0; i < count; ++i, bg.Next(), cg.Next()) {
-        const int64_t h = hb + i;
-        const float dt = s.dt[h - h0];
-        acc[i] = StepRow<true>(hn::Zero(df), hn::Set(df, dt), hn::Set(df, dt * s.x[h - h0]),
-                               p.A.data + h * p.A.stride_head, Brow + bg.group() * b_step,
-                               Crow + cg.group() * c_step, state_b + h * p.state_stride_head, N);
+      if (!Mamba1RowsFixed(p, s.dt + (hb - h0), s.x + (hb - h0), Brow, b_step, Crow, c_step, bg, cg,
+                           hb, count, state_b, acc)) {
+        for (int64_t i = 0; i < count; ++i, bg.Next(), cg.Next()) {
+          const int64_t h = hb + i;
+          const float dt = s.dt[h - h0];
+          acc[i] = StepRow<true>(hn::Zero(df), hn::Set(df, dt), hn::Set(df, dt * s.x[h - h0]),
+                                 p.A.data + h * p.A.stride_head, Brow + bg.group() * b_step,
+                                 Crow + cg.group() * c_step, state_b + h * p.state_stride_head, N);
+        }
       }
       for (int64_t i = count; i < W; ++i) acc[i] = hn::Zero(df);
       StoreFirst(SumsOfLanes(acc), count, s.y + (hb - h0));
