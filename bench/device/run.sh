@@ -56,7 +56,7 @@ fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"
   timeout 300 scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"
-  grep -E "^== |SUMMARY|reported errors|clean on every" "$OUT/sanitize.log" | grep -v "^== " | sort | uniq -c
+  grep -E "SUMMARY|reported errors|clean on every" "$OUT/sanitize.log" | sort | uniq -c
 fi
 
 stamp "ssmkit benchmark"

@@ -245,10 +245,7 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
         dD += GateBackward(p, b, d, w.rb, w.rg, skip);
         AdjointRow(r, w, L, Np, chunk);
         ddelta_bias += FinishRowGrads(p, b, d, w.rb, w.rg, skip);
-        if (p.dinitial_state.data) {
-          float* dh0 = p.dinitial_state.data + b * p.dinitial_state.stride_batch + d * p.dinitial_state.stride_dim;
-          for (int64_t n = 0; n < N; ++n) dh0[n * p.dinitial_state.stride_state] = w.g[n];
-        }
+        if (p.dinitial_state.data) StoreStateRow(p.dinitial_state, b, d, w.g.data(), N);
       }
       for (int64_t n = 0; n < N; ++n) {
         if (p.dA.data) p.dA.data[d * p.dA.stride_dim + n * p.dA.stride_state] = w.dA[n];

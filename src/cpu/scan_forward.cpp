@@ -208,20 +208,12 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
   std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
 }
 
-// Entry k of row (b, d) of the chunk states: the first N floats of h.
-void StoreRowChunk(const ChunkStatesView& v, int64_t b, int64_t d, int64_t k, const float* h,
-                   int64_t N) {
-  const F32View entry = v.Entry(k);
-  float* row = entry.data + b * entry.stride_batch + d * entry.stride_dim;
-  for (int64_t n = 0; n < N; ++n) row[n * entry.stride_state] = h[n];
-}
-
 // The sequential scan of a row in spans that end where a chunk starts, saving the state
 // entering each chunk; the steps and their arithmetic are those of one ScanSequential call.
 void ScanSequentialSavingChunks(const RowScan& s, const ChunkStatesView& v, int64_t b, int64_t d,
                                 int64_t N) {
   for (int64_t l0 = 0; l0 < s.L; l0 += v.interval) {
-    StoreRowChunk(v, b, d, l0 / v.interval, s.h, N);
+    StoreStateRow(v.Entry(l0 / v.interval), b, d, s.h, N);
     RowScan span = s;
     span.B += l0 * s.bstep;
     span.C += l0 * s.cstep;
@@ -237,8 +229,8 @@ void ScanSequentialSavingChunks(const RowScan& s, const ChunkStatesView& v, int6
 // algorithms keep them all).
 void StoreRowChunksFromStates(const ChunkStatesView& v, int64_t b, int64_t d, const float* h0,
                               const float* hs, int64_t L, int64_t Np, int64_t N) {
-  StoreRowChunk(v, b, d, 0, h0, N);
-  for (int64_t k = 1; k * v.interval < L; ++k) StoreRowChunk(v, b, d, k, hs + (k * v.interval - 1) * Np, N);
+  StoreStateRow(v.Entry(0), b, d, h0, N);
+  for (int64_t k = 1; k * v.interval < L; ++k) StoreStateRow(v.Entry(k), b, d, hs + (k * v.interval - 1) * Np, N);
 }
 
 // The channel-tiled sequential path (scan_block-inl.h): tiles of W channels over all
@@ -322,7 +314,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       if (h0.data) {
         for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
       }
-      if (p.chunk_states.data) StoreRowChunk(p.chunk_states, b, d, 0, h.data(), N);
+      if (p.chunk_states.data) StoreStateRow(p.chunk_states.Entry(0), b, d, h.data(), N);
       const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
       const float* Ad = A + d * Np;
       const float* Bd = B.Row(b, d);
@@ -335,10 +327,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
         acc = hn::MulAdd(hn::LoadU(df, Cd + n), hn_, acc);
       }
       y[i] = hn::GetLane(hn::SumOfLanes(df, acc));
-      const F32View& hf = p.final_state;
-      if (hf.data) {
-        for (int64_t n = 0; n < N; ++n) hf.data[b * hf.stride_batch + d * hf.stride_dim + n * hf.stride_state] = h[n];
-      }
+      if (p.final_state.data) StoreStateRow(p.final_state, b, d, h.data(), N);
     });
     for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
       VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i), hn::LoadU(df, y.data() + i));
@@ -401,10 +390,7 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       }
       std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);
       FinishRow(df, p, b, d, rb, gated.data());
-      if (p.final_state.data) {
-        float* hf = p.final_state.data + b * p.final_state.stride_batch + d * p.final_state.stride_dim;
-        for (int64_t n = 0; n < N; ++n) hf[n * p.final_state.stride_state] = h[n];
-      }
+      if (p.final_state.data) StoreStateRow(p.final_state, b, d, h.data(), N);
     }
   });
   return Status::Ok();

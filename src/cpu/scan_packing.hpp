@@ -22,6 +22,13 @@ inline int64_t PackedStateStride(int64_t dstate, int64_t lanes) {
   return RoundUp(dstate, std::max<int64_t>(lanes, 4));
 }
 
+// Row (b, d) of a (B, D, N) state view v (final_state, dinitial_state, a chunk-state entry)
+// from the first N floats of h.
+inline void StoreStateRow(const F32View& v, int64_t b, int64_t d, const float* h, int64_t N) {
+  float* row = v.data + b * v.stride_batch + d * v.stride_dim;
+  for (int64_t n = 0; n < N; ++n) row[n * v.stride_state] = h[n];
+}
+
 // options.chunk_length = 0: the chunked forward's chunk and the backward's checkpoint interval.
 inline constexpr int64_t kDefaultCheckpointInterval = kDefaultScanChunkLength;
 
