@@ -8,6 +8,14 @@
 // Why this tolerance: the finite differences are of an fp64 function (step 1e-5, truncation
 // and rounding both ~1e-10 relative), so what remains is the f32 trainer's own rounding,
 // measured at 1e-7..6e-6 per tensor. A wrong term in any backward gives errors of order 1.
+// A_log and dt_bias are per-head sums over every position of terms of both signs; when they
+// cancel, the f32 rounding of the terms does not, and the relative error of such a tensor has
+// been measured at up to 1.0e-4 (about 1 run in 32). So each tensor's bound is raised to a few
+// times its own rounding noise, measured by re-running the trainer with other loss scales:
+// the gradients divided by the scale are equal in exact arithmetic, so what differs is
+// rounding. Over 40 runs of the four checks, every error above 1e-5 was at most 0.95 times
+// that noise. The noise itself must stay at rounding level (kMaxNoise), so a loss-scale bug
+// cannot widen the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +33,8 @@ namespace ssmkit::testing {
 namespace {
 
 constexpr double kGradTolerance = 5e-5;
+constexpr double kNoiseFactor = 8.0;
+constexpr double kMaxNoise = 1e-3;
 
 ModelConfig TinyConfig(ModelArch arch) {
   ModelConfig c;
@@ -79,6 +89,29 @@ Problem MakeProblem(ModelArch arch, bool tie, uint64_t seed) {
   return p;
 }
 
+// The largest relative difference, tensor by tensor, between the gradients at loss scale 1
+// (`grads`) and those at other loss scales divided by the scale.
+std::vector<double> RoundingNoise(Problem& p, std::span<const float> grads) {
+  const std::vector<train::ParamInfo>& params = p.model->table().params();
+  std::vector<double> noise(params.size(), 0.0);
+  for (const float scale : {3.0f, 0.3f, 7.0f}) {
+    p.model->ZeroGrads();
+    double loss = 0.0;
+    EXPECT_TRUE(p.model->ForwardBackward(p.tokens, p.batch, p.seqlen, scale, &loss).ok());
+    const std::span<const float> scaled = p.model->grads();
+    for (size_t k = 0; k < params.size(); ++k) {
+      std::vector<double> a, b;
+      for (int64_t i = 0; i < params[k].numel; ++i) {
+        const size_t at = static_cast<size_t>(params[k].offset + i);
+        a.push_back(scaled[at] / scale);
+        b.push_back(grads[at]);
+      }
+      noise[k] = std::max(noise[k], RelativeError(a, b));
+    }
+  }
+  return noise;
+}
+
 void CheckGradients(ModelArch arch, bool tie) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
@@ -92,8 +125,11 @@ void CheckGradients(ModelArch arch, bool tie) {
   const double loss64 = ref.Loss(w, p.tokens, p.batch, p.seqlen);
   EXPECT_NEAR(loss32, loss64, 1e-5 * std::abs(loss64)) << "f32 forward vs fp64 reference";
 
-  const std::span<const float> grads = p.model->grads();
-  for (const train::ParamInfo& info : p.model->table().params()) {
+  const std::vector<float> grads(p.model->grads().begin(), p.model->grads().end());
+  const std::vector<double> noise = RoundingNoise(p, grads);
+  const std::vector<train::ParamInfo>& params = p.model->table().params();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const train::ParamInfo& info = params[k];
     std::vector<double> got, fd;
     for (int64_t i = 0; i < info.numel; ++i) {
       const size_t at = static_cast<size_t>(info.offset + i);
@@ -103,9 +139,10 @@ void CheckGradients(ModelArch arch, bool tie) {
       got.push_back(grads[at]);
     }
     const double err = RelativeError(got, fd);
-    std::printf("  %-44s %6lld values  rel err %.2e\n", info.name.c_str(),
-                static_cast<long long>(info.numel), err);
-    EXPECT_LT(err, kGradTolerance) << info.name;
+    std::printf("  %-44s %6lld values  rel err %.2e  rounding noise %.2e\n", info.name.c_str(),
+                static_cast<long long>(info.numel), err, noise[k]);
+    EXPECT_LT(noise[k], kMaxNoise) << info.name << ": gradients not linear in the loss scale";
+    EXPECT_LT(err, std::max(kGradTolerance, kNoiseFactor * noise[k])) << info.name;
   }
 }
 
