@@ -48,9 +48,10 @@ using ssd::RoundUp;
 
 // Tuned for speed, do not affect correctness: state vectors held in registers per tile
 // (32 vector registers on AVX-512, 16 on AVX2), and steps per time block. On AVX-512 a
-// 8 x 4 forward tile (all 32 registers for the state; the compiler keeps x and y in memory
-// operands) measured ~10% faster than 4 x 4 and 16 x 2 in a loop over L1-resident data.
-constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 32 : 8;
+// 4 x 4 forward tile (16 state registers) is the fastest on the AMD EPYC (Zen 4) of
+// TARGETS.md: m2-130m forward on one thread 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4,
+// whose 32 state vectors spill to the stack every step there (16 x 2: 21.0-21.4 ms).
+constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
 constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 4;
 constexpr int64_t kFwdBlock = 64;
 constexpr int64_t kBwdBlock = 32;
