@@ -59,6 +59,14 @@ void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t 
   }
 }
 
+// `floats` of this thread's scratch, kept between calls: these routines run once per head
+// and time block, where a heap allocation per call showed in profiles.
+float* RowScratch(int64_t floats) {
+  thread_local std::vector<float> storage;
+  if (static_cast<int64_t>(storage.size()) < floats) storage.resize(static_cast<size_t>(floats));
+  return storage.data();
+}
+
 // Row `offset` of a (.., P) operand as f32: the data itself when it is f32, else converted
 // into scratch (P floats).
 const float* RowAsF32(const void* data, DType dtype, int64_t offset, int64_t P, float* scratch) {
@@ -94,8 +102,9 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
                         const float* y, int64_t ld_y) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
-  std::vector<float> scratch(static_cast<size_t>(4 * P), 0.0f);
-  float* skip = scratch.data();  // (P)
+  float* scratch = RowScratch(4 * P);
+  float* skip = scratch;  // (P)
+  std::fill(skip, skip + P, 0.0f);
   if (p.D.data) {
     for (int64_t i = 0; i < P; ++i) {
       skip[i] = p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)];
@@ -103,10 +112,10 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
   }
   const bool out_f32 = p.out.dtype == DType::kF32;
   for (int64_t t = 0; t < count; ++t) {
-    const float* xr = RowAsF32(p.x.data, p.x.dtype, p.x.Offset(b, l0 + t, h), P, scratch.data() + P);
-    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + 2 * P) : xr;
+    const float* xr = RowAsF32(p.x.data, p.x.dtype, p.x.Offset(b, l0 + t, h), P, scratch + P);
+    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + 2 * P) : xr;
     const int64_t out_off = p.out.Offset(b, l0 + t, h);
-    float* res = out_f32 ? static_cast<float*>(p.out.data) + out_off : scratch.data() + 3 * P;
+    float* res = out_f32 ? static_cast<float*>(p.out.data) + out_off : scratch + 3 * P;
     const float* const rows[4] = {y + t * ld_y, xr, zr, skip};
     ForEachVector<4>(P, lanes, rows, res, [&](const float* const* in, float* o) {
       auto v = hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::LoadU(df, in[0]));
@@ -122,11 +131,11 @@ void SsdLoadDyImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int6
                    const float* scale, float* dst, int64_t ld_dst, int64_t width) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
-  std::vector<float> scratch(static_cast<size_t>(2 * P), 0.0f);
+  float* scratch = RowScratch(2 * P);
   for (int64_t t = 0; t < count; ++t) {
     float* row = dst + t * ld_dst;
-    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch.data());
-    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + P) : dr;
+    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch);
+    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + P) : dr;
     const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
     const float* const rows[2] = {dr, zr};
     ForEachVector<2>(P, lanes, rows, row, [&](const float* const* in, float* o) {
@@ -138,18 +147,35 @@ void SsdLoadDyImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int6
   }
 }
 
+// dst[t] = x[b, l0 + t, h, :] * scale[t] (1 without scale); zeros from P up to width.
+void SsdLoadScaledXImpl(const SsdSeqView& x, int64_t P, int64_t b, int64_t h, int64_t l0, int64_t count,
+                        const float* scale, float* dst, int64_t ld_dst, int64_t width) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  float* scratch = RowScratch(P);
+  for (int64_t t = 0; t < count; ++t) {
+    float* row = dst + t * ld_dst;
+    const float* const rows[1] = {RowAsF32(x.data, x.dtype, x.Offset(b, l0 + t, h), P, scratch)};
+    const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
+    ForEachVector<1>(P, lanes, rows, row, [&](const float* const* in, float* o) {
+      hn::StoreU(hn::Mul(hn::LoadU(df, in[0]), sv), df, o);
+    });
+    std::fill(row + P, row + width, 0.0f);
+  }
+}
+
 // dz = dout * y * silu'(z).
 void SsdStoreDzImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
                     const float* y, int64_t ld_y) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
-  std::vector<float> scratch(static_cast<size_t>(3 * P), 0.0f);
+  float* scratch = RowScratch(3 * P);
   const bool dz_f32 = p.dz.dtype == DType::kF32;
   for (int64_t t = 0; t < count; ++t) {
-    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch.data());
-    const float* zr = RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch.data() + P);
+    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch);
+    const float* zr = RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + P);
     const int64_t off = p.dz.Offset(b, l0 + t, h);
-    float* res = dz_f32 ? static_cast<float*>(p.dz.data) + off : scratch.data() + 2 * P;
+    float* res = dz_f32 ? static_cast<float*>(p.dz.data) + off : scratch + 2 * P;
     const float* const rows[3] = {dr, y + t * ld_y, zr};
     ForEachVector<3>(P, lanes, rows, res, [&](const float* const* in, float* o) {
       const auto v = hn::Mul(hn::Mul(hn::LoadU(df, in[0]), hn::LoadU(df, in[1])), SiluGrad(df, hn::LoadU(df, in[2])));
@@ -168,6 +194,7 @@ namespace ssmkit::cpu::ssd {
 HWY_EXPORT(SsdDtRowImpl);
 HWY_EXPORT(SsdStoreOutputImpl);
 HWY_EXPORT(SsdLoadDyImpl);
+HWY_EXPORT(SsdLoadScaledXImpl);
 HWY_EXPORT(SsdStoreDzImpl);
 
 void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
@@ -192,19 +219,7 @@ void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t c
 
 void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,
                  int64_t count, const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  for (int64_t t = 0; t < count; ++t) {
-    float* row = dst + t * ld_dst;
-    const int64_t off = x.Offset(b, l0 + t, h);
-    const float s = scale ? scale[t] : 1.0f;
-    if (x.dtype == DType::kF32) {
-      const float* src = static_cast<const float*>(x.data) + off;
-      for (int64_t i = 0; i < headdim; ++i) row[i] = src[i] * s;
-    } else {
-      RowToF32(x.data, x.dtype, off, headdim, row);
-      for (int64_t i = 0; i < headdim; ++i) row[i] *= s;
-    }
-    std::fill(row + headdim, row + width, 0.0f);
-  }
+  HWY_DYNAMIC_DISPATCH(SsdLoadScaledXImpl)(x, headdim, b, h, l0, count, scale, dst, ld_dst, width);
 }
 
 }  // namespace ssmkit::cpu::ssd

@@ -76,12 +76,20 @@ HWY_INLINE double DotF64(DF df, const float* HWY_RESTRICT a, const float* HWY_RE
   const hn::Rebind<double, hn::Half<DF>> dd;
   const hn::Half<DF> dh;
   const int64_t half = static_cast<int64_t>(hn::Lanes(dh));
-  auto acc = hn::Zero(dd);
+  auto product = [&](int64_t i) {
+    return hn::Mul(hn::PromoteTo(dd, hn::LoadU(dh, a + i)), hn::PromoteTo(dd, hn::LoadU(dh, b + i)));
+  };
+  // Four accumulators: one would wait on the f64 add's latency every step.
+  auto acc0 = hn::Zero(dd), acc1 = hn::Zero(dd), acc2 = hn::Zero(dd), acc3 = hn::Zero(dd);
   int64_t i = 0;
-  for (; i + half <= n; i += half) {
-    acc = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(dh, a + i)), hn::PromoteTo(dd, hn::LoadU(dh, b + i)), acc);
+  for (; i + 4 * half <= n; i += 4 * half) {
+    acc0 = hn::Add(acc0, product(i));
+    acc1 = hn::Add(acc1, product(i + half));
+    acc2 = hn::Add(acc2, product(i + 2 * half));
+    acc3 = hn::Add(acc3, product(i + 3 * half));
   }
-  double sum = hn::GetLane(hn::SumOfLanes(dd, acc));
+  for (; i + half <= n; i += half) acc0 = hn::Add(acc0, product(i));
+  double sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
   for (; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
   return sum;
 }

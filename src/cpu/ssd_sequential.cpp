@@ -356,15 +356,27 @@ struct BwdTileArgs {
   const float* xs;    // (T, Pr): x scaled (forward sweep) or plain (adjoint sweep)
   const float* dy;    // (T, Pr): dy (forward sweep) or dy / beta (adjoint sweep)
   const float* mult;  // (T)
-  float* nbuf;        // (T, Nn), accumulated: dC (forward sweep) or dB (adjoint sweep)
-  float* pvec;        // (T, kP, lanes), accumulated: partial C . S or B . G of a row block
+  float* nbuf;        // (T, Nn), accumulated over row blocks: dC (forward sweep) or dB (adjoint)
+  float* pvec;        // (T, kP, lanes), accumulated over column tiles: partial C . S or B . G
   float* S;           // (Pr, Nn)
   int64_t T, Pr, Nn;
 };
 
+// Where a tile's sums go: the first row block stores nbuf and the first column tile stores
+// pvec, the others add to them (no buffer is cleared beforehand).
+struct BwdTileFirst {
+  bool rows, cols;
+};
+
+// *dst = v (first) or *dst + v.
+HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
+  const DF df;
+  hn::StoreU(first ? v : hn::Add(hn::LoadU(df, dst), v), df, dst);
+}
+
 // Forward sweep: S[p] += xs[p] B;  dC += dy[p] S[p];  and with kY, y[p] += C . S[p].
 template <int kP, int kV, bool kY>
-HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
+HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, BwdTileFirst first) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t T = a.T, Pr = a.Pr, Nn = a.Nn, ldb = a.ldb, ldc = a.ldc;
@@ -399,9 +411,9 @@ HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
         dc[j] = hn::MulAdd(dyv, S[i][j], dc[j]);
         if (kY) yacc = hn::MulAdd(hn::LoadU(df, Ct + j * lanes), S[i][j], yacc);
       }
-      if (kY) hn::StoreU(hn::Add(hn::LoadU(df, pv + i * lanes), yacc), df, pv + i * lanes);
+      if (kY) StoreOrAdd(yacc, first.cols, pv + i * lanes);
     }
-    for (int j = 0; j < kV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, nt + j * lanes), dc[j]), df, nt + j * lanes);
+    for (int j = 0; j < kV; ++j) StoreOrAdd(dc[j], first.rows, nt + j * lanes);
   }
   for (int i = 0; i < kP; ++i)
     for (int j = 0; j < kV; ++j) hn::StoreU(S[i][j], df, a.S + (p0 + i) * Nn + n0 + j * lanes);
@@ -409,7 +421,7 @@ HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
 
 // Adjoint sweep, backwards in time: G[p] += dy[p] C;  dB += x[p] G[p];  gB[p] += B . G[p].
 template <int kP, int kV>
-HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
+HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0, BwdTileFirst first) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t T = a.T, Pr = a.Pr, Nn = a.Nn, ldb = a.ldb, ldc = a.ldc;
@@ -445,9 +457,9 @@ HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0) {
         db[j] = hn::MulAdd(xv, G[i][j], db[j]);
         gb = hn::MulAdd(bv[j], G[i][j], gb);
       }
-      hn::StoreU(hn::Add(hn::LoadU(df, pv + i * lanes), gb), df, pv + i * lanes);
+      StoreOrAdd(gb, first.cols, pv + i * lanes);
     }
-    for (int j = 0; j < kV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, nt + j * lanes), db[j]), df, nt + j * lanes);
+    for (int j = 0; j < kV; ++j) StoreOrAdd(db[j], first.rows, nt + j * lanes);
     if (t > 0) {  // step the pointers back (not past the start)
       Bt -= ldb;
       Ct -= ldc;
@@ -469,7 +481,7 @@ int BwdTileVectors(int64_t Nn) {
 }
 int64_t BwdTileRows(int kV) { return kBwdStateRegs / kV; }
 
-// pbuf[t][p0 + i] += lane sum of pvec[t][i] for the T x kP vectors of a row block.
+// pbuf[t][p0 + i] = lane sum of pvec[t][i] for the T x kP vectors of a row block.
 template <int kP>
 void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
   const DF df;
@@ -480,9 +492,12 @@ void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
     const int64_t n = std::min(lanes, items - first);
     for (int64_t k = 0; k < lanes; ++k) v[k] = k < n ? hn::LoadU(df, a.pvec + (first + k) * lanes) : hn::Zero(df);
     hn::Store(SumLanesOfEach(df, v), df, sums);
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t item = first + k;
-      pbuf[(item / kP) * a.Pr + p0 + item % kP] += sums[k];
+    // Item (t, i) goes to pbuf[t][p0 + i]: runs of up to kP consecutive floats (an index
+    // computed per item had the compiler emit a scatter).
+    for (int64_t k = 0; k < n;) {
+      const int64_t item = first + k, i = item % kP, run = std::min(kP - i, n - k);
+      std::copy(sums + k, sums + k + run, pbuf + (item / kP) * a.Pr + p0 + i);
+      k += run;
     }
   }
 }
@@ -493,12 +508,12 @@ void BwdTiles(const BwdTileArgs& a, float* pbuf) {
   constexpr int kP = kBwdStateRegs / kV;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   for (int64_t p0 = 0; p0 < a.Pr; p0 += kP) {
-    if (kAdjoint || kY) std::fill(a.pvec, a.pvec + a.T * kP * lanes, 0.0f);
     for (int64_t n0 = 0; n0 < a.Nn; n0 += kV * lanes) {
+      const BwdTileFirst first{p0 == 0, n0 == 0};
       if (kAdjoint) {
-        BwdAdjointTile<kP, kV>(a, p0, n0);
+        BwdAdjointTile<kP, kV>(a, p0, n0, first);
       } else {
-        BwdForwardTile<kP, kV, kY>(a, p0, n0);
+        BwdForwardTile<kP, kV, kY>(a, p0, n0, first);
       }
     }
     if (kAdjoint || kY) FoldRowBlock<kP>(a, p0, pbuf);
@@ -598,8 +613,6 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       for (int64_t t = 0; t < Tn; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       ssd::LoadScaledX(p.x, P, b, h, t0, Tn, s.scale.data(), s.xs.data(), Pr, Pr);
       ssd::LoadDy(p, b, h, t0, Tn, nullptr, s.dy.data(), Pr, Pr);
-      std::fill(s.nbuf.begin(), s.nbuf.begin() + Tn * Nn, 0.0f);
-      std::fill(s.pbuf.begin(), s.pbuf.begin() + Tn * Pr, 0.0f);
       const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
                           s.xs.data(),      s.dy.data(),      hd.fmult.data() + t0, s.nbuf.data(),
                           s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
@@ -659,28 +672,31 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
           hn::StoreU(hn::Mul(inv_beta, hn::LoadU(df, s.dy.data() + t * Pr + i)), df, s.dys.data() + t * Pr + i);
         }
       }
-      std::fill(s.nbuf.begin(), s.nbuf.begin() + Tn * Nn, 0.0f);
-      std::fill(s.pbuf.begin(), s.pbuf.begin() + Tn * Pr, 0.0f);
       const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
                           s.xs.data(),      s.dys.data(),     hd.amult.data() + t0, s.nbuf.data(),
                           s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
       BwdTilesAnyShape<true, false>(a, kV, s.pbuf.data());
+      // Locals, restrict: stores through dx_row and dD would otherwise make the compiler
+      // reload every pointer from the vectors for each vector of a row.
+      const float* HWY_RESTRICT skip = hd.skip.data();
+      float* HWY_RESTRICT dD = hd.dD.data();
+      float* HWY_RESTRICT dx_row = s.row.data();
       for (int64_t t = 0; t < Tn; ++t) {
         const float bt = hd.beta[t0 + t], dt = hd.dt[t0 + t];
-        const float* xt = s.xs.data() + t * Pr;
-        const float* dyt = s.dy.data() + t * Pr;
-        const float* gB = s.pbuf.data() + t * Pr;
+        const float* HWY_RESTRICT xt = s.xs.data() + t * Pr;
+        const float* HWY_RESTRICT dyt = s.dy.data() + t * Pr;
+        const float* HWY_RESTRICT gB = s.pbuf.data() + t * Pr;
         const auto btv = hn::Set(df, bt), dtv = hn::Set(df, dt);
         auto xg = hn::Zero(df);
         for (int64_t i = 0; i < Pr; i += lanes) {
           const auto gv = hn::Mul(btv, hn::LoadU(df, gB + i));  // g_t B_t
           const auto dyv = hn::LoadU(df, dyt + i), xv = hn::LoadU(df, xt + i);
-          hn::StoreU(hn::MulAdd(hn::LoadU(df, hd.skip.data() + i), dyv, hn::Mul(dtv, gv)), df, s.row.data() + i);
-          hn::StoreU(hn::MulAdd(dyv, xv, hn::LoadU(df, hd.dD.data() + i)), df, hd.dD.data() + i);
+          hn::StoreU(hn::MulAdd(hn::LoadU(df, skip + i), dyv, hn::Mul(dtv, gv)), df, dx_row + i);
+          hn::StoreU(hn::MulAdd(dyv, xv, hn::LoadU(df, dD + i)), df, dD + i);
           xg = hn::MulAdd(xv, gv, xg);
         }
         hd.xg[t0 + t] = hn::GetLane(hn::SumOfLanes(df, xg));  // <x_t, g_t B_t>
-        if (p.dx.data) RowFromF32(s.row.data(), P, p.dx.data, p.dx.dtype, p.dx.Offset(b, t0 + t, h));
+        if (p.dx.data) RowFromF32(dx_row, P, p.dx.data, p.dx.dtype, p.dx.Offset(b, t0 + t, h));
         const auto scale = hn::Set(df, dt * bt);
         float* dBt = dB_part + (t0 + t) * Nn;
         const float* nt = s.nbuf.data() + t * Nn;
