@@ -199,7 +199,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
   const DF df;
   const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), Pp = RoundUp(P, lanes), nPV = Pp / lanes;
-  s.heads.resize(h1 - h0);
+  if (static_cast<int64_t>(s.heads.size()) < h1 - h0) s.heads.resize(h1 - h0);  // never shrunk
   s.scale.resize(kFwdBlock);
   s.xs.resize(kFwdBlock * Pp);
   s.y.resize(kFwdBlock * Pp);
@@ -568,7 +568,9 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
   const int64_t kP = BwdTileRows(kV), Pr = RoundUp(P, std::max(kP, lanes));
   const int64_t T = kBwdBlock, K = CheckpointSteps(L), checkpoints = (L + K - 1) / K;
   const bool with_y = p.z.data && p.dz.data;
-  s.heads.resize(h1 - h0);
+  // Grown, never shrunk: a run of fewer heads must not free the others' checkpoints (MBs,
+  // page faults on every call when runs of 8 and 4 heads alternate).
+  if (static_cast<int64_t>(s.heads.size()) < h1 - h0) s.heads.resize(h1 - h0);
   s.scale.resize(T);
   s.xs.resize(T * Pr);
   s.dy.resize(T * Pr);
@@ -676,7 +678,7 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
                           s.xs.data(),      s.dys.data(),     hd.amult.data() + t0, s.nbuf.data(),
                           s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
       BwdTilesAnyShape<true, false>(a, kV, s.pbuf.data());
-      // Locals, restrict: stores through dx_row and dD would otherwise make the compiler
+      // Locals, restrict: stores through dx_row would otherwise make the compiler
       // reload every pointer from the vectors for each vector of a row.
       const float* HWY_RESTRICT skip = hd.skip.data();
       float* HWY_RESTRICT dD = hd.dD.data();
@@ -692,7 +694,6 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
           const auto gv = hn::Mul(btv, hn::LoadU(df, gB + i));  // g_t B_t
           const auto dyv = hn::LoadU(df, dyt + i), xv = hn::LoadU(df, xt + i);
           hn::StoreU(hn::MulAdd(hn::LoadU(df, skip + i), dyv, hn::Mul(dtv, gv)), df, dx_row + i);
-          hn::StoreU(hn::MulAdd(dyv, xv, hn::LoadU(df, dD + i)), df, dD + i);
           xg = hn::MulAdd(xv, gv, xg);
         }
         hd.xg[t0 + t] = hn::GetLane(hn::SumOfLanes(df, xg));  // <x_t, g_t B_t>
@@ -703,6 +704,13 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
         for (int64_t n = 0; n < Nn; n += lanes) {
           hn::StoreU(hn::MulAdd(scale, hn::LoadU(df, nt + n), hn::LoadU(df, dBt + n)), df, dBt + n);
         }
+      }
+      // dD += sum_t dy_t x_t, in registers over the block (the same order as a running sum
+      // in memory, without a load waiting on the previous step's store).
+      for (int64_t i = 0; i < Pr; i += lanes) {
+        auto acc = hn::LoadU(df, dD + i);
+        for (int64_t t = 0; t < Tn; ++t) acc = hn::MulAdd(hn::LoadU(df, s.dy.data() + t * Pr + i), hn::LoadU(df, s.xs.data() + t * Pr + i), acc);
+        hn::StoreU(acc, df, dD + i);
       }
       if (t0 % K == 0 && t0 > 0) {  // dLoss/dlog(a_t0) = a_t0 <g_t0, h_{t0-1}>, g_t0 = beta G
         const double dot = DotF64(df, hd.S.data(), hd.checkpoints.data() + (t0 / K) * Pr * Nn, Pr * Nn);
