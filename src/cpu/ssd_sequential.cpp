@@ -26,6 +26,7 @@
 // Nothing of size (L, P, N) is stored.
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <vector>
 
@@ -572,10 +573,17 @@ struct BwdHead {
   std::vector<float> dt, dt_grad, decay, fmult, alpha, amult, beta, cdc, xg;  // (L)
   std::vector<float> skip, dD;     // (Pr): D[h, p] (0 without D), the dD sums
   std::vector<float> S;            // (Pr, Nn): the state, then the adjoint state
-  std::vector<float> checkpoints;  // (L / K, Pr, Nn): h before each checkpoint
+  std::vector<float> checkpoints;  // (L / K, Pr, Nn) from Checkpoint(): h before each checkpoint
   std::vector<double> dlog_a_at;   // (L / K + 1): exact dLoss/dlog(a) there
   double final_term = 0.0;         // <dfinal, h_{L-1}>
 };
+
+// Checkpoint c of a head, 64-byte aligned for streaming stores (Pr * Nn is a multiple of 16
+// floats; the vector holds 16 floats of slack).
+float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(hd.checkpoints.data());
+  return reinterpret_cast<float*>((base + 63) / 64 * 64) + c * size;
+}
 
 struct BwdScratch {
   std::vector<BwdHead> heads;
@@ -626,7 +634,7 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
     }
     hd.dD.assign(Pr, 0.0f);
     hd.S.assign(Pr * Nn, 0.0f);
-    hd.checkpoints.resize(checkpoints * Pr * Nn);
+    hd.checkpoints.resize(checkpoints * Pr * Nn + 16);
     hd.dlog_a_at.assign(checkpoints + 1, 0.0);
     ssd::DtRow(p, b, h, 0, L, hd.dt.data(), hd.dt_grad.data(), hd.decay.data());
     ForwardScales(p, b, hd.decay.data(), hd.fmult.data(), hd.alpha.data());
@@ -645,8 +653,10 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       BwdHead& hd = s.heads[h - h0];
       if (t0 % K == 0 && t0 > 0) {  // checkpoint: h_{t0-1} = alpha S
         const auto al = hn::Set(df, hd.alpha[t0 - 1]);
-        float* ck = hd.checkpoints.data() + (t0 / K) * Pr * Nn;
-        for (int64_t i = 0; i < Pr * Nn; i += lanes) hn::StoreU(hn::Mul(al, hn::LoadU(df, hd.S.data() + i)), df, ck + i);
+        float* ck = Checkpoint(hd, t0 / K, Pr * Nn);
+        // Streaming stores: the checkpoints (MBs) are read back only in the adjoint sweep;
+        // a normal store would first read every line in (fwd+bwd 1-2% faster, A/B).
+        for (int64_t i = 0; i < Pr * Nn; i += lanes) hn::Stream(hn::Mul(al, hn::LoadU(df, hd.S.data() + i)), df, ck + i);
       }
       for (int64_t t = 0; t < Tn; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       ssd::LoadScaledX(p.x, P, b, h, t0, Tn, s.scale.data(), s.xs.data(), Pr, Pr);
@@ -751,7 +761,7 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
         hn::StoreU(acc, df, dD + i);
       }
       if (t0 % K == 0 && t0 > 0) {  // dLoss/dlog(a_t0) = a_t0 <g_t0, h_{t0-1}>, g_t0 = beta G
-        const double dot = DotF64(df, hd.S.data(), hd.checkpoints.data() + (t0 / K) * Pr * Nn, Pr * Nn);
+        const double dot = DotF64(df, hd.S.data(), Checkpoint(hd, t0 / K, Pr * Nn), Pr * Nn);
         hd.dlog_a_at[t0 / K] = ssd::ResetAt(p, b, t0) ? 0.0 : dot * hd.beta[t0] * hd.decay[t0];
       }
     }
