@@ -2,7 +2,7 @@
 // vector, for kernels whose partial sums end up spread over the lanes (the SSD backward's
 // B . g per head dim). On AVX-512 a reduction tree of block shuffles and in-block unpacks
 // costs ~3 shuffles and adds per sum, against ~10 for one SumOfLanes per vector.
-// Also dot products and an f64-accumulated dot for long sums.
+// Also an f64-accumulated dot product for long sums.
 // A Highway "-inl.h": included once per target from files that use foreach_target.h.
 #if defined(SSMKIT_CPU_SSD_REDUCE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SSMKIT_CPU_SSD_REDUCE_INL_H_
@@ -52,22 +52,6 @@ HWY_INLINE hn::Vec<DF> SumLanesOfEach(DF df, const hn::Vec<DF>* v) {
   HWY_ALIGN float sums[hn::MaxLanes(DF())];
   for (size_t i = 0; i < hn::Lanes(df); ++i) sums[i] = hn::GetLane(hn::SumOfLanes(df, v[i]));
   return hn::Load(df, sums);
-}
-
-// sum_i a[i] b[i] in f32 with independent vector accumulators (n any, no padding needed).
-template <class DF>
-HWY_INLINE float Dot(DF df, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + i + lanes), hn::LoadU(df, b + i + lanes), acc1);
-  }
-  for (; i + lanes <= n; i += lanes) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
 }
 
 // sum_i a[i] b[i] with f64 accumulation (products of f32 exact in f64), for long sums.

@@ -674,14 +674,16 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       }
       for (int64_t t = 0; t < Tn; ++t) {
         const auto al = hn::Set(df, hd.alpha[t0 + t]);
-        float* dCt = dC_part + (t0 + t) * Nn;
-        float* nt = s.nbuf.data() + t * Nn;
-        for (int64_t n = 0; n < Nn; n += lanes) {  // nt = this head's dC_t; dC += nt
+        float* HWY_RESTRICT dCt = dC_part + (t0 + t) * Nn;
+        const float* HWY_RESTRICT nt = s.nbuf.data() + t * Nn;
+        const float* HWY_RESTRICT Ct = Cp.Row(b, g, t0 + t);  // zeros from N to Nn
+        auto cdc = hn::Zero(df);
+        for (int64_t n = 0; n < Nn; n += lanes) {  // v = this head's dC_t; dC += v
           const auto v = hn::Mul(al, hn::LoadU(df, nt + n));
-          hn::StoreU(v, df, nt + n);
           hn::StoreU(hn::Add(hn::LoadU(df, dCt + n), v), df, dCt + n);
+          cdc = hn::MulAdd(hn::LoadU(df, Ct + n), v, cdc);
         }
-        hd.cdc[t0 + t] = Dot(df, Cp.Row(b, g, t0 + t), nt, N);  // <dy_t, C_t h_t>
+        hd.cdc[t0 + t] = hn::GetLane(hn::SumOfLanes(df, cdc));  // <dy_t, C_t h_t>
       }
       if (with_y) {  // y = alpha (C . S) + D x, the pre-gate output; xs holds dt x / alpha
         for (int64_t t = 0; t < Tn; ++t) {
