@@ -44,10 +44,11 @@ inline bool ResetAt(const SsdParams& p, int64_t b, int64_t l) {
 void DtRow(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, float* dt,
            float* dt_grad, float* decay);
 
-// out[t*P + p] (or at ld stride) = (y + D x) * silu(z) for one (b, h) over `count` positions,
-// written in out's dtype. y: (count, ld_y) f32. Highway-dispatched (ssd_prep.cpp).
+// out[t*P + p] (or at ld stride) = (y_scale[t] y + D x) * silu(z) for one (b, h) over
+// `count` positions, written in out's dtype. y: (count, ld_y) f32; y_scale: (count) or null
+// (1). Highway-dispatched (ssd_prep.cpp).
 void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-                 const float* y, int64_t ld_y);
+                 const float* y, int64_t ld_y, const float* y_scale = nullptr);
 
 // dy = dout * silu(z) (dout where z is absent) for (b, h) over `count` positions, times
 // scale[t] when scale is given, as f32 rows (count, ld_dst): P values, then zeros up to

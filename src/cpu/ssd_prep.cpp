@@ -99,7 +99,7 @@ void ForEachVector(int64_t P, int64_t lanes, const float* const (&rows)[kInputs]
 
 // out[b, l0 + t, h, :] = (y[t] + D * x) * silu(z), in out's dtype.
 void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-                        const float* y, int64_t ld_y) {
+                        const float* y, int64_t ld_y, const float* y_scale) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
   float* scratch = RowScratch(4 * P);
@@ -117,8 +117,9 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
     const int64_t out_off = p.out.Offset(b, l0 + t, h);
     float* res = out_f32 ? static_cast<float*>(p.out.data) + out_off : scratch + 3 * P;
     const float* const rows[4] = {y + t * ld_y, xr, zr, skip};
+    const auto ys = hn::Set(df, y_scale ? y_scale[t] : 1.0f);
     ForEachVector<4>(P, lanes, rows, res, [&](const float* const* in, float* o) {
-      auto v = hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::LoadU(df, in[0]));
+      auto v = hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::Mul(ys, hn::LoadU(df, in[0])));
       if (p.z.data) v = hn::Mul(v, Silu(df, hn::LoadU(df, in[2])));
       hn::StoreU(v, df, o);
     });
@@ -213,8 +214,8 @@ void DtRow(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, 
 }
 
 void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-                 const float* y, int64_t ld_y) {
-  HWY_DYNAMIC_DISPATCH(SsdStoreOutputImpl)(p, b, h, l0, count, y, ld_y);
+                 const float* y, int64_t ld_y, const float* y_scale) {
+  HWY_DYNAMIC_DISPATCH(SsdStoreOutputImpl)(p, b, h, l0, count, y, ld_y, y_scale);
 }
 
 void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,

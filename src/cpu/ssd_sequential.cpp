@@ -124,15 +124,22 @@ struct FwdTileArgs {
   int64_t ldb, ldc;
   const float* xs;    // (T, Pp)
   const float* mult;  // (T)
-  float* y;           // (T, Pp), accumulated
+  float* y;           // (T, Pp), accumulated over the tiles of a column
   float* S;           // (Nn, Pp)
   int64_t T, Pp;
 };
 
+// *dst = v (first) or *dst + v.
+HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
+  const DF df;
+  hn::StoreU(first ? v : hn::Add(hn::LoadU(df, dst), v), df, dst);
+}
+
 // The arguments are copied to locals: the stores through y would otherwise make the
-// compiler reload them every step (they might alias).
+// compiler reload them every step (they might alias). The first tile of a column (first)
+// stores y, the others add to it.
 template <int kN, int kPV>
-HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0) {
+HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool first) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t T = a.T, Pp = a.Pp, ldb = a.ldb, ldc = a.ldc;
@@ -163,7 +170,7 @@ HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0) {
         y[j] = hn::MulAdd(ci, S[i][j], y[j]);
       }
     }
-    for (int j = 0; j < kPV; ++j) hn::StoreU(hn::Add(hn::LoadU(df, yt + j * lanes), y[j]), df, yt + j * lanes);
+    for (int j = 0; j < kPV; ++j) StoreOrAdd(y[j], first, yt + j * lanes);
   }
   for (int i = 0; i < kN; ++i)
     for (int j = 0; j < kPV; ++j) hn::StoreU(S[i][j], df, a.S + (n0 + i) * Pp + p0 + j * lanes);
@@ -206,7 +213,7 @@ void FwdTiles(const FwdTileArgs& a, int64_t Nn, const RowPrefetch& next) {
   for (int64_t p0 = 0; p0 < a.Pp; p0 += kPV * lanes)
     for (int64_t n0 = 0; n0 < Nn; n0 += kN) {
       next.Slice(k++, tiles);
-      FwdTile<kN, kPV>(a, n0, p0);
+      FwdTile<kN, kPV>(a, n0, p0, n0 == 0);
     }
 }
 
@@ -261,7 +268,6 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xs.data(), Pp, Pp);
       const RowPrefetch next = NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
-      std::fill(s.y.begin(), s.y.begin() + T * Pp, 0.0f);
       const FwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
                           hd.mult.data() + t0, s.y.data(),    hd.S.data(), T, Pp};
       if (nPV % 4 == 0) {
@@ -271,11 +277,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       } else {
         FwdTiles<1>(a, Nn, next);
       }
-      for (int64_t t = 0; t < T; ++t) {
-        const float al = hd.alpha[t0 + t];
-        for (int64_t i = 0; i < P; ++i) s.y[t * Pp + i] *= al;
-      }
-      ssd::StoreOutput(p, b, h, t0, T, s.y.data(), Pp);
+      ssd::StoreOutput(p, b, h, t0, T, s.y.data(), Pp, hd.alpha.data() + t0);  // h = alpha S
     }
   }
   if (!p.final_states.data) return;
@@ -403,11 +405,6 @@ struct BwdTileFirst {
   bool rows, cols;
 };
 
-// *dst = v (first) or *dst + v.
-HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
-  const DF df;
-  hn::StoreU(first ? v : hn::Add(hn::LoadU(df, dst), v), df, dst);
-}
 
 // Forward sweep: S[p] += xs[p] B;  dC += dy[p] S[p];  and with kY, y[p] += C . S[p].
 template <int kP, int kV, bool kY>
