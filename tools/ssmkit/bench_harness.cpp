@@ -12,24 +12,36 @@ std::vector<Suite>& Suites() {
   return suites;
 }
 
-double MedianMs(const Options& options, const std::function<void()>& fn) {
+std::vector<double> MedianMsInterleaved(const Options& options,
+                                        const std::vector<std::function<void()>>& fns) {
   // Warm up for options.warmup runs and at least kMinWarmup of wall time: for the first ~100 ms
   // of a process the OpenMP worker can share a core with the calling thread (until the kernel's
   // load balancer moves it) and spin there, which made a 0.1 ms op time at 4-8 ms per call.
   constexpr std::chrono::milliseconds kMinWarmup{300};
   const auto warm_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup; ++i) fn();
-  std::vector<double> ms;
-  ms.reserve(options.runs);
-  for (int i = 0; i < std::max(1, options.runs); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    const auto stop = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup; ++i) {
+    for (const auto& fn : fns) fn();
   }
-  std::sort(ms.begin(), ms.end());
-  const size_t mid = ms.size() / 2;
-  return ms.size() % 2 ? ms[mid] : 0.5 * (ms[mid - 1] + ms[mid]);
+  std::vector<std::vector<double>> ms(fns.size());
+  for (int i = 0; i < std::max(1, options.runs); ++i) {
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const auto start = std::chrono::steady_clock::now();
+      fns[k]();
+      const auto stop = std::chrono::steady_clock::now();
+      ms[k].push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& v : ms) {
+    std::sort(v.begin(), v.end());
+    const size_t mid = v.size() / 2;
+    medians.push_back(v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]));
+  }
+  return medians;
+}
+
+double MedianMs(const Options& options, const std::function<void()>& fn) {
+  return MedianMsInterleaved(options, {fn})[0];
 }
 
 void Print(const Options& options, const std::vector<Result>& results) {

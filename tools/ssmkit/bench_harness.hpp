@@ -33,6 +33,12 @@ struct Result {
 // Median milliseconds of `fn` over options.runs runs after options.warmup untimed runs.
 double MedianMs(const Options& options, const std::function<void()>& fn);
 
+// The medians of several functions timed in turn (run 1 of each, then run 2 of each, ...),
+// so that a ratio of them (fwd+bwd over fwd) sees the same machine state: on a shared VM
+// whose speed moves 10-30% within minutes, medians taken one after the other did not.
+std::vector<double> MedianMsInterleaved(const Options& options,
+                                        const std::vector<std::function<void()>>& fns);
+
 // Prints the results: a fixed-width table, or one JSON array when options.json.
 void Print(const Options& options, const std::vector<Result>& results);
 
