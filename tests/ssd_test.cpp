@@ -103,10 +103,21 @@ TEST(SsdForward, ChunkSizes) {
   for (int64_t q : {1, 5, 10, 16, 25, 50, 64, 256}) CheckForward(c, Algo(SsdAlgorithm::kChunked, q), kF32Tol);
 }
 
+// Decode-length sequences (the sequential path's short-sequence kernel): with and without
+// initial states, N a multiple of 16 (states read and written in place) and not, each case
+// after the others so a thread's scratch from an earlier call must not leak in.
 TEST(SsdForward, SingleStep) {
-  SsdCase c = AllOn();
-  c.seqlen = 1;
-  for (SsdAlgorithm a : kAlgorithms) CheckForward(c, Algo(a), kF32Tol);
+  for (int64_t L : {1, 5}) {
+    for (bool h0 : {true, false}) {
+      for (int64_t N : {128, 24}) {
+        SsdCase c = AllOn();
+        c.seqlen = L;
+        c.has_h0 = h0;
+        c.dstate = N;
+        for (SsdAlgorithm a : kAlgorithms) CheckForward(c, Algo(a), kF32Tol);
+      }
+    }
+  }
 }
 
 // Head dims and state sizes off the vector width, and P = N = 1.

@@ -313,16 +313,17 @@ void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp
   s.dtx.resize(P);
   s.y.resize(L * P);
   if (static_cast<int64_t>(s.S.size()) != P * Nn) s.S.assign(P * Nn, 0.0f);
-  if (!p.initial_states.data || N != Nn) std::fill(s.S.begin(), s.S.end(), 0.0f);
   ssd::DtRow(p, b, h, 0, L, s.dt.data(), nullptr, s.decay.data());
   // With N a multiple of 16 the first step reads initial_states and the last writes
   // final_states in place (decode moves the state once); otherwise they go through S.
+  // Without initial_states the first step starts from zero and reads no state at all.
   const bool in_place = N == Nn;
   const SsdStateView& h0v = p.initial_states;
   const SsdStateView& hfv = p.final_states;
   const float* h0 = h0v.data ? h0v.data + b * h0v.stride_batch + h * h0v.stride_head : nullptr;
   float* hf = hfv.data ? hfv.data + b * hfv.stride_batch + h * hfv.stride_head : nullptr;
-  if (h0 && !in_place) {
+  if (h0 && !in_place) {  // rows of N into S, its padding zero
+    std::fill(s.S.begin(), s.S.end(), 0.0f);
     for (int64_t i = 0; i < P; ++i) std::copy(h0 + i * h0v.stride_p, h0 + i * h0v.stride_p + N, s.S.data() + i * Nn);
   }
   VF acc[64];
@@ -340,8 +341,10 @@ void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp
         const float* in = in_place && t == 0 && h0 ? h0 + (p0 + i) * h0v.stride_p : row;
         float* out = in_place && t == L - 1 && hf ? hf + (p0 + i) * hfv.stride_p : row;
         const VF xv = hn::Set(df, s.dtx[p0 + i]);
+        const bool from_zero = t == 0 && !h0;
         for (int64_t n = 0; n < Nn; n += lanes) {
-          const VF hv = hn::MulAdd(xv, hn::LoadU(df, Bt + n), hn::Mul(a, hn::LoadU(df, in + n)));
+          const VF bx = hn::Mul(xv, hn::LoadU(df, Bt + n));
+          const VF hv = from_zero ? bx : hn::MulAdd(a, hn::LoadU(df, in + n), bx);
           hn::StoreU(hv, df, out + n);
           acc[i] = hn::MulAdd(hn::LoadU(df, Ct + n), hv, acc[i]);
         }
