@@ -408,7 +408,6 @@ struct BwdTileFirst {
   bool rows, cols;
 };
 
-
 // Forward sweep: S[p] += xs[p] B;  dC += dy[p] S[p];  and with kY, y[p] += C . S[p].
 template <int kP, int kV, bool kY>
 HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, BwdTileFirst first) {
