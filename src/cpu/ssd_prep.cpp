@@ -127,39 +127,24 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
   }
 }
 
-// dy[t] = dout * silu(z) * scale[t]; zeros from P up to width.
-void SsdLoadDyImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-                   const float* scale, float* dst, int64_t ld_dst, int64_t width) {
+// dst[t] = v[b, l0 + t, h, :] * scale[t] (1 without scale) * silu(gate[b, l0 + t, h, :]) (1
+// without gate); zeros from P up to width. x rows (no gate) and dy = dout * silu(z) rows.
+void SsdLoadScaledRowsImpl(const SsdSeqView& v, const SsdSeqView& gate, int64_t P, int64_t b, int64_t h,
+                           int64_t l0, int64_t count, const float* scale, float* dst, int64_t ld_dst,
+                           int64_t width) {
   const DF df;
-  const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   float* scratch = RowScratch(2 * P);
   for (int64_t t = 0; t < count; ++t) {
     float* row = dst + t * ld_dst;
-    const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch);
-    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + P) : dr;
+    const float* vr = RowAsF32(v.data, v.dtype, v.Offset(b, l0 + t, h), P, scratch);
+    const float* gr = gate.data ? RowAsF32(gate.data, gate.dtype, gate.Offset(b, l0 + t, h), P, scratch + P) : vr;
     const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
-    const float* const rows[2] = {dr, zr};
+    const float* const rows[2] = {vr, gr};
     ForEachVector<2>(P, lanes, rows, row, [&](const float* const* in, float* o) {
-      auto v = hn::Mul(hn::LoadU(df, in[0]), sv);
-      if (p.z.data) v = hn::Mul(v, Silu(df, hn::LoadU(df, in[1])));
-      hn::StoreU(v, df, o);
-    });
-    std::fill(row + P, row + width, 0.0f);
-  }
-}
-
-// dst[t] = x[b, l0 + t, h, :] * scale[t] (1 without scale); zeros from P up to width.
-void SsdLoadScaledXImpl(const SsdSeqView& x, int64_t P, int64_t b, int64_t h, int64_t l0, int64_t count,
-                        const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  const DF df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  float* scratch = RowScratch(P);
-  for (int64_t t = 0; t < count; ++t) {
-    float* row = dst + t * ld_dst;
-    const float* const rows[1] = {RowAsF32(x.data, x.dtype, x.Offset(b, l0 + t, h), P, scratch)};
-    const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
-    ForEachVector<1>(P, lanes, rows, row, [&](const float* const* in, float* o) {
-      hn::StoreU(hn::Mul(hn::LoadU(df, in[0]), sv), df, o);
+      auto r = hn::Mul(hn::LoadU(df, in[0]), sv);
+      if (gate.data) r = hn::Mul(r, Silu(df, hn::LoadU(df, in[1])));
+      hn::StoreU(r, df, o);
     });
     std::fill(row + P, row + width, 0.0f);
   }
@@ -194,13 +179,12 @@ namespace ssmkit::cpu::ssd {
 
 HWY_EXPORT(SsdDtRowImpl);
 HWY_EXPORT(SsdStoreOutputImpl);
-HWY_EXPORT(SsdLoadDyImpl);
-HWY_EXPORT(SsdLoadScaledXImpl);
+HWY_EXPORT(SsdLoadScaledRowsImpl);
 HWY_EXPORT(SsdStoreDzImpl);
 
 void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
             const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  HWY_DYNAMIC_DISPATCH(SsdLoadDyImpl)(p, b, h, l0, count, scale, dst, ld_dst, width);
+  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)(p.dout, p.z, p.headdim, b, h, l0, count, scale, dst, ld_dst, width);
 }
 
 void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
@@ -220,7 +204,8 @@ void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t c
 
 void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,
                  int64_t count, const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  HWY_DYNAMIC_DISPATCH(SsdLoadScaledXImpl)(x, headdim, b, h, l0, count, scale, dst, ld_dst, width);
+  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)(x, SsdSeqView{}, headdim, b, h, l0, count, scale, dst, ld_dst,
+                                             width);
 }
 
 }  // namespace ssmkit::cpu::ssd
