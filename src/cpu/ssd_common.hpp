@@ -75,8 +75,12 @@ inline void PrefetchRows(const SsdSeqView& v, int64_t width, int64_t seqlen, int
   const int64_t elem = DTypeSize(v.dtype), bytes = width * elem;
   const char* base = static_cast<const char*>(v.data);
   for (int64_t l = l0; l < std::min(seqlen, l0 + count); ++l) {
-    const char* row = base + v.Offset(b, l, k) * elem;
-    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(row + i);
+    // Every line the row touches: a row need not start on a line (a malloc'd tensor starts
+    // 16 bytes past a page), and then it spans one line more than bytes / 64.
+    const uintptr_t row = reinterpret_cast<uintptr_t>(base + v.Offset(b, l, k) * elem);
+    for (uintptr_t line = row & ~uintptr_t{63}; line < row + bytes; line += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
+    }
   }
 }
 
