@@ -97,7 +97,7 @@ void ForEachVector(int64_t P, int64_t lanes, const float* const (&rows)[kInputs]
   std::copy(tail_out, tail_out + (P - i), out + i);
 }
 
-// out[b, l0 + t, h, :] = (y[t] + D * x) * silu(z), in out's dtype.
+// out[b, l0 + t, h, :] = (y_scale[t] * y[t] + D * x) * silu(z), in out's dtype.
 void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
                         const float* y, int64_t ld_y, const float* y_scale) {
   const DF df;

@@ -12,7 +12,6 @@
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
 // Each case reports the median of --runs repetitions (default 3) of prefill + decode.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -69,11 +68,6 @@ struct CaseResult {
   double prefill_tok_s = 0, decode_tok_s = 0, floor_tok_s = 0;
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetitions, CaseResult* r) {
   ModelConfig config;

@@ -4,12 +4,19 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace ssmkit::bench {
 
 std::vector<Suite>& Suites() {
   static std::vector<Suite> suites;
   return suites;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
 std::vector<double> MedianMsInterleaved(const Options& options,
@@ -32,11 +39,7 @@ std::vector<double> MedianMsInterleaved(const Options& options,
     }
   }
   std::vector<double> medians;
-  for (std::vector<double>& v : ms) {
-    std::sort(v.begin(), v.end());
-    const size_t mid = v.size() / 2;
-    medians.push_back(v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]));
-  }
+  for (std::vector<double>& v : ms) medians.push_back(Median(std::move(v)));
   return medians;
 }
 

@@ -30,6 +30,9 @@ struct Result {
   std::string peer;         // the peer's name, and where its figure comes from
 };
 
+// The median of `values` (the mean of the two middle ones for an even count); non-empty.
+double Median(std::vector<double> values);
+
 // Median milliseconds of `fn` over options.runs runs after options.warmup untimed runs.
 double MedianMs(const Options& options, const std::function<void()>& fn);
 
