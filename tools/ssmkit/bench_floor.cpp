@@ -52,12 +52,15 @@ float FmaChains(int64_t rounds) {
   return hn::GetLane(hn::SumOfLanes(df, acc[0]));
 }
 
-// Rows [r0, r1) of a (rows, kVecs * W) state: h = decay h + x[r] B, and acc[r] = C * h as one
-// vector per row (its lanes not summed). Two rows at a time with B and C in registers: the
-// fastest arrangement of this loop found on the Zen 4 VM (docs/benchmarks.md).
+// Rows [r0, r1) (an even count) of a (rows, kVecs * W) state: h = decay h + x[r] B, and
+// acc[r] = C * h as one vector per row (its lanes not summed). Two rows at a time with B and C
+// in registers: the fastest arrangement of this loop found on the Zen 4 VM (docs/benchmarks.md).
+// B and C fit in the registers with 512-bit vectors (2 x 8); with 256-bit ones (2 x 16) they
+// spill, and the time is no longer a floor.
 template <int kVecs>
-void StepRows(float* state, const float* x, const float* B, const float* C, float decay,
-              int64_t r0, int64_t r1, float* acc) {
+void StepRows(float* state /* (rows, N) */, const float* x /* (rows) */, const float* B /* (N) */,
+              const float* C /* (N) */, float decay, int64_t r0, int64_t r1,
+              float* acc /* (rows, W) */) {
   const DF df;
   const int64_t W = FloatLanes(), N = kVecs * W;
   VF Bv[kVecs], Cv[kVecs];
@@ -84,10 +87,11 @@ void StepRows(float* state, const float* x, const float* B, const float* C, floa
   }
 }
 
-// The step over all rows (an even count) of a state of N = 128 floats per row, or false
-// (nothing done) when 128 is not 4, 8 or 16 vectors.
-bool StepArithmetic128(float* state, const float* x, const float* B, const float* C, float decay,
-                       int64_t r0, int64_t r1, float* acc) {
+// StepRows over rows [r0, r1) of a state of N = 128 floats per row, or false (nothing done)
+// when 128 floats are not 4, 8 or 16 vectors.
+bool StepArithmetic128(float* state /* (rows, 128) */, const float* x /* (rows) */,
+                       const float* B /* (128) */, const float* C /* (128) */, float decay,
+                       int64_t r0, int64_t r1, float* acc /* (rows, W) */) {
   const int64_t vecs = 128 / FloatLanes();
   if (vecs == 8) return StepRows<8>(state, x, B, C, decay, r0, r1, acc), true;
   if (vecs == 16) return StepRows<16>(state, x, B, C, decay, r0, r1, acc), true;
