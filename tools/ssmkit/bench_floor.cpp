@@ -112,7 +112,6 @@ HWY_EXPORT(StepArithmetic128);
 
 // m2-130m (TARGETS.md): L = 2048, H = 24, P = 64, N = 128.
 constexpr int64_t kL = 2048, kH = 24, kP = 64, kN = 128;
-constexpr double kStepPeerMs = 0.0141;  // ggml's m2-130m step, TARGETS.md
 constexpr int kStepReps = 100;          // steps per timed run, as in `bench step`
 constexpr int64_t kFmaRounds = 1 << 20;
 
@@ -178,15 +177,15 @@ int RunFloorBench(const Options& options) {
                          kStepReps;
   Result step{"state_update", "decode", "m2-130m arith", "fwd", step_ms, 8.0 * rows * kN,
               static_cast<double>(rows * kN), "state"};
-  step.peer_ms = kStepPeerMs;
-  step.peer = "ggml ssm_scan 1 token (TARGETS.md, not this run)";
+  step.peer_ms = kGgmlM2StepMs;
+  step.peer = kGgmlStepPeer;
   results.push_back(step);
   const double step_fma_us = 3.0 * static_cast<double>(rows * kN) / lanes / (all * threads) * 1e6;
   std::snprintf(line, sizeof(line),
                 "m2-130m step on %d threads: 3 multiplies per state element are >= %.2f us at the "
                 "rate above; the loop doing only them, with one fork/join: %.2f us; the 2x-ggml "
                 "bar: %.2f us",
-                threads, step_fma_us, step_ms * 1e3, kStepPeerMs / 2 * 1e3);
+                threads, step_fma_us, step_ms * 1e3, kGgmlM2StepMs / 2 * 1e3);
   notes.push_back(line);
   Print(options, results);
   PrintNotes(options, notes);

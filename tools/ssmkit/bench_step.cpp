@@ -32,7 +32,7 @@ struct StepCase {
 constexpr StepCase kCases[] = {
     {"decode", false, 1, 1536, 1, 16, 1, DType::kF32, "m1-130m f32", 0.0757},
     {"decode", false, 1, 1536, 1, 16, 1, DType::kBF16, "m1-130m bf16", 0.0},
-    {"decode", true, 1, 24, 64, 128, 1, DType::kF32, "m2-130m f32", 0.0141},
+    {"decode", true, 1, 24, 64, 128, 1, DType::kF32, "m2-130m f32", kGgmlM2StepMs},
     {"decode", true, 1, 24, 64, 128, 1, DType::kBF16, "m2-130m bf16", 0.0},
     {"decode", false, 1, 5120, 1, 16, 1, DType::kF32, "m1-2.8b f32", 0.0},
     {"decode", true, 1, 80, 64, 128, 1, DType::kF32, "m2-2.7b f32", 0.0},
@@ -40,8 +40,6 @@ constexpr StepCase kCases[] = {
     {"decode", true, 8, 24, 64, 128, 1, DType::kF32, "m2-130m f32 B=8", 0.0},
     {"policy", false, 1, 512, 1, 16, 1, DType::kF32, "f32", 0.0},
 };
-
-constexpr const char* kPeer = "ggml ssm_scan 1 token (TARGETS.md, not this run)";
 
 // Row-major storage of either dtype, filled from `dist`.
 struct Buffer {
@@ -120,7 +118,7 @@ int RunStepBench(const Options& options) {
     const double io = static_cast<double>(DTypeSize(c.dtype));
     const double bytes = 8.0 * states + 4.0 * A.view.numel() + io * (4.0 * B * H * P + 2.0 * B * G * N);
     Result r{"state_update", c.shape, c.variant, "fwd", ms, bytes, states, "state"};
-    peer.Apply(GgmlCase(c), c.peer_ms, kPeer, &r);
+    peer.Apply(GgmlCase(c), c.peer_ms, kGgmlStepPeer, &r);
     results.push_back(r);
   }
   if (results.empty()) {

@@ -18,6 +18,11 @@
 
 namespace ssmkit::bench {
 
+// ggml's one-token SSM_SCAN as TARGETS.md measured it: the peer of `bench step` without --ggml,
+// and of `bench floor`'s step loop (the m2-130m figure: H = 24, P = 64, N = 128).
+inline constexpr const char* kGgmlStepPeer = "ggml ssm_scan 1 token (TARGETS.md, not this run)";
+inline constexpr double kGgmlM2StepMs = 0.0141;
+
 // The name test-backend-ops prints for (and selects with -o) a case of the ggml snapshot
 // d99724f: "OP(params)". ggml orders dimensions innermost first.
 // SSM_SCAN: Mamba-1 is head_dim = 1, n_head = D; Mamba-2 is P, H with A one scalar per head.
