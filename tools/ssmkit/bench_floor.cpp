@@ -115,8 +115,9 @@ constexpr int64_t kL = 2048, kH = 24, kP = 64, kN = 128;
 constexpr int kStepReps = 100;          // steps per timed run, as in `bench step`
 constexpr int64_t kFmaRounds = 1 << 20;
 
-// Per-core vector multiply-adds per second over `threads` cores, timed as MedianMs.
-double FmaRate(const Options& options, int threads, std::vector<Result>* results) {
+// Per-core vector multiply-adds per second over `threads` cores, timed as MedianMs; `lanes`
+// per vector, for the ns per multiply-add column.
+double FmaRate(const Options& options, int threads, double lanes, std::vector<Result>* results) {
   std::vector<float> sums(threads);  // one per block: kept, so the chains are not dead code
   const double ms = MedianMs(options, [&] {
     ParallelFor(threads, [&](int64_t, int64_t, int block) {
@@ -124,7 +125,6 @@ double FmaRate(const Options& options, int threads, std::vector<Result>* results
     });
   });
   if (!(sums[0] > 0.0f)) std::fprintf(stderr, "bench floor: unexpected FMA chain sum %g\n", sums[0]);
-  const double lanes = static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)());
   const double fmas = static_cast<double>(kFmaRounds) * kChains * threads;  // vector FMAs
   Result r{"fma", "-", std::to_string(threads) + (threads == 1 ? " thread" : " threads"), "-", ms,
            0.0, fmas * lanes, "multiply-add"};
@@ -138,8 +138,8 @@ int RunFloorBench(const Options& options) {
   std::vector<std::string> notes;
   const double lanes = static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)());
   char line[400];
-  const double one = FmaRate(options, 1, &results);
-  const double all = threads > 1 ? FmaRate(options, threads, &results) : one;
+  const double one = FmaRate(options, 1, lanes, &results);
+  const double all = threads > 1 ? FmaRate(options, threads, lanes, &results) : one;
   std::snprintf(line, sizeof(line), "%d-lane multiply-adds per core: %.2f G/s alone, %.2f G/s with %d threads",
                 static_cast<int>(lanes), one * 1e-9, all * 1e-9, threads);
   notes.push_back(line);
