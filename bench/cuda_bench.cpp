@@ -28,13 +28,13 @@
 namespace ssmkit::bench {
 namespace {
 
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
+#define CHECK_CUDA(expr)                                                                          \
+  do {                                                                                            \
+    const cudaError_t e_ = (expr);                                                                \
+    if (e_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 void Check(const Status& s, const char* what) {
@@ -100,8 +100,8 @@ double TimeMs(const std::function<void()>& fn) {
 }
 
 void Report(const std::string& name, double ms, double bytes) {
-  std::printf("{\"case\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"gbps\": %.1f}\n", name.c_str(), ms,
-              bytes, bytes / (ms * 1e-3) / 1e9);
+  std::printf("{\"case\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"gbps\": %.1f}\n", name.c_str(),
+              ms, bytes, bytes / (ms * 1e-3) / 1e9);
   std::fflush(stdout);
 }
 
@@ -111,7 +111,8 @@ void CopyBandwidth() {
   CHECK_CUDA(cudaMalloc(&a, bytes));
   CHECK_CUDA(cudaMalloc(&b, bytes));
   CHECK_CUDA(cudaMemset(a, 1, bytes));
-  const double ms = TimeMs([&] { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  const double ms =
+      TimeMs([&] { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
   Report("copy", ms, 2.0 * bytes);
   CHECK_CUDA(cudaFree(a));
   CHECK_CUDA(cudaFree(b));
@@ -131,9 +132,11 @@ void Scan(const std::string& name, int64_t B, int64_t D, int64_t N, int64_t L, D
   in.delta_bias = Random({D}, DType::kF32, -0.5f, 0.5f);
   in.delta_softplus = true;
   const Tensor out = Empty({B, D, L}, dtype);
-  const double es = static_cast<double>(DTypeSize(dtype)), bdl = B * D * L * es, bnl = B * N * L * es;
+  const double es = static_cast<double>(DTypeSize(dtype)), bdl = B * D * L * es,
+               bnl = B * N * L * es;
   const double fwd_bytes = 4 * bdl + 2 * bnl;
-  Report(name + " fwd", TimeMs([&] { Check(SelectiveScanForward(in, out, Tensor{}), "scan fwd"); }), fwd_bytes);
+  Report(name + " fwd", TimeMs([&] { Check(SelectiveScanForward(in, out, Tensor{}), "scan fwd"); }),
+         fwd_bytes);
   const Tensor dout = Random({B, D, L}, dtype, -1.0f, 1.0f);
   SelectiveScanGrads g;
   g.du = Empty({B, D, L}, dtype);
@@ -152,7 +155,8 @@ void Scan(const std::string& name, int64_t B, int64_t D, int64_t N, int64_t L, D
 }
 
 // Mamba-2 SSD (mamba_chunk_scan_combined with D (H), z, dt_bias, softplus), G = 1.
-void Ssd(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t P, int64_t N, DType dtype) {
+void Ssd(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t P, int64_t N,
+         DType dtype) {
   const int64_t G = 1;
   SsdInputs in;
   in.x = Random({B, L, H, P}, dtype, -1.0f, 1.0f);
@@ -165,10 +169,12 @@ void Ssd(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t P, in
   in.dt_bias = Random({H}, DType::kF32, -0.5f, 0.5f);
   in.dt_softplus = true;
   const Tensor out = Empty({B, L, H, P}, dtype);
-  const double es = static_cast<double>(DTypeSize(dtype)), x = B * L * H * P * es, dt = B * L * H * es;
+  const double es = static_cast<double>(DTypeSize(dtype)), x = B * L * H * P * es,
+               dt = B * L * H * es;
   const double bc = B * L * G * N * es;
   const double fwd_bytes = 3 * x + dt + 2 * bc;
-  Report(name + " fwd", TimeMs([&] { Check(SsdForward(in, out, Tensor{}), "ssd fwd"); }), fwd_bytes);
+  Report(name + " fwd", TimeMs([&] { Check(SsdForward(in, out, Tensor{}), "ssd fwd"); }),
+         fwd_bytes);
   const Tensor dout = Random({B, L, H, P}, dtype, -1.0f, 1.0f);
   SsdGrads g;
   g.dx = Empty({B, L, H, P}, dtype);
@@ -201,10 +207,12 @@ void Step(const std::string& name, int64_t B, int64_t H, int64_t P, int64_t N) {
   in.z = m2 ? Random({B, H, P}, dt16, -1, 1) : Random({B, H}, dt16, -1, 1);
   in.dt_bias = Random({H}, DType::kF32, -0.5f, 0.5f);
   in.dt_softplus = true;
-  const Tensor state = m2 ? Random({B, H, P, N}, DType::kF32, -1, 1) : Random({B, H, N}, DType::kF32, -1, 1);
+  const Tensor state =
+      m2 ? Random({B, H, P, N}, DType::kF32, -1, 1) : Random({B, H, N}, DType::kF32, -1, 1);
   const Tensor out = m2 ? Empty({B, H, P}, dt16) : Empty({B, H}, dt16);
   const double rows = static_cast<double>(B * H * (m2 ? P : 1));
-  Report(name, TimeMs([&] { Check(SelectiveStateUpdate(in, state, out), "step"); }), rows * N * 8 + rows * 6);
+  Report(name, TimeMs([&] { Check(SelectiveStateUpdate(in, state, out), "step"); }),
+         rows * N * 8 + rows * 6);
 }
 
 void Conv(const std::string& name, int64_t B, int64_t D, int64_t L, int64_t K) {
@@ -214,7 +222,8 @@ void Conv(const std::string& name, int64_t B, int64_t D, int64_t L, int64_t K) {
   in.bias = Random({D}, DType::kF32, -0.5f, 0.5f);
   in.activation = Conv1dActivation::kSilu;
   const Tensor out = Empty({B, D, L}, DType::kBF16);
-  Report(name + " fwd", TimeMs([&] { Check(CausalConv1dForward(in, out, Tensor{}), "conv fwd"); }), 2.0 * B * D * L * 2);
+  Report(name + " fwd", TimeMs([&] { Check(CausalConv1dForward(in, out, Tensor{}), "conv fwd"); }),
+         2.0 * B * D * L * 2);
 }
 
 void ConvUpdate(const std::string& name, int64_t B, int64_t D, int64_t K) {
@@ -225,7 +234,8 @@ void ConvUpdate(const std::string& name, int64_t B, int64_t D, int64_t K) {
   in.activation = Conv1dActivation::kSilu;
   const Tensor state = Random({B, D, K}, DType::kF32, -1, 1);
   const Tensor out = Empty({B, D}, DType::kBF16);
-  Report(name, TimeMs([&] { Check(CausalConv1dUpdate(in, state, out), "conv update"); }), B * D * (8.0 * K + 4));
+  Report(name, TimeMs([&] { Check(CausalConv1dUpdate(in, state, out), "conv update"); }),
+         B * D * (8.0 * K + 4));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 """One JAX training step (forward + backward, jax.jit(jax.value_and_grad)) of the
-`policy-train` network of TARGETS.md on CPU: ssmkit.jax's fused ops (XLA FFI, custom_vjp)
+`policy-train` network of docs/targets.md on CPU: ssmkit.jax's fused ops (XLA FFI, custom_vjp)
 against the same network on pure-JAX references of the ops, side by side in one run.
 
 The network (python/tests/mamba_model.py): input embedding 287 -> d_model 256, 2 Mamba-1

@@ -2,7 +2,7 @@
 """The steps of bench/llama_cpp_decode.sh: ssmkit's decode against llama.cpp's on the same
 random mamba-130m-shaped checkpoint (batch 1, greedy).
 
-  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the TARGETS.md m1-130m / m2-130m
+  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the docs/targets.md m1-130m / m2-130m
               shapes, saved with save_pretrained (f32, and a bf16 copy of the same weights),
               with the fixtures' tokenizer.json (both engines need one to load the checkpoint;
               the prompt is the same token ids for both)
@@ -42,7 +42,7 @@ def make_checkpoint(args) -> None:
     from make_model_fixtures import randomize  # moves norms, D, biases off their initial values
 
     torch.manual_seed(args.seed)
-    # The shapes of state-spaces/mamba-130m-hf and mamba2-130m (TARGETS.md).
+    # The shapes of state-spaces/mamba-130m-hf and mamba2-130m (docs/targets.md).
     common = dict(hidden_size=768, num_hidden_layers=24, expand=2, conv_kernel=4, use_conv_bias=True,
                   use_bias=False, layer_norm_epsilon=1e-5, bos_token_id=0, eos_token_id=0, pad_token_id=0,
                   tie_word_embeddings=True)

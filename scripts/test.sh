@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+scripts/check_format.sh
 jobs=$(nproc)
 cmake --preset release
 cmake --build --preset release -j "$jobs"

@@ -19,7 +19,8 @@ class Conv1dErrors : public ::testing::Test {
  protected:
   Conv1dErrors() : rng_(FreshSeed()) {
     for (HostTensor* t : {&x_, &out_, &dout_, &dx_}) *t = HostTensor({kB, kD, kL}, DType::kF32);
-    for (HostTensor* t : {&h0_, &final_, &dfinal_, &dh0_}) *t = HostTensor({kB, kD, kK - 1}, DType::kF32);
+    for (HostTensor* t : {&h0_, &final_, &dfinal_, &dh0_})
+      *t = HostTensor({kB, kD, kK - 1}, DType::kF32);
     for (HostTensor* t : {&weight_, &dweight_}) *t = HostTensor({kD, kK}, DType::kF32);
     for (HostTensor* t : {&bias_, &dbias_}) *t = HostTensor({kD}, DType::kF32);
     ux_ = HostTensor({kB, kD}, DType::kF32);
@@ -49,7 +50,8 @@ class Conv1dErrors : public ::testing::Test {
 
   void ExpectError(const Status& s, std::initializer_list<const char*> pieces) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-    for (const char* piece : pieces) EXPECT_NE(s.message().find(piece), std::string::npos) << s.message();
+    for (const char* piece : pieces)
+      EXPECT_NE(s.message().find(piece), std::string::npos) << s.message();
     for (HostTensor* t : Outputs()) {
       if (t == &state_) {
         ASSERT_TRUE(state_.bytes() == state_before_) << "conv_state was written on error";
@@ -86,7 +88,8 @@ TEST_F(Conv1dErrors, ValidCallsSucceed) {
   HostTensor dh0({kB, kD, kK - 1}, DType::kF32), uout({kB, kD}, DType::kF32);
   Status s = CausalConv1dForward(in_, out.view(), fin.view());
   EXPECT_TRUE(s.ok()) << s.message();
-  s = CausalConv1dBackward(in_, dout_view_, dfinal_view_, {dx.view(), dw.view(), db.view(), dh0.view()});
+  s = CausalConv1dBackward(in_, dout_view_, dfinal_view_,
+                           {dx.view(), dw.view(), db.view(), dh0.view()});
   EXPECT_TRUE(s.ok()) << s.message();
   s = CausalConv1dUpdate(update_in_, state_view_, uout.view());
   EXPECT_TRUE(s.ok()) << s.message();
@@ -126,12 +129,14 @@ TEST_F(Conv1dErrors, XDtype) {
 
 TEST_F(Conv1dErrors, XTimeNotContiguous) {
   in_.x.strides[2] = 2;
-  ExpectForwardError({"causal_conv1d: x:", "expected stride 1 on the last dimension", "given stride 2"});
+  ExpectForwardError(
+      {"causal_conv1d: x:", "expected stride 1 on the last dimension", "given stride 2"});
 }
 
 TEST_F(Conv1dErrors, XNegativeStride) {
   in_.x.strides[1] = -5;
-  ExpectBackwardError({"causal_conv1d: x:", "expected non-negative strides", "given stride -5 on dimension 1"});
+  ExpectBackwardError(
+      {"causal_conv1d: x:", "expected non-negative strides", "given stride -5 on dimension 1"});
 }
 
 TEST_F(Conv1dErrors, XOnCuda) {
@@ -139,7 +144,8 @@ TEST_F(Conv1dErrors, XOnCuda) {
   ExpectForwardError({"causal_conv1d: x:", "expected a CPU tensor", "given a CUDA tensor"});
 }
 
-// ------------------------------------------------------------------ weight, bias, states, activation
+// ------------------------------------------------------------------ weight, bias, states,
+// activation
 
 TEST_F(Conv1dErrors, NullWeight) {
   in_.weight.data = nullptr;
@@ -153,7 +159,8 @@ TEST_F(Conv1dErrors, WeightRank) {
 
 TEST_F(Conv1dErrors, WidthTooSmall) {
   in_.weight.shape[1] = 1;
-  ExpectForwardError({"causal_conv1d: weight:", "expected conv width K in [2, 8]", "given K = 1 in (3, 1)"});
+  ExpectForwardError(
+      {"causal_conv1d: weight:", "expected conv width K in [2, 8]", "given K = 1 in (3, 1)"});
 }
 
 TEST_F(Conv1dErrors, WidthTooLarge) {
@@ -173,7 +180,8 @@ TEST_F(Conv1dErrors, WeightDtype) {
 
 TEST_F(Conv1dErrors, WeightTapsNotContiguous) {
   in_.weight.strides[1] = 3;
-  ExpectForwardError({"causal_conv1d: weight:", "expected stride 1 on the last dimension", "given stride 3"});
+  ExpectForwardError(
+      {"causal_conv1d: weight:", "expected stride 1 on the last dimension", "given stride 3"});
 }
 
 TEST_F(Conv1dErrors, BiasShape) {
@@ -206,12 +214,14 @@ TEST_F(Conv1dErrors, ActivationOutOfRange) {
 
 TEST_F(Conv1dErrors, OutNull) {
   out_view_.data = nullptr;
-  ExpectForwardError({"causal_conv1d: out:", "expected a tensor of shape (B, D, L) = (2, 3, 5)", "given null"});
+  ExpectForwardError(
+      {"causal_conv1d: out:", "expected a tensor of shape (B, D, L) = (2, 3, 5)", "given null"});
 }
 
 TEST_F(Conv1dErrors, OutShape) {
   out_view_.shape[2] = 4;
-  ExpectForwardError({"causal_conv1d: out:", "expected shape (B, D, L) = (2, 3, 5)", "given (2, 3, 4)"});
+  ExpectForwardError(
+      {"causal_conv1d: out:", "expected shape (B, D, L) = (2, 3, 5)", "given (2, 3, 4)"});
 }
 
 TEST_F(Conv1dErrors, OutDtypeMustMatchX) {
@@ -221,7 +231,8 @@ TEST_F(Conv1dErrors, OutDtypeMustMatchX) {
 
 TEST_F(Conv1dErrors, FinalStatesShape) {
   final_view_.shape[0] = 1;
-  ExpectForwardError({"causal_conv1d: final_states:", "expected shape (B, D, K-1) = (2, 3, 3)", "given (1, 3, 3)"});
+  ExpectForwardError({"causal_conv1d: final_states:", "expected shape (B, D, K-1) = (2, 3, 3)",
+                      "given (1, 3, 3)"});
 }
 
 TEST_F(Conv1dErrors, FinalStatesDtype) {
@@ -233,12 +244,14 @@ TEST_F(Conv1dErrors, FinalStatesDtype) {
 
 TEST_F(Conv1dErrors, DoutNull) {
   dout_view_.data = nullptr;
-  ExpectBackwardError({"causal_conv1d: dout:", "expected a tensor of shape (B, D, L)", "given null"});
+  ExpectBackwardError(
+      {"causal_conv1d: dout:", "expected a tensor of shape (B, D, L)", "given null"});
 }
 
 TEST_F(Conv1dErrors, DoutShape) {
   dout_view_.shape[1] = 2;
-  ExpectBackwardError({"causal_conv1d: dout:", "expected shape (B, D, L) = (2, 3, 5)", "given (2, 2, 5)"});
+  ExpectBackwardError(
+      {"causal_conv1d: dout:", "expected shape (B, D, L) = (2, 3, 5)", "given (2, 2, 5)"});
 }
 
 TEST_F(Conv1dErrors, DoutDtype) {
@@ -248,12 +261,14 @@ TEST_F(Conv1dErrors, DoutDtype) {
 
 TEST_F(Conv1dErrors, DfinalStatesShape) {
   dfinal_view_.shape[2] = 2;
-  ExpectBackwardError({"causal_conv1d: dfinal_states:", "expected shape (B, D, K-1) = (2, 3, 3)", "given (2, 3, 2)"});
+  ExpectBackwardError({"causal_conv1d: dfinal_states:", "expected shape (B, D, K-1) = (2, 3, 3)",
+                       "given (2, 3, 2)"});
 }
 
 TEST_F(Conv1dErrors, DxShape) {
   grads_.dx.shape[2] = 6;
-  ExpectBackwardError({"causal_conv1d: dx:", "expected shape (as x) = (2, 3, 5)", "given (2, 3, 6)"});
+  ExpectBackwardError(
+      {"causal_conv1d: dx:", "expected shape (as x) = (2, 3, 5)", "given (2, 3, 6)"});
 }
 
 TEST_F(Conv1dErrors, DxDtypeMustMatchX) {
@@ -263,17 +278,20 @@ TEST_F(Conv1dErrors, DxDtypeMustMatchX) {
 
 TEST_F(Conv1dErrors, DweightShape) {
   grads_.dweight.shape[1] = 3;
-  ExpectBackwardError({"causal_conv1d: dweight:", "expected shape (as weight) = (3, 4)", "given (3, 3)"});
+  ExpectBackwardError(
+      {"causal_conv1d: dweight:", "expected shape (as weight) = (3, 4)", "given (3, 3)"});
 }
 
 TEST_F(Conv1dErrors, DbiasForAbsentBias) {
   in_.bias = Tensor{};
-  ExpectBackwardError({"causal_conv1d: dbias:", "expected no tensor, since bias is absent", "given a tensor of shape (3,)"});
+  ExpectBackwardError({"causal_conv1d: dbias:", "expected no tensor, since bias is absent",
+                       "given a tensor of shape (3,)"});
 }
 
 TEST_F(Conv1dErrors, DinitialStatesForAbsentInitialStates) {
   in_.initial_states = Tensor{};
-  ExpectBackwardError({"causal_conv1d: dinitial_states:", "expected no tensor, since initial_states is absent"});
+  ExpectBackwardError(
+      {"causal_conv1d: dinitial_states:", "expected no tensor, since initial_states is absent"});
 }
 
 TEST_F(Conv1dErrors, DinitialStatesDtypeMustMatchInitialStates) {
@@ -290,7 +308,8 @@ TEST_F(Conv1dErrors, BackwardChecksInputsToo) {
 
 TEST_F(Conv1dErrors, UpdateNullX) {
   update_in_.x.data = nullptr;
-  ExpectUpdateError({"causal_conv1d_update: x:", "expected a tensor (B, D) or (B, D, T)", "given null"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: x:", "expected a tensor (B, D) or (B, D, T)", "given null"});
 }
 
 TEST_F(Conv1dErrors, UpdateXRank) {
@@ -320,17 +339,20 @@ TEST_F(Conv1dErrors, UpdateXDtype) {
 
 TEST_F(Conv1dErrors, UpdateXChannelsNotContiguous) {
   update_in_.x.strides[1] = 2;
-  ExpectUpdateError({"causal_conv1d_update: x:", "expected stride 1 on the last dimension", "given stride 2"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: x:", "expected stride 1 on the last dimension", "given stride 2"});
 }
 
 TEST_F(Conv1dErrors, UpdateWidthOutOfRange) {
   update_in_.weight.shape[1] = 9;
-  ExpectUpdateError({"causal_conv1d_update: weight:", "expected conv width K in [2, 8]", "given K = 9"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: weight:", "expected conv width K in [2, 8]", "given K = 9"});
 }
 
 TEST_F(Conv1dErrors, UpdateWeightChannels) {
   update_in_.weight.shape[0] = 2;
-  ExpectUpdateError({"causal_conv1d_update: weight:", "expected shape (D, K) = (3, 4)", "given (2, 4)"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: weight:", "expected shape (D, K) = (3, 4)", "given (2, 4)"});
 }
 
 TEST_F(Conv1dErrors, UpdateBiasShape) {
@@ -340,12 +362,14 @@ TEST_F(Conv1dErrors, UpdateBiasShape) {
 
 TEST_F(Conv1dErrors, UpdateActivation) {
   update_in_.activation = static_cast<Conv1dActivation>(-1);
-  ExpectUpdateError({"causal_conv1d_update: activation:", "expected kNone (0) or kSilu (1)", "given -1"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: activation:", "expected kNone (0) or kSilu (1)", "given -1"});
 }
 
 TEST_F(Conv1dErrors, ConvStateNull) {
   state_view_.data = nullptr;
-  ExpectUpdateError({"causal_conv1d_update: conv_state:", "expected a tensor (B, D, S), S >= K-1", "given null"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: conv_state:", "expected a tensor (B, D, S), S >= K-1", "given null"});
 }
 
 TEST_F(Conv1dErrors, ConvStateRank) {
@@ -361,7 +385,8 @@ TEST_F(Conv1dErrors, ConvStateTooShort) {
 
 TEST_F(Conv1dErrors, ConvStateBatch) {
   state_view_.shape[0] = 3;
-  ExpectUpdateError({"causal_conv1d_update: conv_state:", "expected shape (B, D, S) = (2, 3, 3)", "given (3, 3, 3)"});
+  ExpectUpdateError({"causal_conv1d_update: conv_state:", "expected shape (B, D, S) = (2, 3, 3)",
+                     "given (3, 3, 3)"});
 }
 
 TEST_F(Conv1dErrors, ConvStateDtype) {
@@ -371,12 +396,14 @@ TEST_F(Conv1dErrors, ConvStateDtype) {
 
 TEST_F(Conv1dErrors, ConvStateNotContiguous) {
   state_view_.strides[2] = 2;
-  ExpectUpdateError({"causal_conv1d_update: conv_state:", "expected stride 1 on the last dimension"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: conv_state:", "expected stride 1 on the last dimension"});
 }
 
 TEST_F(Conv1dErrors, UpdateOutShape) {
   uout_view_ = Tensor::Contiguous(uout_.data(), DType::kF32, {kB, kD, 1});
-  ExpectUpdateError({"causal_conv1d_update: out:", "expected shape (B, D) = (2, 3)", "given (2, 3, 1)"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: out:", "expected shape (B, D) = (2, 3)", "given (2, 3, 1)"});
 }
 
 TEST_F(Conv1dErrors, UpdateOutDtype) {
@@ -386,14 +413,16 @@ TEST_F(Conv1dErrors, UpdateOutDtype) {
 
 TEST_F(Conv1dErrors, UpdateOutNull) {
   uout_view_.data = nullptr;
-  ExpectUpdateError({"causal_conv1d_update: out:", "expected a tensor of shape (B, D) = (2, 3)", "given null"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: out:", "expected a tensor of shape (B, D) = (2, 3)", "given null"});
 }
 
 TEST_F(Conv1dErrors, UpdateStepsMustMatchOut) {
   HostTensor x3({kB, kD, kT}, DType::kF32);
   x3.Fill(rng_.NormalVec(x3.numel()));
   update_in_.x = x3.view();
-  ExpectUpdateError({"causal_conv1d_update: out:", "expected shape (B, D, T) = (2, 3, 2)", "given (2, 3)"});
+  ExpectUpdateError(
+      {"causal_conv1d_update: out:", "expected shape (B, D, T) = (2, 3, 2)", "given (2, 3)"});
 }
 
 }  // namespace

@@ -83,9 +83,9 @@ struct ConvCase {
   int64_t pad = 0;  // strided rows of x, out, dout, dx
   std::string Name() const {
     return "B=" + std::to_string(B) + " D=" + std::to_string(D) + " L=" + std::to_string(L) +
-           " K=" + std::to_string(K) + " " + DTypeName(dtype) + " states " + DTypeName(states_dtype) +
-           (bias ? " bias" : "") + (silu ? " silu" : "") + (initial ? " initial" : "") +
-           (final ? " final" : "") + " pad=" + std::to_string(pad);
+           " K=" + std::to_string(K) + " " + DTypeName(dtype) + " states " +
+           DTypeName(states_dtype) + (bias ? " bias" : "") + (silu ? " silu" : "") +
+           (initial ? " initial" : "") + (final ? " final" : "") + " pad=" + std::to_string(pad);
   }
 };
 
@@ -136,7 +136,8 @@ ForwardResult ForwardCase(const ConvCase& c, uint64_t seed) {
   out.Poison();
   HostTensor final_states({c.B, c.D, c.K - 1}, c.states_dtype);
   final_states.Poison();
-  const Status s = CausalConv1dForward(prob.Inputs(), out.view(), c.final ? final_states.view() : Tensor{});
+  const Status s =
+      CausalConv1dForward(prob.Inputs(), out.view(), c.final ? final_states.view() : Tensor{});
   EXPECT_TRUE(s.ok()) << s.message();
   std::vector<double> want(c.B * c.D * c.L), want_final(prob.States());
   ref::CausalConv1dForward(prob.Shape(), prob.RefInputs(), want.data(), want_final.data());
@@ -286,11 +287,11 @@ ConvGradients FiniteDifferences(ConvProblem& prob, const Upstream& up) {
 }
 
 void ExpectClose(const ConvGradients& got, const ConvGradients& want, double tol, double* worst) {
-  const std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>> all[] = {
-      {"dx", {&got.dx, &want.dx}},
-      {"dweight", {&got.dweight, &want.dweight}},
-      {"dbias", {&got.dbias, &want.dbias}},
-      {"dinitial_states", {&got.dh0, &want.dh0}}};
+  const std::pair<const char*, std::pair<const std::vector<double>*, const std::vector<double>*>>
+      all[] = {{"dx", {&got.dx, &want.dx}},
+               {"dweight", {&got.dweight, &want.dweight}},
+               {"dbias", {&got.dbias, &want.dbias}},
+               {"dinitial_states", {&got.dh0, &want.dh0}}};
   for (const auto& [name, pair] : all) {
     ASSERT_EQ(pair.first->size(), pair.second->size()) << name;
     if (pair.first->empty()) continue;
@@ -539,8 +540,8 @@ TEST(Conv1dDeterminism, SameBitsAcrossRunsAndThreadCounts) {
                                      {dx.view(), dw.view(), db.view(), dh0.view()})
                     .ok());
     std::vector<uint8_t> bits;
-    for (const std::vector<uint8_t>* b : {&out.bytes(), &fin.bytes(), &dx.bytes(), &dw.bytes(),
-                                          &db.bytes(), &dh0.bytes()}) {
+    for (const std::vector<uint8_t>* b :
+         {&out.bytes(), &fin.bytes(), &dx.bytes(), &dw.bytes(), &db.bytes(), &dh0.bytes()}) {
       bits.insert(bits.end(), b->begin(), b->end());
     }
     if (first.empty()) first = bits;

@@ -20,10 +20,12 @@ std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocations{0};
 
 void* Allocate(std::size_t n, std::size_t align = 0) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (g_counting.load(std::memory_order_relaxed))
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                                              : std::malloc(n);
+  void* p = align > alignof(std::max_align_t)
+                ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                : std::malloc(n);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
@@ -31,8 +33,12 @@ void* Allocate(std::size_t n, std::size_t align = 0) {
 
 void* operator new(std::size_t n) { return Allocate(n); }
 void* operator new[](std::size_t n) { return Allocate(n); }
-void* operator new(std::size_t n, std::align_val_t a) { return Allocate(n, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return Allocate(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   try {
     return Allocate(n);
@@ -67,8 +73,8 @@ ModelConfig SmallConfig(ModelArch arch) {
 
 void ExpectNoAllocationInDecode(const ModelConfig& config, DType dtype, int64_t batch,
                                 const SamplerOptions& sampling) {
-  SCOPED_TRACE(std::string(ModelArchName(config.arch)) + " " + DTypeName(dtype) + " B=" + std::to_string(batch) +
-               " temperature=" + std::to_string(sampling.temperature));
+  SCOPED_TRACE(std::string(ModelArchName(config.arch)) + " " + DTypeName(dtype) + " B=" +
+               std::to_string(batch) + " temperature=" + std::to_string(sampling.temperature));
   std::unique_ptr<Model> model;
   ASSERT_TRUE(Model::Random(config, dtype, 7, &model).ok());
   std::unique_ptr<Session> session;
@@ -82,7 +88,8 @@ void ExpectNoAllocationInDecode(const ModelConfig& config, DType dtype, int64_t 
   std::vector<int32_t> next(batch);
   ASSERT_TRUE(session->Prefill(prompts, logits).ok());
   auto step = [&] {
-    for (int64_t b = 0; b < batch; ++b) next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
+    for (int64_t b = 0; b < batch; ++b)
+      next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
     return session->Decode(next, logits);
   };
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(step().ok());  // warm-up: per-thread workspaces grow

@@ -43,7 +43,8 @@ class AllOnCuda : public ::testing::Test {
 };
 
 TEST_F(AllOnCuda, SelectiveScan) {
-  HostTensor u({1, 4, 8}, DType::kF32), delta = u, out = u, A({4, 2}, DType::kF32), B({1, 2, 8}, DType::kF32);
+  HostTensor u({1, 4, 8}, DType::kF32), delta = u, out = u, A({4, 2}, DType::kF32),
+                                        B({1, 2, 8}, DType::kF32);
   HostTensor C = B, dout = u, du = u;
   SelectiveScanInputs in;
   in.u = OnCuda(u);
@@ -80,7 +81,8 @@ TEST_F(AllOnCuda, StateUpdateConvAndNorms) {
   su.C = OnCuda(C);
   ExpectRefused(SelectiveStateUpdate(su, OnCuda(state), OnCuda(out)), "selective_state_update");
 
-  HostTensor cx({1, 4, 9}, DType::kF32), w({4, 4}, DType::kF32), cout = cx, cstate({2, 4, 3}, DType::kF32);
+  HostTensor cx({1, 4, 9}, DType::kF32), w({4, 4}, DType::kF32), cout = cx,
+                                                                 cstate({2, 4, 3}, DType::kF32);
   CausalConv1dInputs ci;
   ci.x = OnCuda(cx);
   ci.weight = OnCuda(w);
@@ -103,7 +105,8 @@ TEST_F(AllOnCuda, StateUpdateConvAndNorms) {
 
 // Most tensors on the GPU, one on the CPU: the CPU one is named.
 TEST(MixedDevices, TheOddTensorOutIsNamed) {
-  HostTensor u({1, 4, 8}, DType::kF32), delta = u, out = u, A({4, 2}, DType::kF32), B({1, 2, 8}, DType::kF32);
+  HostTensor u({1, 4, 8}, DType::kF32), delta = u, out = u, A({4, 2}, DType::kF32),
+                                        B({1, 2, 8}, DType::kF32);
   HostTensor C = B;
   SelectiveScanInputs in;
   in.u = OnCuda(u);
@@ -130,7 +133,8 @@ TEST(MixedDevices, AnUnknownDeviceIsRejected) {
   ni.weight = nw.view();
   ni.weight.device = static_cast<Device>(7);
   const Status n = RmsNormForward(ni, nout.view());
-  EXPECT_EQ(n.message(), "rmsnorm: weight: expected a CPU tensor, given a tensor on unknown device 7");
+  EXPECT_EQ(n.message(),
+            "rmsnorm: weight: expected a CPU tensor, given a tensor on unknown device 7");
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ const std::string kModels = std::string(SSMKIT_FIXTURES_DIR) + "/models/";
 
 std::vector<int32_t> RecordedInts(const std::string& model, const std::string& name) {
   SafetensorsCheckpoint file;
-  EXPECT_TRUE(SafetensorsCheckpoint::OpenFile(kModels + model + "/expected.safetensors", &file).ok());
+  EXPECT_TRUE(
+      SafetensorsCheckpoint::OpenFile(kModels + model + "/expected.safetensors", &file).ok());
   const SafetensorsTensor* t = file.Find(name);
   if (t == nullptr) {
     ADD_FAILURE() << "no " << name;
@@ -71,7 +72,9 @@ TEST_F(GeneratorTest, GreedyTokensAreTransformersAndGenerates) {
   EXPECT_EQ(Run(o), greedy_);
   std::vector<int32_t> from_generate;
   GenerateStats stats;
-  ASSERT_TRUE(Generate(*session_, prompt_, o, [&](int32_t t) { from_generate.push_back(t); }, &stats).ok());
+  ASSERT_TRUE(Generate(
+                  *session_, prompt_, o, [&](int32_t t) { from_generate.push_back(t); }, &stats)
+                  .ok());
   EXPECT_EQ(from_generate, greedy_);
   EXPECT_EQ(stats.generated_tokens, 8);
   EXPECT_EQ(stats.prompt_tokens, static_cast<int64_t>(prompt_.size()));
@@ -108,7 +111,8 @@ TEST_F(GeneratorTest, EosDoneAndErrors) {
   ASSERT_TRUE(g.Next(&token, &done).ok());
   EXPECT_TRUE(done);
   o.max_tokens = -1;
-  EXPECT_EQ(g.Start(*session_, prompt_, o).message(), "generate: max_tokens: expected >= 0, given -1");
+  EXPECT_EQ(g.Start(*session_, prompt_, o).message(),
+            "generate: max_tokens: expected >= 0, given -1");
   o.max_tokens = 4;
   o.sampling.top_p = 0.0f;
   EXPECT_FALSE(g.Start(*session_, prompt_, o).ok());
@@ -140,7 +144,9 @@ TEST(StartFromBeginningOfText, EmptyPromptsOnly) {
 // its own and the pieces make Decode's text.
 TEST(TokenTextStream, PiecesConcatenateToDecode) {
   std::unique_ptr<Tokenizer> bpe;
-  ASSERT_TRUE(Tokenizer::FromFile(std::string(SSMKIT_FIXTURES_DIR) + "/tokenizer/tokenizer.json", &bpe).ok());
+  ASSERT_TRUE(
+      Tokenizer::FromFile(std::string(SSMKIT_FIXTURES_DIR) + "/tokenizer/tokenizer.json", &bpe)
+          .ok());
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
@@ -149,7 +155,8 @@ TEST(TokenTextStream, PiecesConcatenateToDecode) {
     for (bool skip_special : {false, true}) {
       for (int trial = 0; trial < 20; ++trial) {
         std::vector<int32_t> ids(1 + trial);
-        for (int32_t& id : ids) id = static_cast<int32_t>(rng.Uniform(0, static_cast<double>(t->vocab_size())));
+        for (int32_t& id : ids)
+          id = static_cast<int32_t>(rng.Uniform(0, static_cast<double>(t->vocab_size())));
         TokenTextStream stream(*t, skip_special);
         std::string joined;
         for (size_t i = 0; i <= ids.size(); ++i) {
@@ -159,7 +166,8 @@ TEST(TokenTextStream, PiecesConcatenateToDecode) {
           EXPECT_EQ(valid, piece) << "piece " << i << " is not valid UTF-8 on its own";
           joined += piece;
         }
-        EXPECT_EQ(joined, t->Decode(ids, skip_special)) << t->name() << ", " << ids.size() << " ids";
+        EXPECT_EQ(joined, t->Decode(ids, skip_special))
+            << t->name() << ", " << ids.size() << " ids";
       }
     }
   }
@@ -184,13 +192,15 @@ TEST(DefaultModelDir, FoundBesideTheBinaryOrFromTheEnvironment) {
   std::string dir;
   const Status s = DefaultModelDir(&dir);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(dir) / "model.safetensors")) << dir;
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(dir) / "model.safetensors"))
+      << dir;
   ASSERT_EQ(setenv("SSMKIT_DEFAULT_MODEL", (kModels + "mamba2-hf").c_str(), 1), 0);
   ASSERT_TRUE(DefaultModelDir(&dir).ok());
   EXPECT_EQ(dir, kModels + "mamba2-hf");
   ASSERT_EQ(setenv("SSMKIT_DEFAULT_MODEL", (kModels + "nothing-here").c_str(), 1), 0);
-  EXPECT_NE(DefaultModelDir(&dir).message().find("nothing-here: expected a directory with config.json"),
-            std::string::npos);
+  EXPECT_NE(
+      DefaultModelDir(&dir).message().find("nothing-here: expected a directory with config.json"),
+      std::string::npos);
   unsetenv("SSMKIT_DEFAULT_MODEL");
 }
 

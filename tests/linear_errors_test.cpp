@@ -16,7 +16,9 @@ constexpr int64_t kT = 3, kK = 5, kM = 4;
 class LinearErrors : public ::testing::Test {
  protected:
   LinearErrors()
-      : x_({kT, kK}, DType::kF32), w_({kM, kK}, DType::kBF16), bias_({kM}, DType::kF32),
+      : x_({kT, kK}, DType::kF32),
+        w_({kM, kK}, DType::kBF16),
+        bias_({kM}, DType::kF32),
         out_({kT, kM}, DType::kF32) {
     Rng rng(FreshSeed());
     for (HostTensor* t : {&x_, &w_, &bias_}) t->Fill(rng.NormalVec(t->numel()));
@@ -32,7 +34,8 @@ class LinearErrors : public ::testing::Test {
     const Status s = LinearForward(in_, out_view_);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+    for (const char* f : fragments)
+      EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
     EXPECT_EQ(out_.bytes(), before_) << "out written on error";
   }
 
@@ -42,9 +45,7 @@ class LinearErrors : public ::testing::Test {
   Tensor out_view_;
 };
 
-TEST_F(LinearErrors, ValidCallSucceeds) {
-  EXPECT_TRUE(LinearForward(in_, out_view_).ok());
-}
+TEST_F(LinearErrors, ValidCallSucceeds) { EXPECT_TRUE(LinearForward(in_, out_view_).ok()); }
 
 TEST_F(LinearErrors, NullWeight) {
   in_.weight = Tensor{};

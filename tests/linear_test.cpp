@@ -39,8 +39,12 @@ struct StoredMatrix {
   bool feature_major;
   HostTensor storage;
   StoredMatrix(int64_t r, int64_t c, int64_t p, bool fm)
-      : rows(r), cols(c), pad(p), feature_major(fm),
-        storage(fm ? std::vector<int64_t>{c, r + p} : std::vector<int64_t>{r, c + p}, DType::kF32) {}
+      : rows(r),
+        cols(c),
+        pad(p),
+        feature_major(fm),
+        storage(fm ? std::vector<int64_t>{c, r + p} : std::vector<int64_t>{r, c + p}, DType::kF32) {
+  }
   int64_t Index(int64_t i, int64_t j) const {
     return feature_major ? j * (rows + pad) + i : i * (cols + pad) + j;
   }
@@ -116,7 +120,8 @@ std::vector<uint8_t> RunCase(const LinearCase& c, uint64_t seed) {
     const int64_t j = out.feature_major ? e / (c.T + c.pad) : e % (c.M + c.pad);
     const bool pad = out.feature_major ? i >= c.T : j >= c.M;
     if (pad) {
-      EXPECT_EQ(std::memcmp(&after[e * 4], &before[e * 4], 4), 0) << "pad element " << e << " written";
+      EXPECT_EQ(std::memcmp(&after[e * 4], &before[e * 4], 4), 0)
+          << "pad element " << e << " written";
     }
   }
   return after;

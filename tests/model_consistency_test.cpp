@@ -73,7 +73,8 @@ TEST(ModelConsistency, PrefillThenDecodeEqualsLongerPrefill) {
     ASSERT_TRUE(session->Prefill({prompt}, last).ok());
     for (int64_t j = 0; j < steps; ++j) {
       const int64_t pos = prompt_len - 1 + j;
-      EXPECT_LE(RelativeError(Row(last, 0, V), Row(full, pos, V)), kTolerance) << "position " << pos;
+      EXPECT_LE(RelativeError(Row(last, 0, V), Row(full, pos, V)), kTolerance)
+          << "position " << pos;
       const int32_t next = all[pos + 1];
       ASSERT_TRUE(session->Decode(std::span<const int32_t>(&next, 1), last).ok());
     }
@@ -113,7 +114,8 @@ TEST(ModelConsistency, BatchEqualsOneByOne) {
       ASSERT_TRUE(single->Prefill({prompts[b]}, one).ok());
       ASSERT_TRUE(single->Decode(std::span<const int32_t>(&step1[b], 1), one).ok());
       ASSERT_TRUE(single->Decode(std::span<const int32_t>(&step2[b], 1), one).ok());
-      EXPECT_LE(RelativeError(Row(logits, b, V), Row(one, 0, V)), kTolerance) << "prompt " << b << " after 2 steps";
+      EXPECT_LE(RelativeError(Row(logits, b, V), Row(one, 0, V)), kTolerance)
+          << "prompt " << b << " after 2 steps";
     }
   }
 }

@@ -58,7 +58,8 @@ struct Safetensors {
 class ModelLoadErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("ssmkit_load_" + std::to_string(FreshSeed() % 1000000007));
+    dir_ = fs::path(::testing::TempDir()) /
+           ("ssmkit_load_" + std::to_string(FreshSeed() % 1000000007));
     fs::create_directories(dir_);
     fs::copy_file(kSource / "config.json", dir_ / "config.json");
     fs::copy_file(kSource / "model.safetensors", dir_ / "model.safetensors");
@@ -71,12 +72,14 @@ class ModelLoadErrors : public ::testing::Test {
   void WriteWeights() { WriteFile(dir_ / "model.safetensors", weights_.Bytes()); }
 
   // Loads dir_; expects failure with every fragment in the message.
-  void ExpectError(std::initializer_list<std::string> fragments, StatusCode code = StatusCode::kInvalidArgument) {
+  void ExpectError(std::initializer_list<std::string> fragments,
+                   StatusCode code = StatusCode::kInvalidArgument) {
     std::unique_ptr<Model> model;
     const Status s = Model::Load(dir_.string(), &model);
     ASSERT_FALSE(s.ok()) << "loaded a broken checkpoint";
     EXPECT_EQ(s.code(), code) << s.message();
-    for (const std::string& f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+    for (const std::string& f : fragments)
+      EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
     EXPECT_EQ(model, nullptr);
   }
 
@@ -182,9 +185,11 @@ TEST_F(ModelLoadErrors, ExtraTensor) {
 }
 
 TEST_F(ModelLoadErrors, MisShapedTensor) {
-  weights_.header["backbone.layers.0.mixer.D"]["shape"] = Json::array({2, 32});  // same bytes as (64,)
+  weights_.header["backbone.layers.0.mixer.D"]["shape"] =
+      Json::array({2, 32});  // same bytes as (64,)
   WriteWeights();
-  ExpectError({"model.safetensors", "tensor 'backbone.layers.0.mixer.D'", "shape (2, 32), expected (64,)"});
+  ExpectError(
+      {"model.safetensors", "tensor 'backbone.layers.0.mixer.D'", "shape (2, 32), expected (64,)"});
 }
 
 TEST_F(ModelLoadErrors, IntegerDtype) {
@@ -219,7 +224,8 @@ void WriteShards(const fs::path& dir, const Safetensors& all, const std::string&
     if (name == drop) continue;
     const int64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
     Json e = entry;
-    e["data_offsets"] = Json::array({static_cast<int64_t>(s.data.size()), static_cast<int64_t>(s.data.size()) + end - begin});
+    e["data_offsets"] = Json::array(
+        {static_cast<int64_t>(s.data.size()), static_cast<int64_t>(s.data.size()) + end - begin});
     s.header[name] = e;
     s.data += all.data.substr(begin, end - begin);
   }
@@ -248,7 +254,8 @@ TEST_F(ModelLoadErrors, ShardedCheckpointLoadsAndAgrees) {
 
 TEST_F(ModelLoadErrors, ShardMissingAnIndexedTensor) {
   WriteShards(dir_, weights_, "backbone.layers.0.mixer.x_proj.weight");
-  ExpectError({"model-0000", "tensor 'backbone.layers.0.mixer.x_proj.weight'", "absent from the file"});
+  ExpectError(
+      {"model-0000", "tensor 'backbone.layers.0.mixer.x_proj.weight'", "absent from the file"});
 }
 
 TEST_F(ModelLoadErrors, IndexNamesAFileOutsideTheDirectory) {
@@ -273,7 +280,8 @@ TEST_F(ModelLoadErrors, F16Checkpoint) {
     }
     Json e = entry;
     e["dtype"] = "F16";
-    e["data_offsets"] = Json::array({static_cast<int64_t>(half.data.size()), static_cast<int64_t>(half.data.size() + bytes.size())});
+    e["data_offsets"] = Json::array({static_cast<int64_t>(half.data.size()),
+                                     static_cast<int64_t>(half.data.size() + bytes.size())});
     half.header[name] = e;
     half.data += bytes;
   }
@@ -290,7 +298,8 @@ TEST_F(ModelLoadErrors, F16Checkpoint) {
   ASSERT_TRUE(Session::Create(*f32, 1, &sb).ok());
   ASSERT_TRUE(sa->Prefill({{3, 1, 4, 1, 5, 9, 2, 6}}, a).ok());
   ASSERT_TRUE(sb->Prefill({{3, 1, 4, 1, 5, 9, 2, 6}}, b).ok());
-  const double err = RelativeError(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()));
+  const double err = RelativeError(std::vector<double>(a.begin(), a.end()),
+                                   std::vector<double>(b.begin(), b.end()));
   EXPECT_GT(err, 0.0);  // the f16 weights were really used
   EXPECT_LT(err, 1e-2);
 }
@@ -314,11 +323,14 @@ TEST(SessionErrors, BadArguments) {
   s = session->Prefill({{1}, {}}, logits);
   EXPECT_NE(s.message().find("prompt 1 is empty"), std::string::npos) << s.message();
   s = session->Prefill({{1, static_cast<int32_t>(V)}}, logits);
-  EXPECT_NE(s.message().find("token 304 at position 1 outside the vocabulary [0, 304)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("token 304 at position 1 outside the vocabulary [0, 304)"),
+            std::string::npos)
+      << s.message();
   s = session->Prefill({{1, -2}}, logits);
   EXPECT_NE(s.message().find("token -2"), std::string::npos) << s.message();
   s = session->Prefill({{1, 2}}, std::span<float>(logits).first(V - 1));
-  EXPECT_NE(s.message().find("logits: expected (B, V) = (1, 304)"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("logits: expected (B, V) = (1, 304)"), std::string::npos)
+      << s.message();
   ASSERT_TRUE(session->Prefill({{1, 2}, {3}}, logits).ok());
   const std::vector<int32_t> wrong = {1, 2, 3};
   s = session->Decode(wrong, logits);

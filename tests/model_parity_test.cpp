@@ -21,19 +21,22 @@ namespace {
 constexpr double kTolerance = 1e-4;
 const char* const kPrompts[] = {"p0", "p1", "p2", "p3"};
 
-std::string ModelDir(const std::string& name) { return std::string(SSMKIT_FIXTURES_DIR) + "/models/" + name; }
+std::string ModelDir(const std::string& name) {
+  return std::string(SSMKIT_FIXTURES_DIR) + "/models/" + name;
+}
 
 // What transformers computed for one prompt.
 struct Expected {
-  std::vector<int32_t> ids;             // (L)
-  std::vector<double> prefill_logits;   // (L, V)
-  std::vector<int32_t> greedy;          // (S)
-  std::vector<double> decode_logits;    // (S, V): the logits before each greedy token
+  std::vector<int32_t> ids;            // (L)
+  std::vector<double> prefill_logits;  // (L, V)
+  std::vector<int32_t> greedy;         // (S)
+  std::vector<double> decode_logits;   // (S, V): the logits before each greedy token
 };
 
 std::vector<Expected> ReadExpected(const std::string& model_name, int64_t V) {
   SafetensorsCheckpoint file;
-  const Status s = SafetensorsCheckpoint::OpenFile(ModelDir(model_name) + "/expected.safetensors", &file);
+  const Status s =
+      SafetensorsCheckpoint::OpenFile(ModelDir(model_name) + "/expected.safetensors", &file);
   EXPECT_TRUE(s.ok()) << s.message();
   std::vector<Expected> all;
   for (const char* p : kPrompts) {
@@ -112,7 +115,8 @@ TEST_P(ModelParity, PrefillEveryPosition) {
     ASSERT_TRUE(s.ok()) << s.message();
     const double err = RelativeError(ToDouble(all.data(), L * V_), e.prefill_logits);
     EXPECT_LE(err, kTolerance) << kPrompts[p] << " (" << L << " tokens)";
-    EXPECT_LE(RelativeError(ToDouble(last.data(), V_), Slice(e.prefill_logits, (L - 1) * V_, V_)), kTolerance)
+    EXPECT_LE(RelativeError(ToDouble(last.data(), V_), Slice(e.prefill_logits, (L - 1) * V_, V_)),
+              kTolerance)
         << kPrompts[p] << ": last-position logits";
   }
 }
@@ -127,7 +131,8 @@ TEST_P(ModelParity, DecodeStepsAndGreedyContinuation) {
     std::vector<int32_t> ours;
     for (int64_t j = 0; j < steps; ++j) {
       // The logits before greedy token j: the prefill's for j = 0, then one decode step each.
-      EXPECT_LE(RelativeError(ToDouble(logits.data(), V_), Slice(e.decode_logits, j * V_, V_)), kTolerance)
+      EXPECT_LE(RelativeError(ToDouble(logits.data(), V_), Slice(e.decode_logits, j * V_, V_)),
+                kTolerance)
           << "decode step " << j;
       ours.push_back(Argmax(logits.data(), V_));
       std::fill(logits.begin(), logits.end(), std::nanf(""));
@@ -153,9 +158,13 @@ TEST_P(ModelParity, BatchOfDifferentLengths) {
   for (int64_t b = 0; b < B; ++b) {
     const Expected& e = expected_[b];
     const int64_t n = static_cast<int64_t>(e.ids.size());
-    EXPECT_LE(RelativeError(ToDouble(all.data() + b * L * V_, n * V_), e.prefill_logits), kTolerance)
+    EXPECT_LE(RelativeError(ToDouble(all.data() + b * L * V_, n * V_), e.prefill_logits),
+              kTolerance)
         << kPrompts[b] << " in a batch of " << B;
-    EXPECT_LE(RelativeError(ToDouble(last.data() + b * V_, V_), e.decode_logits.size() ? Slice(e.decode_logits, 0, V_) : std::vector<double>{}), kTolerance)
+    EXPECT_LE(RelativeError(ToDouble(last.data() + b * V_, V_), e.decode_logits.size()
+                                                                    ? Slice(e.decode_logits, 0, V_)
+                                                                    : std::vector<double>{}),
+              kTolerance)
         << kPrompts[b] << ": last position";
   }
   const int64_t steps = static_cast<int64_t>(expected_[0].greedy.size());
@@ -166,7 +175,8 @@ TEST_P(ModelParity, BatchOfDifferentLengths) {
     std::fill(logits.begin(), logits.end(), std::nanf(""));
     ASSERT_TRUE(session_->Decode(next, logits).ok());
     for (int64_t b = 0; b < B; ++b) {
-      EXPECT_LE(RelativeError(ToDouble(logits.data() + b * V_, V_), Slice(expected_[b].decode_logits, (j + 1) * V_, V_)),
+      EXPECT_LE(RelativeError(ToDouble(logits.data() + b * V_, V_),
+                              Slice(expected_[b].decode_logits, (j + 1) * V_, V_)),
                 kTolerance)
           << kPrompts[b] << " decode step " << j + 1 << " in a batch of " << B;
     }

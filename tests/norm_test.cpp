@@ -85,9 +85,7 @@ std::vector<double> Rounded(const std::vector<double>& values, DType dtype) {
   return t.Fill(values);
 }
 
-double Tolerance(DType dtype) {
-  return dtype == DType::kF32 ? 1e-5 : 1e-2;
-}
+double Tolerance(DType dtype) { return dtype == DType::kF32 ? 1e-5 : 1e-2; }
 
 // The largest error a test saw per label, printed at its end (for docs/ops/norm.md).
 class WorstError {

@@ -158,9 +158,9 @@ TEST_F(FakeGgml, PeerColumnMeasuredOrFromTargets) {
   Result r;
   GgmlPeer from_targets;
   ASSERT_TRUE(from_targets.Measure(options, "test", {kPolicyScan}));
-  from_targets.Apply(kPolicyScan, 1.49, "ggml (TARGETS.md, not this run)", &r);
+  from_targets.Apply(kPolicyScan, 1.49, "ggml (docs/targets.md, not this run)", &r);
   EXPECT_EQ(r.peer_ms, 1.49);
-  EXPECT_EQ(r.peer, "ggml (TARGETS.md, not this run)");
+  EXPECT_EQ(r.peer, "ggml (docs/targets.md, not this run)");
   EXPECT_TRUE(from_targets.Notes().empty());
 
   SetNumThreads(3);
@@ -171,12 +171,14 @@ TEST_F(FakeGgml, PeerColumnMeasuredOrFromTargets) {
   SetNumThreads(0);
   EXPECT_EQ(Filter(), std::string(kPolicyScan) + "," + absent);  // deduplicated, "" dropped
   Result a, b, c;
-  measured.Apply(kPolicyScan, 1.49, "ggml (TARGETS.md, not this run)", &a);
+  measured.Apply(kPolicyScan, 1.49, "ggml (docs/targets.md, not this run)", &a);
   EXPECT_DOUBLE_EQ(a.peer_ms, 8.94774);
   EXPECT_EQ(a.peer, "ggml, measured in this run");
-  measured.Apply(absent, 123.8, "ggml (TARGETS.md, not this run)", &b);  // never the TARGETS figure
+  measured.Apply(absent, 123.8, "ggml (docs/targets.md, not this run)",
+                 &b);  // never the TARGETS figure
   EXPECT_EQ(b.peer_ms, 0.0);
-  measured.Apply("", 0.0757, "ggml (TARGETS.md, not this run)", &c);  // no ggml twin (e.g. bf16)
+  measured.Apply("", 0.0757, "ggml (docs/targets.md, not this run)",
+                 &c);  // no ggml twin (e.g. bf16)
   EXPECT_EQ(c.peer_ms, 0.0);
   const std::vector<std::string> notes = measured.Notes();
   ASSERT_EQ(notes.size(), 2u);

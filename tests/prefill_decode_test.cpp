@@ -85,8 +85,8 @@ Errors PrefillThenDecode(const Mamba1Case& c, uint64_t seed) {
   for (HostTensor* t : {&u_full, &y_full, &conv_final_full, &h_full}) t->Poison();
   Status s = CausalConv1dForward(conv_in, u_full.view(), conv_final_full.view());
   EXPECT_TRUE(s.ok()) << s.message();
-  SelectiveScanInputs scan_in{u_full.view(), delta.view(), A.view(), Bm.view(), Cm.view(),
-                              Dskip.view(), z.view(), delta_bias.view(), Tensor{}, true};
+  SelectiveScanInputs scan_in{u_full.view(), delta.view(), A.view(),          Bm.view(), Cm.view(),
+                              Dskip.view(),  z.view(),     delta_bias.view(), Tensor{},  true};
   s = SelectiveScanForward(scan_in, y_full.view(), h_full.view());
   EXPECT_TRUE(s.ok()) << s.message();
 
@@ -114,7 +114,8 @@ Errors PrefillThenDecode(const Mamba1Case& c, uint64_t seed) {
   if (c.multi_step_conv) {  // every step's conv in one call, before the state updates
     HostTensor x_all({B, D, c.steps}, c.dtype);
     std::vector<double> xs;
-    for (int64_t r = 0; r < rows; ++r) xs.insert(xs.end(), xd.begin() + r * T + L, xd.begin() + (r + 1) * T);
+    for (int64_t r = 0; r < rows; ++r)
+      xs.insert(xs.end(), xd.begin() + r * T + L, xd.begin() + (r + 1) * T);
     x_all.Fill(xs);
     u_all.Poison();
     s = CausalConv1dUpdate({x_all.view(), weight.view(), conv_bias.view(), Conv1dActivation::kSilu},
@@ -122,7 +123,8 @@ Errors PrefillThenDecode(const Mamba1Case& c, uint64_t seed) {
     EXPECT_TRUE(s.ok()) << s.message();
   }
   for (int64_t t = L; t < T; ++t) {
-    HostTensor x_t({B, D}, c.dtype), u_t({B, D}, c.dtype), dt_t({B, D}, c.dtype), z_t({B, D}, c.dtype);
+    HostTensor x_t({B, D}, c.dtype), u_t({B, D}, c.dtype), dt_t({B, D}, c.dtype),
+        z_t({B, D}, c.dtype);
     HostTensor B_t({B, G, N}, c.dtype), C_t({B, G, N}, c.dtype), y_t({B, D}, c.dtype);
     x_t.Fill(Column(xd, rows, T, t));
     dt_t.Fill(Column(deltad, rows, T, t));
@@ -138,8 +140,8 @@ Errors PrefillThenDecode(const Mamba1Case& c, uint64_t seed) {
                              conv_state.view(), u_t.view());
       EXPECT_TRUE(s.ok()) << s.message();
     }
-    StateUpdateInputs step_in{u_t.view(), dt_t.view(), A.view(), B_t.view(), C_t.view(),
-                              Dskip.view(), z_t.view(), delta_bias.view(), Tensor{}, true};
+    StateUpdateInputs step_in{u_t.view(),   dt_t.view(), A.view(),          B_t.view(), C_t.view(),
+                              Dskip.view(), z_t.view(),  delta_bias.view(), Tensor{},   true};
     s = SelectiveStateUpdate(step_in, state.view(), y_t.view());
     EXPECT_TRUE(s.ok()) << s.message();
     for (double v : u_t.ToDouble()) u_steps.push_back(v);
@@ -193,8 +195,9 @@ TEST(PrefillDecode, Mamba1ConvAndScanThenSteps) {
       }
     }
   }
-  std::printf("prefill+decode vs one prefill, worst: f32 out %.3g state %.3g; bf16 out %.3g state %.3g\n",
-              worst[0].step_out, worst[0].state, worst[1].step_out, worst[1].state);
+  std::printf(
+      "prefill+decode vs one prefill, worst: f32 out %.3g state %.3g; bf16 out %.3g state %.3g\n",
+      worst[0].step_out, worst[0].state, worst[1].step_out, worst[1].state);
 }
 
 // ---- Mamba-2: SSD prefill, then state-update steps ----
@@ -206,7 +209,8 @@ struct Mamba2Case {
   std::string Name() const {
     return "B=" + std::to_string(B) + " H=" + std::to_string(H) + " P=" + std::to_string(P) +
            " G=" + std::to_string(G) + " N=" + std::to_string(N) + " L=" + std::to_string(L) +
-           " steps=" + std::to_string(steps) + " " + DTypeName(dtype) + " " + SsdAlgorithmName(algorithm);
+           " steps=" + std::to_string(steps) + " " + DTypeName(dtype) + " " +
+           SsdAlgorithmName(algorithm);
   }
 };
 
@@ -288,9 +292,16 @@ Mamba2Errors SsdPrefillThenSteps(const Mamba2Case& c, uint64_t seed) {
   for (int64_t t = L; t < T; ++t) {
     HostTensor y_t({B, H, P}, c.dtype);
     y_t.Poison();
-    StateUpdateInputs step{StepOfTimeMajor(in.x, t), StepOfTimeMajor(in.dt, t), A.view(),
-                           StepOfTimeMajor(in.B, t), StepOfTimeMajor(in.C, t), Dskip.view(),
-                           StepOfTimeMajor(in.z, t), dt_bias.view(), Tensor{}, true};
+    StateUpdateInputs step{StepOfTimeMajor(in.x, t),
+                           StepOfTimeMajor(in.dt, t),
+                           A.view(),
+                           StepOfTimeMajor(in.B, t),
+                           StepOfTimeMajor(in.C, t),
+                           Dskip.view(),
+                           StepOfTimeMajor(in.z, t),
+                           dt_bias.view(),
+                           Tensor{},
+                           true};
     s = SelectiveStateUpdate(step, state.view(), y_t.view());
     EXPECT_TRUE(s.ok()) << s.message();
     for (double v : y_t.ToDouble()) got.push_back(v);

@@ -35,7 +35,9 @@ std::vector<float> RandomLogits(Rng& rng, int64_t n, double scale) {
 std::set<int32_t> Nucleus(const std::vector<float>& logits, double T, double p) {
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   const double mx = logits[order[0]];
   double total = 0.0;
   for (float l : logits) total += std::exp((l - mx) / T);
@@ -62,7 +64,8 @@ TEST(Sampler, RejectsBadOptions) {
   Sampler s;
   EXPECT_NE(Sampler::Create({-1.0f}, 10, &s).message().find("temperature"), std::string::npos);
   EXPECT_NE(Sampler::Create({INFINITY}, 10, &s).message().find("temperature"), std::string::npos);
-  EXPECT_NE(Sampler::Create({1.0f, -3}, 10, &s).message().find("top_k: expected >= 0, given -3"), std::string::npos);
+  EXPECT_NE(Sampler::Create({1.0f, -3}, 10, &s).message().find("top_k: expected >= 0, given -3"),
+            std::string::npos);
   EXPECT_NE(Sampler::Create({1.0f, 0, 0.0f}, 10, &s).message().find("top_p"), std::string::npos);
   EXPECT_NE(Sampler::Create({1.0f, 0, 1.5f}, 10, &s).message().find("top_p"), std::string::npos);
   EXPECT_NE(Sampler::Create({}, 0, &s).message().find("vocab_size"), std::string::npos);
@@ -85,7 +88,8 @@ TEST(Sampler, TemperatureFollowsSoftmax) {
     for (int64_t i = 0; i < n; ++i) {
       const double p = std::exp((logits[i] - mx) / T) / total;
       const double sd = std::sqrt(p * (1 - p) / draws);
-      EXPECT_NEAR(static_cast<double>(count[i]) / draws, p, 5 * sd + 1e-4) << "token " << i << " T=" << T;
+      EXPECT_NEAR(static_cast<double>(count[i]) / draws, p, 5 * sd + 1e-4)
+          << "token " << i << " T=" << T;
     }
   }
 }
@@ -104,20 +108,24 @@ TEST(Sampler, TopKAndTopPSupports) {
         std::vector<float> masked = logits;
         if (k > 0 && k < n) {
           std::vector<float> sorted = logits;
-          std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<float>());
+          std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(),
+                           std::greater<float>());
           const float kth = sorted[k - 1];
           for (auto& l : masked) {
             if (l < kth) l = -INFINITY;
           }
         }
-        const std::set<int32_t> support = k == 1 ? std::set<int32_t>{static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())}
-                                                 : Nucleus(masked, T, p);
+        const std::set<int32_t> support =
+            k == 1 ? std::set<int32_t>{static_cast<int32_t>(
+                         std::max_element(logits.begin(), logits.end()) - logits.begin())}
+                   : Nucleus(masked, T, p);
         Sampler s = Make({T, k, p, seed + k}, n);
         std::set<int32_t> seen;
         const int draws = n > 1000 ? 40 : 300;  // a 50k-token nucleus costs a sort per draw
         for (int i = 0; i < draws; ++i) {
           const int32_t id = s.Sample(logits);
-          ASSERT_TRUE(support.count(id)) << "token " << id << " outside the support, n=" << n << " k=" << k << " p=" << p;
+          ASSERT_TRUE(support.count(id))
+              << "token " << id << " outside the support, n=" << n << " k=" << k << " p=" << p;
           seen.insert(id);
         }
         if (support.size() > 1) EXPECT_GT(seen.size(), 1u) << "n=" << n << " k=" << k << " p=" << p;
@@ -131,7 +139,8 @@ TEST(Sampler, SameSeedSameTokens) {
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   const std::vector<float> logits = RandomLogits(rng, 500, 1.0);
-  Sampler a = Make({1.0f, 50, 0.9f, 77}, 500), b = Make({1.0f, 50, 0.9f, 77}, 500), c = Make({1.0f, 50, 0.9f, 78}, 500);
+  Sampler a = Make({1.0f, 50, 0.9f, 77}, 500), b = Make({1.0f, 50, 0.9f, 77}, 500),
+          c = Make({1.0f, 50, 0.9f, 78}, 500);
   std::vector<int32_t> ta, tb, tc;
   for (int i = 0; i < 100; ++i) {
     ta.push_back(a.Sample(logits));
@@ -160,7 +169,9 @@ TEST(Generate, GreedyMatchesTransformersAndStopsAtEos) {
   options.max_tokens = static_cast<int64_t>(greedy.size());
   std::vector<int32_t> got;
   GenerateStats stats;
-  ASSERT_TRUE(Generate(*session, prompt, options, [&](int32_t t) { got.push_back(t); }, &stats).ok());
+  ASSERT_TRUE(Generate(
+                  *session, prompt, options, [&](int32_t t) { got.push_back(t); }, &stats)
+                  .ok());
   EXPECT_EQ(got, greedy);
   EXPECT_EQ(stats.prompt_tokens, static_cast<int64_t>(prompt.size()));
   EXPECT_EQ(stats.generated_tokens, static_cast<int64_t>(greedy.size()));
@@ -168,7 +179,9 @@ TEST(Generate, GreedyMatchesTransformersAndStopsAtEos) {
   // With the third greedy token as end-of-text, generation stops right after producing it.
   options.eos_token_id = greedy[2];
   got.clear();
-  ASSERT_TRUE(Generate(*session, prompt, options, [&](int32_t t) { got.push_back(t); }, &stats).ok());
+  ASSERT_TRUE(Generate(
+                  *session, prompt, options, [&](int32_t t) { got.push_back(t); }, &stats)
+                  .ok());
   const auto first = std::find(greedy.begin(), greedy.end(), greedy[2]);
   EXPECT_EQ(got, std::vector<int32_t>(greedy.begin(), first + 1));
   EXPECT_TRUE(stats.stopped_at_eos);

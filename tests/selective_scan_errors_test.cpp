@@ -99,9 +99,10 @@ class ScanCall : public ::testing::Test {
   }
 
   static Status Run(const Call& call) {
-    return call.backward
-               ? SelectiveScanBackward(call.in, call.dout, call.dfinal, call.chunk_states, call.grads, call.options)
-               : SelectiveScanForward(call.in, call.out, call.final_state, call.chunk_states, call.options);
+    return call.backward ? SelectiveScanBackward(call.in, call.dout, call.dfinal, call.chunk_states,
+                                                 call.grads, call.options)
+                         : SelectiveScanForward(call.in, call.out, call.final_state,
+                                                call.chunk_states, call.options);
   }
 
   void FillSentinel() {
@@ -611,14 +612,18 @@ std::vector<Rule> Rules() {
       {"ChunkStatesShape",
        kFwd,
        [](Call& c, S&) { c.chunk_states.shape[2] = 2; },
-       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 1, 3), given (2, 4, 2, 3)"}},
+       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 1, 3), given (2, 4, "
+        "2, 3)"}},
       {"ChunkStatesShapeForTheChunkLength",
        kBwd,
        [](Call& c, S&) { c.options.chunk_length = 4; },
-       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 3, 3), given (2, 4, 1, 3)"}},
+       {"chunk_states: expected shape (B, D, K, N), K = ceil(L / Q) = (2, 4, 3, 3), given (2, 4, "
+        "1, 3)"}},
       {"ChunkStatesRank",
        kBwd,
-       [](Call& c, S& s) { c.chunk_states = s.Make({2, 4, 3}); },
+       [](Call& c, S& s) {
+         c.chunk_states = s.Make({2, 4, 3});
+       },
        {"chunk_states", "(2, 4, 1, 3)", "given (2, 4, 3)"}},
       {"ChunkStatesOnCuda",
        kBwd,
@@ -627,12 +632,14 @@ std::vector<Rule> Rules() {
       {"ChunkStatesWithTheCudaBackend",
        kFwd,
        [](Call& c, S&) {
-         for (Tensor* t : {&c.in.u, &c.in.delta, &c.in.A, &c.in.B, &c.in.C, &c.in.D, &c.in.z,
-                           &c.in.delta_bias, &c.in.initial_state, &c.out, &c.final_state, &c.chunk_states}) {
+         for (Tensor* t :
+              {&c.in.u, &c.in.delta, &c.in.A, &c.in.B, &c.in.C, &c.in.D, &c.in.z, &c.in.delta_bias,
+               &c.in.initial_state, &c.out, &c.final_state, &c.chunk_states}) {
            t->device = Device::kCuda;
          }
        },
-       {"chunk_states: expected undefined on the CUDA backend (CPU only for now), given a CUDA tensor"}},
+       {"chunk_states: expected undefined on the CUDA backend (CPU only for now), given a CUDA "
+        "tensor"}},
       {"ChunkStatesDtype",
        kFwd,
        [](Call& c, S&) { c.chunk_states.dtype = DType::kBF16; },

@@ -280,5 +280,4 @@ class WorstErrors {
   std::map<std::string, double> worst_;
 };
 
-
 }  // namespace ssmkit::testing

@@ -143,8 +143,8 @@ FastGrads RunFastBackward(ScanProblem& prob, Projection& proj,
   const SelectiveScanGrads grads{views[0], views[1], views[2], views[3], views[4],
                                  views[5], views[6], views[7], views[8]};
   const Status status = SelectiveScanBackward(prob.Inputs(), proj.dout.view(),
-                                              with_dfinal ? proj.dfinal.view() : Tensor{}, chunk_states,
-                                              grads, options);
+                                              with_dfinal ? proj.dfinal.view() : Tensor{},
+                                              chunk_states, grads, options);
   EXPECT_TRUE(status.ok()) << status.message();
   for (int i = 0; i < kNumGrads; ++i) {
     EXPECT_TRUE(fg.t[i].PaddingUntouched()) << kGradNames[i] << " written outside its view";
@@ -526,17 +526,21 @@ TEST(SelectiveScanBackward, FromTheForwardsChunkStates) {
         SelectiveScanOptions options;
         options.chunk_length = chunk;
         const int64_t K = SelectiveScanChunkCount(c.seqlen, options);
-        PaddedTensor out(prob.SeqShape(), c.dtype, c.pad), states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
+        PaddedTensor out(prob.SeqShape(), c.dtype, c.pad),
+            states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
         states.Poison();
-        const Status status = SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
+        const Status status =
+            SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
         ASSERT_TRUE(status.ok()) << status.message();
-        const FastGrads given = RunFastBackward(prob, proj, options, kAllGrads, true, states.view());
+        const FastGrads given =
+            RunFastBackward(prob, proj, options, kAllGrads, true, states.view());
         const FastGrads recomputed = RunFastBackward(prob, proj, options);
         for (int i = 0; i < kNumGrads; ++i) {
           EXPECT_TRUE(given.t[i].Bytes() == recomputed.t[i].Bytes()) << kGradNames[i];
         }
         if (dtype == DType::kF32) {
-          ExpectGradsClose(given.Values(), OracleBackward(prob, proj), kFastOracleBound, worst, "chunk states");
+          ExpectGradsClose(given.Values(), OracleBackward(prob, proj), kFastOracleBound, worst,
+                           "chunk states");
         }
       }
     }

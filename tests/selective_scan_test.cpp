@@ -360,7 +360,8 @@ std::vector<double> OracleStateAfter(const ScanProblem& prob, int64_t steps) {
   auto prefix = [&](const std::vector<double>& v) {  // every (..., L) row cut to `steps`
     const int64_t rows = static_cast<int64_t>(v.size()) / c.seqlen;
     std::vector<double> cut(rows * steps);
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(v.begin() + r * c.seqlen, steps, cut.begin() + r * steps);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(v.begin() + r * c.seqlen, steps, cut.begin() + r * steps);
     return cut;
   };
   ref::ScanShape shape = prob.Shape();
@@ -405,26 +406,32 @@ TEST(SelectiveScanForward, ChunkStatesAreTheStatesEnteringEachChunk) {
             if (L > 64) continue;
             c = SaneForLogSpace(c);
           }
-          SCOPED_TRACE(std::string(ScanAlgorithmName(algorithm)) + " " + c.Name() + " chunk=" + std::to_string(chunk));
+          SCOPED_TRACE(std::string(ScanAlgorithmName(algorithm)) + " " + c.Name() +
+                       " chunk=" + std::to_string(chunk));
           Rng rng(seed + k++);
           ScanProblem prob(c, rng);
           SelectiveScanOptions options;
           options.algorithm = algorithm;
           options.chunk_length = chunk;
-          const int64_t Q = chunk > 0 ? chunk : kDefaultScanChunkLength, K = SelectiveScanChunkCount(L, options);
+          const int64_t Q = chunk > 0 ? chunk : kDefaultScanChunkLength,
+                        K = SelectiveScanChunkCount(L, options);
           ASSERT_EQ(K, (L + Q - 1) / Q);
-          PaddedTensor out(prob.SeqShape(), c.dtype, c.pad), states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
+          PaddedTensor out(prob.SeqShape(), c.dtype, c.pad),
+              states({c.batch, c.dim, K, c.dstate}, DType::kF32, c.pad);
           out.Poison();
           states.Poison();
-          const Status status = SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
+          const Status status =
+              SelectiveScanForward(prob.Inputs(), out.view(), Tensor{}, states.view(), options);
           ASSERT_TRUE(status.ok()) << status.message();
           EXPECT_TRUE(states.PaddingUntouched()) << "chunk_states written outside its view";
-          EXPECT_TRUE(out.Bytes() == RunFast(prob, algorithm, chunk, false).out.Bytes()) << "out changed";
+          EXPECT_TRUE(out.Bytes() == RunFast(prob, algorithm, chunk, false).out.Bytes())
+              << "out changed";
           std::vector<double> want(c.batch * c.dim * K * c.dstate);
           for (int64_t entry = 0; entry < K; ++entry) {
             const std::vector<double> state = OracleStateAfter(prob, entry * Q);  // (B, D, N)
             for (int64_t row = 0; row < c.batch * c.dim; ++row) {
-              std::copy_n(state.begin() + row * c.dstate, c.dstate, want.begin() + (row * K + entry) * c.dstate);
+              std::copy_n(state.begin() + row * c.dstate, c.dstate,
+                          want.begin() + (row * K + entry) * c.dstate);
             }
           }
           EXPECT_LE(worst.Track(std::string(ScanAlgorithmName(algorithm)) + " chunk_states",

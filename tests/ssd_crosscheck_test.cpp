@@ -4,7 +4,8 @@
 //        u[b, d, l]       = x[b, l, h, p]            delta[b, d, l] = dt[b, l, h]
 //        A_m1[d, n]       = A[h]                     B_m1[b, g, n, l] = B[b, l, g, n] (C alike)
 //        D_m1[d]          = D[h] or D[h, p]          z_m1[b, d, l]  = z[b, l, h, p]
-//        delta_bias[d]    = dt_bias[h]               initial_state[b, d, n] = initial_states[b, h, p, n]
+//        delta_bias[d]    = dt_bias[h]               initial_state[b, d, n] = initial_states[b, h,
+//        p, n]
 //      (groups agree: Mamba-1 channel d reads group d / (H P / G) = h / (H / G)); dt_limit at
 //      its default, which with softplus never clamps. Gradients map back by summing over the
 //      channels of a head: ddt[b, l, h] = sum_p ddelta[b, h P + p, l], dA[h] = sum_{p, n}
@@ -35,15 +36,16 @@ struct Grads {
   std::vector<double> dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dh0;
 };
 
-Grads RunBackward(SsdProblem& prob, const std::vector<double>& dout_v, const std::vector<double>* dfinal_v,
-                  const SsdOptions& options) {
+Grads RunBackward(SsdProblem& prob, const std::vector<double>& dout_v,
+                  const std::vector<double>* dfinal_v, const SsdOptions& options) {
   const SsdCase& c = prob.c;
   HostTensor dout = F32(prob.SeqShape(), dout_v);
   HostTensor dfinal = dfinal_v ? F32(prob.StateShape(), *dfinal_v) : HostTensor();
   HostTensor dx(prob.SeqShape(), DType::kF32), dz(prob.SeqShape(), DType::kF32);
   HostTensor ddt({c.batch, c.seqlen, c.nheads}, DType::kF32), dA({c.nheads}, DType::kF32);
   HostTensor dB({c.batch, c.seqlen, c.ngroups, c.dstate}, DType::kF32), dC = dB;
-  HostTensor dD = c.d_per_channel ? HostTensor({c.nheads, c.headdim}, DType::kF32) : HostTensor({c.nheads}, DType::kF32);
+  HostTensor dD = c.d_per_channel ? HostTensor({c.nheads, c.headdim}, DType::kF32)
+                                  : HostTensor({c.nheads}, DType::kF32);
   HostTensor ddt_bias({c.nheads}, DType::kF32), dh0(prob.StateShape(), DType::kF32);
   SsdGrads g;
   g.dx = dx.view();
@@ -56,9 +58,11 @@ Grads RunBackward(SsdProblem& prob, const std::vector<double>& dout_v, const std
   if (c.has_dt_bias) g.ddt_bias = ddt_bias.view();
   if (c.has_h0) g.dinitial_states = dh0.view();
   for (HostTensor* t : {&dx, &dz, &ddt, &dA, &dB, &dC, &dD, &ddt_bias, &dh0}) t->Poison();
-  const Status s = SsdBackward(prob.Inputs(), dout.view(), dfinal_v ? dfinal.view() : Tensor{}, g, options);
+  const Status s =
+      SsdBackward(prob.Inputs(), dout.view(), dfinal_v ? dfinal.view() : Tensor{}, g, options);
   EXPECT_TRUE(s.ok()) << s.message();
-  Grads r{dx.ToDouble(), ddt.ToDouble(), dA.ToDouble(), dB.ToDouble(), dC.ToDouble(), {}, {}, {}, {}};
+  Grads r{
+      dx.ToDouble(), ddt.ToDouble(), dA.ToDouble(), dB.ToDouble(), dC.ToDouble(), {}, {}, {}, {}};
   if (c.has_D) r.dD = dD.ToDouble();
   if (c.has_z) r.dz = dz.ToDouble();
   if (c.has_dt_bias) r.ddt_bias = ddt_bias.ToDouble();
@@ -71,8 +75,10 @@ Grads RunBackward(SsdProblem& prob, const std::vector<double>& dout_v, const std
 // gradient agrees to ~1e-6, so they get `sum_tol` (measured up to 1.9e-5 at chunk 95 vs 32).
 void ExpectGradsClose(const Grads& got, const Grads& want, double tol, const std::string& what,
                       double sum_tol = 1e-4) {
-  const std::vector<double>* g[] = {&got.dx, &got.ddt, &got.dA, &got.dB, &got.dC, &got.dD, &got.dz, &got.ddt_bias, &got.dh0};
-  const std::vector<double>* w[] = {&want.dx, &want.ddt, &want.dA, &want.dB, &want.dC, &want.dD, &want.dz, &want.ddt_bias, &want.dh0};
+  const std::vector<double>* g[] = {&got.dx, &got.ddt, &got.dA,       &got.dB, &got.dC,
+                                    &got.dD, &got.dz,  &got.ddt_bias, &got.dh0};
+  const std::vector<double>* w[] = {&want.dx, &want.ddt, &want.dA,       &want.dB, &want.dC,
+                                    &want.dD, &want.dz,  &want.ddt_bias, &want.dh0};
   const char* names[] = {"dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
   for (int k = 0; k < 9; ++k) {
     if (g[k]->empty() && w[k]->empty()) continue;
@@ -98,11 +104,12 @@ TEST(SsdCrossCheck, EqualsSelectiveScanWithScalarA) {
       c.dstate = 16;
       c.d_per_channel = per_channel_D;
       SsdProblem prob(c, rng);
-      const int64_t Bn = c.batch, L = c.seqlen, H = c.nheads, P = c.headdim, G = c.ngroups, N = c.dstate;
+      const int64_t Bn = c.batch, L = c.seqlen, H = c.nheads, P = c.headdim, G = c.ngroups,
+                    N = c.dstate;
       const int64_t D = H * P;
       // The Mamba-1 problem, element by element through the mapping above.
-      std::vector<double> u(Bn * D * L), delta(Bn * D * L), z(Bn * D * L), A(D * N), Bm(Bn * G * N * L),
-          Cm(Bn * G * N * L), Dm(D), bias(D), h0(Bn * D * N);
+      std::vector<double> u(Bn * D * L), delta(Bn * D * L), z(Bn * D * L), A(D * N),
+          Bm(Bn * G * N * L), Cm(Bn * G * N * L), Dm(D), bias(D), h0(Bn * D * N);
       for (int64_t b = 0; b < Bn; ++b) {
         for (int64_t l = 0; l < L; ++l) {
           for (int64_t h = 0; h < H; ++h) {
@@ -150,9 +157,11 @@ TEST(SsdCrossCheck, EqualsSelectiveScanWithScalarA) {
       std::vector<double> mapped(out.size());
       for (int64_t b = 0; b < Bn; ++b)
         for (int64_t l = 0; l < L; ++l)
-          for (int64_t d = 0; d < D; ++d) mapped[(b * L + l) * D + d] = m1_out_d[(b * D + d) * L + l];
+          for (int64_t d = 0; d < D; ++d)
+            mapped[(b * L + l) * D + d] = m1_out_d[(b * D + d) * L + l];
       EXPECT_LE(RelativeError(out, mapped), 1e-5) << SsdAlgorithmName(algorithm) << " out";
-      EXPECT_LE(RelativeError(fin, m1_final.ToDouble()), 1e-5) << SsdAlgorithmName(algorithm) << " final";
+      EXPECT_LE(RelativeError(fin, m1_final.ToDouble()), 1e-5)
+          << SsdAlgorithmName(algorithm) << " final";
 
       // Backward: the same loss through both.
       const std::vector<double> w = rng.NormalVec(Bn * L * D), wf = rng.NormalVec(Bn * D * N);
@@ -161,8 +170,10 @@ TEST(SsdCrossCheck, EqualsSelectiveScanWithScalarA) {
         for (int64_t l = 0; l < L; ++l)
           for (int64_t d = 0; d < D; ++d) w_m1[(b * D + d) * L + l] = w[(b * L + l) * D + d];
       HostTensor dout_m1 = F32({Bn, D, L}, w_m1), dfinal_m1 = F32({Bn, D, N}, wf);
-      HostTensor du({Bn, D, L}, DType::kF32), ddelta({Bn, D, L}, DType::kF32), dz({Bn, D, L}, DType::kF32);
-      HostTensor dA({D, N}, DType::kF32), dB({Bn, G, N, L}, DType::kF32), dC({Bn, G, N, L}, DType::kF32);
+      HostTensor du({Bn, D, L}, DType::kF32), ddelta({Bn, D, L}, DType::kF32),
+          dz({Bn, D, L}, DType::kF32);
+      HostTensor dA({D, N}, DType::kF32), dB({Bn, G, N, L}, DType::kF32),
+          dC({Bn, G, N, L}, DType::kF32);
       HostTensor dD({D}, DType::kF32), dbias({D}, DType::kF32), dh0({Bn, D, N}, DType::kF32);
       const SelectiveScanGrads g{du.view(), ddelta.view(), dA.view(),    dB.view(), dC.view(),
                                  dD.view(), dz.view(),     dbias.view(), dh0.view()};
@@ -177,8 +188,10 @@ TEST(SsdCrossCheck, EqualsSelectiveScanWithScalarA) {
       want.dD.assign(per_channel_D ? H * P : H, 0.0);
       want.ddt_bias.assign(H, 0.0);
       want.dh0 = dh0.ToDouble();
-      const auto du_d = du.ToDouble(), ddelta_d = ddelta.ToDouble(), dz_d = dz.ToDouble(), dA_d = dA.ToDouble();
-      const auto dB_d = dB.ToDouble(), dC_d = dC.ToDouble(), dD_d = dD.ToDouble(), dbias_d = dbias.ToDouble();
+      const auto du_d = du.ToDouble(), ddelta_d = ddelta.ToDouble(), dz_d = dz.ToDouble(),
+                 dA_d = dA.ToDouble();
+      const auto dB_d = dB.ToDouble(), dC_d = dC.ToDouble(), dD_d = dD.ToDouble(),
+                 dbias_d = dbias.ToDouble();
       for (int64_t b = 0; b < Bn; ++b) {
         for (int64_t l = 0; l < L; ++l) {
           for (int64_t d = 0; d < D; ++d) {
@@ -200,7 +213,8 @@ TEST(SsdCrossCheck, EqualsSelectiveScanWithScalarA) {
         want.ddt_bias[d / P] += dbias_d[d];
       }
       const Grads got = RunBackward(prob, w, &wf, Algo(algorithm, 16));
-      ExpectGradsClose(got, want, 2e-5, std::string("vs selective scan, ") + SsdAlgorithmName(algorithm));
+      ExpectGradsClose(got, want, 2e-5,
+                       std::string("vs selective scan, ") + SsdAlgorithmName(algorithm));
     }
   }
 }
@@ -230,7 +244,8 @@ TEST(SsdCrossCheck, PackedSequencesEqualSeparateRuns) {
     for (size_t k = 0; k < lengths.size(); ++k) ids.insert(ids.end(), lengths[k], 3.0 + 2.0 * k);
     packed.seq_idx.Fill(ids);
     packed.seq_idx_v.assign(ids.begin(), ids.end());
-    const std::vector<double> w = rng.NormalVec(packed.SeqSize()), wf = rng.NormalVec(packed.StateSize());
+    const std::vector<double> w = rng.NormalVec(packed.SeqSize()),
+                              wf = rng.NormalVec(packed.StateSize());
     std::vector<double> out, fin;
     ASSERT_TRUE(RunForward(packed, Algo(algorithm, 8), &out, &fin).ok());
     const Grads got = RunBackward(packed, w, &wf, Algo(algorithm, 8));
@@ -250,7 +265,8 @@ TEST(SsdCrossCheck, PackedSequencesEqualSeparateRuns) {
       one.has_h0 = k == 0;
       SsdProblem alone(one, rng);  // then overwritten with the packed values of its span
       auto span = [&](const std::vector<double>& v, int64_t per_step) {
-        return std::vector<double>(v.begin() + start * per_step, v.begin() + (start + len) * per_step);
+        return std::vector<double>(v.begin() + start * per_step,
+                                   v.begin() + (start + len) * per_step);
       };
       alone.x_d = alone.x.Fill(span(packed.x_d, H * P));
       alone.z_d = alone.z.Fill(span(packed.z_d, H * P));
@@ -267,8 +283,11 @@ TEST(SsdCrossCheck, PackedSequencesEqualSeparateRuns) {
       const bool last = k + 1 == lengths.size();
       if (last) want_fin = f;
       const Grads g = RunBackward(alone, span(w, H * P), last ? &wf : nullptr, Algo(algorithm, 8));
-      for (auto [dst, src] : {std::pair{&want.dx, &g.dx}, {&want.dz, &g.dz}, {&want.ddt, &g.ddt},
-                              {&want.dB, &g.dB}, {&want.dC, &g.dC}}) {
+      for (auto [dst, src] : {std::pair{&want.dx, &g.dx},
+                              {&want.dz, &g.dz},
+                              {&want.ddt, &g.ddt},
+                              {&want.dB, &g.dB},
+                              {&want.dC, &g.dC}}) {
         dst->insert(dst->end(), src->begin(), src->end());
       }
       for (int64_t h = 0; h < H; ++h) {
@@ -281,7 +300,8 @@ TEST(SsdCrossCheck, PackedSequencesEqualSeparateRuns) {
     }
     EXPECT_LE(RelativeError(out, want_out), 1e-5) << SsdAlgorithmName(algorithm);
     EXPECT_LE(RelativeError(fin, want_fin), 1e-5) << SsdAlgorithmName(algorithm);
-    ExpectGradsClose(got, want, 1e-5, std::string("packed vs separate, ") + SsdAlgorithmName(algorithm));
+    ExpectGradsClose(got, want, 1e-5,
+                     std::string("packed vs separate, ") + SsdAlgorithmName(algorithm));
   }
 }
 
@@ -317,7 +337,8 @@ TEST(SsdCrossCheck, ChunkSizesThatDoNotDivideL) {
   ASSERT_TRUE(RunForward(prob, Algo(SsdAlgorithm::kSequential), &out, &fin).ok());
   EXPECT_LE(RelativeError(out, ref_out), 1e-5);
   EXPECT_LE(RelativeError(fin, ref_fin), 1e-5);
-  ExpectGradsClose(RunBackward(prob, w, &wf, Algo(SsdAlgorithm::kSequential)), ref, 1e-5, "sequential vs chunk 32");
+  ExpectGradsClose(RunBackward(prob, w, &wf, Algo(SsdAlgorithm::kSequential)), ref, 1e-5,
+                   "sequential vs chunk 32");
 }
 
 }  // namespace

@@ -20,13 +20,14 @@ struct SsdCase {
   bool has_D = true, d_per_channel = false, has_z = true, has_dt_bias = true, has_h0 = true;
   bool has_seq_idx = false, softplus = true;
   float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
-  DType dtype = DType::kF32;  // of x, dt, B, C, z
+  DType dtype = DType::kF32;     // of x, dt, B, C, z
   double big_dt_fraction = 0.0;  // share of dt pushed above 20 (softplus identity branch)
   double seq_break = 0.2;        // chance that a position starts a new sequence (with seq_idx)
 
   std::string Name() const {
-    return "B" + std::to_string(batch) + " L" + std::to_string(seqlen) + " H" + std::to_string(nheads) +
-           " P" + std::to_string(headdim) + " G" + std::to_string(ngroups) + " N" + std::to_string(dstate) +
+    return "B" + std::to_string(batch) + " L" + std::to_string(seqlen) + " H" +
+           std::to_string(nheads) + " P" + std::to_string(headdim) + " G" +
+           std::to_string(ngroups) + " N" + std::to_string(dstate) +
            (has_D ? (d_per_channel ? " D(H,P)" : " D(H)") : "") + (has_z ? " z" : "") +
            (has_dt_bias ? " bias" : "") + (has_h0 ? " h0" : "") + (has_seq_idx ? " seq_idx" : "") +
            (softplus ? " softplus" : "") + (dtype == DType::kBF16 ? " bf16" : "");
@@ -41,7 +42,8 @@ struct SsdProblem {
   std::vector<int32_t> seq_idx_v;
 
   SsdProblem(const SsdCase& sc, Rng& rng) : c(sc) {
-    const int64_t Bn = c.batch, L = c.seqlen, H = c.nheads, P = c.headdim, G = c.ngroups, N = c.dstate;
+    const int64_t Bn = c.batch, L = c.seqlen, H = c.nheads, P = c.headdim, G = c.ngroups,
+                  N = c.dstate;
     x = HostTensor({Bn, L, H, P}, c.dtype);
     x_d = x.Fill(rng.NormalVec(Bn * L * H * P));
     // dt sits around softplus^-1(dt) for dt log-uniform in [1e-3, 0.2] (dt itself without
@@ -50,7 +52,8 @@ struct SsdProblem {
     for (auto& v : dt_v) {
       const double d = std::exp(rng.Uniform(std::log(1e-3), std::log(0.2)));
       v = c.softplus ? std::log(std::expm1(d)) : d;
-      if (c.big_dt_fraction > 0 && rng.Uniform(0, 1) < c.big_dt_fraction) v = rng.Uniform(20.5, 22.0);
+      if (c.big_dt_fraction > 0 && rng.Uniform(0, 1) < c.big_dt_fraction)
+        v = rng.Uniform(20.5, 22.0);
     }
     std::vector<double> bias_v;
     if (c.has_dt_bias) {
@@ -103,7 +106,8 @@ struct SsdProblem {
   // neither side's derivative. Each raw dt whose effective dt (softplus(dt + bias)) lies
   // within 5% of dt_min or dt_max (more than bf16 rounding of the raw value moves it) is
   // drawn again from the same distribution.
-  void KeepClearOfDtLimits(std::vector<double>& dt_v, const std::vector<double>& bias_v, Rng& rng) const {
+  void KeepClearOfDtLimits(std::vector<double>& dt_v, const std::vector<double>& bias_v,
+                           Rng& rng) const {
     const int64_t H = c.nheads;
     auto near = [](double v, double limit) {
       return std::isfinite(limit) && limit > 0 && std::abs(v - limit) < 0.05 * limit;

@@ -22,7 +22,8 @@ struct GradSet {
   std::vector<double> dx, ddt, dA, dB, dC, dD, dz, ddt_bias, dh0;
 };
 
-const char* const kGradNames[] = {"dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
+const char* const kGradNames[] = {
+    "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
 
 std::vector<std::vector<double>*> Members(GradSet& g) {
   return {&g.dx, &g.ddt, &g.dA, &g.dB, &g.dC, &g.dD, &g.dz, &g.ddt_bias, &g.dh0};
@@ -62,7 +63,7 @@ GradSet OracleBackward(const SsdProblem& prob, const Projection& proj) {
   g.ddt_bias.resize(prob.dt_bias_d.size());
   g.dh0.resize(prob.h0_d.size());
   auto ptr = [](std::vector<double>& v) { return v.empty() ? nullptr : v.data(); };
-  const ref::SsdGrads grads{ptr(g.dx), ptr(g.ddt), ptr(g.dA), ptr(g.dB), ptr(g.dC),
+  const ref::SsdGrads grads{ptr(g.dx), ptr(g.ddt), ptr(g.dA),       ptr(g.dB), ptr(g.dC),
                             ptr(g.dD), ptr(g.dz),  ptr(g.ddt_bias), ptr(g.dh0)};
   ref::SsdBackward(prob.Shape(), prob.RefInputs(), proj.w.data(), proj.wf.data(), grads);
   return g;
@@ -71,7 +72,7 @@ GradSet OracleBackward(const SsdProblem& prob, const Projection& proj) {
 // Central differences of the oracle loss with respect to every input value.
 GradSet FiniteDifferences(SsdProblem& prob, const Projection& proj) {
   GradSet g;
-  std::vector<double>* inputs[] = {&prob.x_d, &prob.dt_d, &prob.A_d, &prob.B_d, &prob.C_d,
+  std::vector<double>* inputs[] = {&prob.x_d, &prob.dt_d, &prob.A_d,       &prob.B_d, &prob.C_d,
                                    &prob.D_d, &prob.z_d,  &prob.dt_bias_d, &prob.h0_d};
   auto members = Members(g);
   for (int k = 0; k < 9; ++k) {
@@ -97,8 +98,8 @@ GradSet FastBackward(SsdProblem& prob, const Projection& proj, const SsdOptions&
   HostTensor dout(prob.SeqShape(), c.dtype), dfinal(prob.StateShape(), DType::kF32);
   dout.Fill(proj.w);
   dfinal.Fill(proj.wf);
-  HostTensor* inputs[] = {&prob.x, &prob.dt, &prob.A, &prob.B, &prob.C,
-                          &prob.D, &prob.z, &prob.dt_bias, &prob.h0};
+  HostTensor* inputs[] = {&prob.x, &prob.dt, &prob.A,       &prob.B, &prob.C,
+                          &prob.D, &prob.z,  &prob.dt_bias, &prob.h0};
   const bool present[] = {true, true, true, true, true, c.has_D, c.has_z, c.has_dt_bias, c.has_h0};
   std::vector<HostTensor> outs(9);
   Tensor views[9];
@@ -111,8 +112,8 @@ GradSet FastBackward(SsdProblem& prob, const Projection& proj, const SsdOptions&
   }
   const SsdGrads grads{views[0], views[1], views[2], views[3], views[4],
                        views[5], views[6], views[7], views[8]};
-  const Status s = SsdBackward(prob.Inputs(), dout.view(), proj.with_final ? dfinal.view() : Tensor{},
-                               grads, options);
+  const Status s = SsdBackward(prob.Inputs(), dout.view(),
+                               proj.with_final ? dfinal.view() : Tensor{}, grads, options);
   if (status) *status = s;
   EXPECT_TRUE(s.ok()) << s.message();
   GradSet g;
@@ -147,7 +148,8 @@ void ExpectClose(GradSet got, GradSet want, double tol, const std::string& what,
 // both scaled by s the gradients over s equal the unscaled ones in exact arithmetic, and what
 // differs is f32 rounding. s = 3 and 0.3 are not powers of two: every product rounds anew.
 // The noise must itself stay at rounding level, so a scale bug cannot widen the bounds.
-Noise RoundingNoise(SsdProblem& prob, const Projection& proj, const SsdOptions& options, GradSet at_one) {
+Noise RoundingNoise(SsdProblem& prob, const Projection& proj, const SsdOptions& options,
+                    GradSet at_one) {
   Noise noise{};
   for (double s : {3.0, 0.3}) {
     Projection scaled = proj;
@@ -272,12 +274,14 @@ TEST(SsdGrad, LongSequence) {
     Rng rng(seed);
     SsdProblem prob(c, rng);
     const Projection proj = MakeProjection(prob, rng);
-    ExpectFastMatchesOracle(prob, proj, Algo(a, 256), 1e-5, std::string(SsdAlgorithmName(a)) + " long", 2e-4);
+    ExpectFastMatchesOracle(prob, proj, Algo(a, 256), 1e-5,
+                            std::string(SsdAlgorithmName(a)) + " long", 2e-4);
   }
 }
 
 TEST(SsdGrad, OddSizesAndSingleStep) {
-  for (auto [L, P, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 8, 16}, {9, 1, 1}, {13, 17, 33}}) {
+  for (auto [L, P, N] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 8, 16}, {9, 1, 1}, {13, 17, 33}}) {
     SsdCase c = SmallCase();
     c.seqlen = L;
     c.headdim = P;
@@ -297,7 +301,8 @@ TEST(SsdGrad, OddSizesAndSingleStep) {
 // The fast backwards with dispatch forced to each compiled SIMD target.
 TEST(SsdGrad, EverySimdTarget) {
   const int targets = ForEachSimdTarget([&] {
-    for (auto [L, P, N] : {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
+    for (auto [L, P, N] :
+         {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
       SsdCase c = SmallCase();
       c.seqlen = L;
       c.headdim = P;
@@ -377,8 +382,10 @@ TEST(SsdGrad, Deterministic) {
       GradSet g1 = FastBackward(prob, proj, Algo(a, 16));
       GradSet g2 = FastBackward(prob, proj, Algo(a, 16));
       auto m1 = Members(g1), m2 = Members(g2);
-      for (int k = 0; k < 9; ++k) EXPECT_EQ(*m1[k], *m2[k]) << SsdAlgorithmName(a) << " " << kGradNames[k];
-      ExpectClose(g1, want, 1e-5, std::string(SsdAlgorithmName(a)) + " threads " + std::to_string(threads));
+      for (int k = 0; k < 9; ++k)
+        EXPECT_EQ(*m1[k], *m2[k]) << SsdAlgorithmName(a) << " " << kGradNames[k];
+      ExpectClose(g1, want, 1e-5,
+                  std::string(SsdAlgorithmName(a)) + " threads " + std::to_string(threads));
     }
   }
   SetNumThreads(0);

@@ -52,10 +52,11 @@ TEST(SsdLarge, StateElementsAndOffsetsPast2To31) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   ASSERT_GT(kBatch * kLen * kHeads * kHeadDim * kState, int64_t{1} << 31);
-  const int64_t x_count = kLen * kHeads * kHeadDim, dt_count = kLen * kHeads, bc_count = kLen * kState,
-                state_count = kHeads * kHeadDim * kState;
-  SparseFloats x(kFarBatchStride + x_count), dt(kFarBatchStride + dt_count), Bm(kFarBatchStride + bc_count),
-      Cm(kFarBatchStride + bc_count), out(kFarBatchStride + x_count), h0(kFarBatchStride + state_count),
+  const int64_t x_count = kLen * kHeads * kHeadDim, dt_count = kLen * kHeads,
+                bc_count = kLen * kState, state_count = kHeads * kHeadDim * kState;
+  SparseFloats x(kFarBatchStride + x_count), dt(kFarBatchStride + dt_count),
+      Bm(kFarBatchStride + bc_count), Cm(kFarBatchStride + bc_count),
+      out(kFarBatchStride + x_count), h0(kFarBatchStride + state_count),
       final_states(kFarBatchStride + state_count);
   for (const SparseFloats* b : {&x, &dt, &Bm, &Cm, &out, &h0, &final_states}) {
     ASSERT_NE(b->data(), nullptr) << "could not reserve address space";
@@ -87,13 +88,15 @@ TEST(SsdLarge, StateElementsAndOffsetsPast2To31) {
   const ScopedThreads threads(2);
 
   // The oracle's out and final state of head h of batch row b, from that head's slices.
-  auto oracle = [&](int64_t b, int64_t h, std::vector<double>* ref_out, std::vector<double>* ref_state) {
+  auto oracle = [&](int64_t b, int64_t h, std::vector<double>* ref_out,
+                    std::vector<double>* ref_state) {
     const float* xb = x.data() + b * kFarBatchStride;
     const float* dtb = dt.data() + b * kFarBatchStride;
     std::vector<double> x_d(kLen * kHeadDim), dt_d(kLen);
     for (int64_t l = 0; l < kLen; ++l) {
       dt_d[l] = dtb[l * kHeads + h];
-      for (int64_t p = 0; p < kHeadDim; ++p) x_d[l * kHeadDim + p] = xb[(l * kHeads + h) * kHeadDim + p];
+      for (int64_t p = 0; p < kHeadDim; ++p)
+        x_d[l * kHeadDim + p] = xb[(l * kHeads + h) * kHeadDim + p];
     }
     const float* Bb = Bm.data() + b * kFarBatchStride;
     const float* Cb = Cm.data() + b * kFarBatchStride;
@@ -138,15 +141,17 @@ TEST(SsdLarge, StateElementsAndOffsetsPast2To31) {
     FillRows(final_states, state_count, [] { return std::nan(""); });
     SsdOptions options;
     options.algorithm = algorithm;
-    const Status status = SsdForward(in, FarBatchView(out.data(), {kLen, kHeads, kHeadDim}),
-                                     FarBatchView(final_states.data(), {kHeads, kHeadDim, kState}), options);
+    const Status status =
+        SsdForward(in, FarBatchView(out.data(), {kLen, kHeads, kHeadDim}),
+                   FarBatchView(final_states.data(), {kHeads, kHeadDim, kState}), options);
     ASSERT_TRUE(status.ok()) << status.message();
     for (const Slice& s : slices) {
       SCOPED_TRACE("b=" + std::to_string(s.b) + " h=" + std::to_string(s.h));
       const float* ob = out.data() + s.b * kFarBatchStride;
       std::vector<double> got_out(kLen * kHeadDim);
       for (int64_t l = 0; l < kLen; ++l) {
-        for (int64_t p = 0; p < kHeadDim; ++p) got_out[l * kHeadDim + p] = ob[(l * kHeads + s.h) * kHeadDim + p];
+        for (int64_t p = 0; p < kHeadDim; ++p)
+          got_out[l * kHeadDim + p] = ob[(l * kHeads + s.h) * kHeadDim + p];
       }
       const float* fb = final_states.data() + s.b * kFarBatchStride + s.h * kHeadDim * kState;
       const std::vector<double> got_state(fb, fb + kHeadDim * kState);

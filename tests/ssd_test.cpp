@@ -54,13 +54,30 @@ TEST(SsdForward, EachOptionOff) {
   for (int option = 0; option < 7; ++option) {
     SsdCase c = AllOn();
     switch (option) {
-      case 0: c.has_D = false; break;
-      case 1: c.has_z = false; break;
-      case 2: c.has_dt_bias = false; break;
-      case 3: c.has_h0 = false; break;
-      case 4: c.has_seq_idx = false; break;
-      case 5: c.softplus = false; c.dt_min = 0.0f; c.dt_max = 1.0f; break;
-      case 6: c.dt_min = 0.0f; c.dt_max = std::numeric_limits<float>::infinity(); break;
+      case 0:
+        c.has_D = false;
+        break;
+      case 1:
+        c.has_z = false;
+        break;
+      case 2:
+        c.has_dt_bias = false;
+        break;
+      case 3:
+        c.has_h0 = false;
+        break;
+      case 4:
+        c.has_seq_idx = false;
+        break;
+      case 5:
+        c.softplus = false;
+        c.dt_min = 0.0f;
+        c.dt_max = 1.0f;
+        break;
+      case 6:
+        c.dt_min = 0.0f;
+        c.dt_max = std::numeric_limits<float>::infinity();
+        break;
     }
     for (SsdAlgorithm a : kAlgorithms) CheckForward(c, Algo(a, 8), kF32Tol);
   }
@@ -100,7 +117,8 @@ TEST(SsdForward, DPerHeadAndPerChannel) {
 TEST(SsdForward, ChunkSizes) {
   SsdCase c = AllOn();
   c.seqlen = 50;
-  for (int64_t q : {1, 5, 10, 16, 25, 50, 64, 256}) CheckForward(c, Algo(SsdAlgorithm::kChunked, q), kF32Tol);
+  for (int64_t q : {1, 5, 10, 16, 25, 50, 64, 256})
+    CheckForward(c, Algo(SsdAlgorithm::kChunked, q), kF32Tol);
 }
 
 // Decode-length sequences (the sequential path's short-sequence kernel): with and without
@@ -171,8 +189,10 @@ TEST(SsdForward, StridedInputs) {
   std::vector<float> buf(Bn * L * row);
   for (auto& v : buf) v = static_cast<float>(rng.Normal());
   for (int64_t i = 0; i < Bn * L; ++i)
-    for (int64_t h = 0; h < H; ++h) buf[i * row + H * P + 2 * G * N + h] = static_cast<float>(rng.Uniform(-4, -1));
-  auto view = [&](int64_t offset, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) {
+    for (int64_t h = 0; h < H; ++h)
+      buf[i * row + H * P + 2 * G * N + h] = static_cast<float>(rng.Uniform(-4, -1));
+  auto view = [&](int64_t offset, std::initializer_list<int64_t> shape,
+                  std::initializer_list<int64_t> strides) {
     Tensor t;
     t.data = buf.data() + offset;
     t.rank = static_cast<int>(shape.size());
@@ -229,7 +249,8 @@ TEST(SsdForward, StridedInputs) {
 // the short-sequence path's lane sums.
 TEST(SsdForward, EverySimdTarget) {
   const int targets = ForEachSimdTarget([&] {
-    for (auto [L, P, N] : {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
+    for (auto [L, P, N] :
+         {std::tuple<int64_t, int64_t, int64_t>{3, 13, 5}, {40, 8, 16}, {40, 24, 33}}) {
       SsdCase c = AllOn();
       c.seqlen = L;
       c.headdim = P;

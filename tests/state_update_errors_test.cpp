@@ -50,10 +50,10 @@ class StateUpdateErrors : public ::testing::Test {
     for (HostTensor* t : {&out1_, &out2_}) std::memset(t->data(), 0xA5, t->bytes().size());
     state1_before_ = state1_.bytes();
     state2_before_ = state2_.bytes();
-    in1_ = {x1_.view(), dt1_.view(), A1_.view(), B1_.view(), C1_.view(), D1_.view(), z1_.view(),
-            bias1_.view(), Tensor{}, true};
-    in2_ = {x2_.view(), dt2_.view(), A2_.view(), B2_.view(), C2_.view(), D2_.view(), z2_.view(),
-            bias2_.view(), indices_.view(), true};
+    in1_ = {x1_.view(), dt1_.view(), A1_.view(),    B1_.view(), C1_.view(),
+            D1_.view(), z1_.view(),  bias1_.view(), Tensor{},   true};
+    in2_ = {x2_.view(), dt2_.view(), A2_.view(),    B2_.view(),      C2_.view(),
+            D2_.view(), z2_.view(),  bias2_.view(), indices_.view(), true};
     state1_view_ = state1_.view();
     state2_view_ = state2_.view();
     out1_view_ = out1_.view();
@@ -62,7 +62,8 @@ class StateUpdateErrors : public ::testing::Test {
 
   void ExpectError(const Status& s, std::initializer_list<const char*> pieces) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-    for (const char* piece : pieces) EXPECT_NE(s.message().find(piece), std::string::npos) << s.message();
+    for (const char* piece : pieces)
+      EXPECT_NE(s.message().find(piece), std::string::npos) << s.message();
     for (const HostTensor* t : {&out1_, &out2_}) {
       for (uint8_t byte : t->bytes()) ASSERT_EQ(byte, 0xA5) << "out was written on error";
     }
@@ -97,7 +98,8 @@ TEST_F(StateUpdateErrors, ValidCallsSucceed) {
 
 TEST_F(StateUpdateErrors, StateNull) {
   state1_view_.data = nullptr;
-  Expect1({"selective_state_update: state:", "expected a tensor (Bs, D, N) or (Bs, H, P, N)", "given null"});
+  Expect1({"selective_state_update: state:", "expected a tensor (Bs, D, N) or (Bs, H, P, N)",
+           "given null"});
 }
 
 TEST_F(StateUpdateErrors, StateRank) {
@@ -107,7 +109,8 @@ TEST_F(StateUpdateErrors, StateRank) {
 
 TEST_F(StateUpdateErrors, StateZeroHeads) {
   state2_view_.shape[1] = 0;
-  Expect2({"selective_state_update: state:", "expected every dimension >= 1", "given (5, 0, 3, 5)"});
+  Expect2(
+      {"selective_state_update: state:", "expected every dimension >= 1", "given (5, 0, 3, 5)"});
 }
 
 TEST_F(StateUpdateErrors, StateSizeTooLarge) {
@@ -122,7 +125,8 @@ TEST_F(StateUpdateErrors, StateSizeZero) {
 
 TEST_F(StateUpdateErrors, StateBatchMustBeBWithoutIndices) {
   state1_view_.shape[0] = 3;
-  Expect1({"selective_state_update: state:", "expected shape (B, D, N) = (2, 6, 4)", "given (3, 6, 4)"});
+  Expect1({"selective_state_update: state:", "expected shape (B, D, N) = (2, 6, 4)",
+           "given (3, 6, 4)"});
 }
 
 TEST_F(StateUpdateErrors, StateDtype) {
@@ -132,7 +136,8 @@ TEST_F(StateUpdateErrors, StateDtype) {
 
 TEST_F(StateUpdateErrors, StateNotContiguous) {
   state2_view_.strides[3] = 2;
-  Expect2({"selective_state_update: state:", "expected stride 1 on the last dimension", "given stride 2"});
+  Expect2({"selective_state_update: state:", "expected stride 1 on the last dimension",
+           "given stride 2"});
 }
 
 TEST_F(StateUpdateErrors, StateOnCuda) {
@@ -159,7 +164,8 @@ TEST_F(StateUpdateErrors, XZeroBatch) {
 
 TEST_F(StateUpdateErrors, XShape) {
   in2_.x.shape[2] = 2;
-  Expect2({"selective_state_update: x:", "expected shape (B, H, P) = (2, 4, 3)", "given (2, 4, 2)"});
+  Expect2(
+      {"selective_state_update: x:", "expected shape (B, H, P) = (2, 4, 3)", "given (2, 4, 2)"});
 }
 
 TEST_F(StateUpdateErrors, XDtype) {
@@ -169,12 +175,14 @@ TEST_F(StateUpdateErrors, XDtype) {
 
 TEST_F(StateUpdateErrors, XNegativeStride) {
   in2_.x.strides[0] = -12;
-  Expect2({"selective_state_update: x:", "expected non-negative strides", "given stride -12 on dimension 0"});
+  Expect2({"selective_state_update: x:", "expected non-negative strides",
+           "given stride -12 on dimension 0"});
 }
 
 TEST_F(StateUpdateErrors, DtNull) {
   in1_.dt.data = nullptr;
-  Expect1({"selective_state_update: dt:", "expected a tensor of shape (B, D) = (2, 6)", "given null"});
+  Expect1(
+      {"selective_state_update: dt:", "expected a tensor of shape (B, D) = (2, 6)", "given null"});
 }
 
 TEST_F(StateUpdateErrors, DtPerHeadInMamba2) {
@@ -236,7 +244,8 @@ TEST_F(StateUpdateErrors, CShape) {
 
 TEST_F(StateUpdateErrors, GroupedBShape) {
   in2_.B.shape[0] = 1;
-  Expect2({"selective_state_update: B:", "expected shape (B, G, N) = (2, 2, 5)", "given (1, 2, 5)"});
+  Expect2(
+      {"selective_state_update: B:", "expected shape (B, G, N) = (2, 2, 5)", "given (1, 2, 5)"});
 }
 
 TEST_F(StateUpdateErrors, CDtype) {
@@ -268,7 +277,8 @@ TEST_F(StateUpdateErrors, DDtype) {
 
 TEST_F(StateUpdateErrors, ZShape) {
   in2_.z.shape[1] = 5;
-  Expect2({"selective_state_update: z:", "expected shape (B, H, P) = (2, 4, 3)", "given (2, 5, 3)"});
+  Expect2(
+      {"selective_state_update: z:", "expected shape (B, H, P) = (2, 4, 3)", "given (2, 5, 3)"});
 }
 
 TEST_F(StateUpdateErrors, ZDtype) {
@@ -295,13 +305,15 @@ TEST_F(StateUpdateErrors, IndicesDtype) {
 
 TEST_F(StateUpdateErrors, IndicesShape) {
   in2_.state_batch_indices.shape[0] = 3;
-  Expect2({"selective_state_update: state_batch_indices:", "expected shape (B) = (2,)", "given (3,)"});
+  Expect2(
+      {"selective_state_update: state_batch_indices:", "expected shape (B) = (2,)", "given (3,)"});
 }
 
 TEST_F(StateUpdateErrors, IndexOutOfRange) {
   indices_.Fill({1.0, 5.0});
   Expect2({"selective_state_update: state_batch_indices:",
-           "expected indices < Bs = 5 (the state's batch), or negative to skip a row", "given 5 at row 1"});
+           "expected indices < Bs = 5 (the state's batch), or negative to skip a row",
+           "given 5 at row 1"});
 }
 
 TEST_F(StateUpdateErrors, IndexRepeated) {
@@ -325,12 +337,14 @@ TEST_F(StateUpdateErrors, IndexCheckResetsAfterAnError) {
 
 TEST_F(StateUpdateErrors, OutNull) {
   out1_view_.data = nullptr;
-  Expect1({"selective_state_update: out:", "expected a tensor of shape (B, D) = (2, 6)", "given null"});
+  Expect1(
+      {"selective_state_update: out:", "expected a tensor of shape (B, D) = (2, 6)", "given null"});
 }
 
 TEST_F(StateUpdateErrors, OutShape) {
   out2_view_.shape[0] = 1;
-  Expect2({"selective_state_update: out:", "expected shape (B, H, P) = (2, 4, 3)", "given (1, 4, 3)"});
+  Expect2(
+      {"selective_state_update: out:", "expected shape (B, H, P) = (2, 4, 3)", "given (1, 4, 3)"});
 }
 
 TEST_F(StateUpdateErrors, OutDtypeMustMatchX) {

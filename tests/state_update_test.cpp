@@ -80,9 +80,9 @@ struct StateCase {
   DType bc_dtype = DType::kF32;         // B, C
   int skip = 0;                         // 0: no D, 1: D (H) / (D), 2: D (H, P)
   bool z = false, dt_bias = false, softplus = false;
-  bool indices = false;                 // Bs = B + 3, rows permuted, every third row skipped
-  int64_t pad = 0;                      // strided x, z, out, B, C and state rows
-  bool alias = false;                   // out = x
+  bool indices = false;  // Bs = B + 3, rows permuted, every third row skipped
+  int64_t pad = 0;       // strided x, z, out, B, C and state rows
+  bool alias = false;    // out = x
   std::string Name() const {
     return std::string(mamba2 ? "mamba2" : "mamba1") + " B=" + std::to_string(B) +
            " H=" + std::to_string(H) + " P=" + std::to_string(P) + " N=" + std::to_string(N) +
@@ -120,7 +120,8 @@ struct StateProblem {
         state(cc.StateShape(), cc.pad, DType::kF32),
         dt({cc.B, cc.H}, cc.dtype),
         A(cc.mamba2 ? std::vector<int64_t>{cc.H} : std::vector<int64_t>{cc.H, cc.N}, DType::kF32),
-        D(cc.skip == 2 ? std::vector<int64_t>{cc.H, cc.P} : std::vector<int64_t>{cc.H}, DType::kF32),
+        D(cc.skip == 2 ? std::vector<int64_t>{cc.H, cc.P} : std::vector<int64_t>{cc.H},
+          DType::kF32),
         dt_bias({cc.H}, DType::kF32),
         indices({cc.B}, DType::kI32) {
     xd = x.Fill(rng, rng.NormalVec(x.numel()));
@@ -128,8 +129,8 @@ struct StateProblem {
     bd = Bt.Fill(rng, rng.NormalVec(Bt.numel()));
     cd = Ct.Fill(rng, rng.NormalVec(Ct.numel()));
     sd = state.Fill(rng, rng.NormalVec(state.numel()));
-    std::vector<double> dtv = c.softplus ? rng.UniformVec(c.B * c.H, -4.0, 1.0)
-                                         : rng.UniformVec(c.B * c.H, 0.4, 1.0);
+    std::vector<double> dtv =
+        c.softplus ? rng.UniformVec(c.B * c.H, -4.0, 1.0) : rng.UniformVec(c.B * c.H, 0.4, 1.0);
     if (c.softplus) dtv[0] = 25.0;  // above softplus' threshold: the identity
     dtd = dt.Fill(dtv);
     ad = A.Fill(rng.UniformVec(c.mamba2 ? c.H : c.H * c.N, -3.0, -0.2));
@@ -138,7 +139,8 @@ struct StateProblem {
     if (c.indices) {  // a permutation of the pool's rows, every third batch row a pad slot
       std::vector<int32_t> pool(c.StateBatch());
       std::iota(pool.begin(), pool.end(), 0);
-      std::shuffle(pool.begin(), pool.end(), std::mt19937(static_cast<uint32_t>(rng.Uniform(0, 1e9))));
+      std::shuffle(pool.begin(), pool.end(),
+                   std::mt19937(static_cast<uint32_t>(rng.Uniform(0, 1e9))));
       for (int64_t b = 0; b < c.B; ++b) idx.push_back(b % 3 == 1 ? -1 : pool[b]);
       indices.Fill(std::vector<double>(idx.begin(), idx.end()));
     }
@@ -209,7 +211,8 @@ StepResult Step(const StateCase& c, uint64_t seed) {
   std::vector<std::vector<uint8_t>> before;
   for (int64_t sb = 0; sb < c.StateBatch(); ++sb) before.push_back(prob.state.Slab(sb));
   const std::vector<double> x_before = prob.xd;
-  const Status s = SelectiveStateUpdate(prob.Inputs(), prob.state.view(), c.alias ? prob.x.view() : out.view());
+  const Status s =
+      SelectiveStateUpdate(prob.Inputs(), prob.state.view(), c.alias ? prob.x.view() : out.view());
   EXPECT_TRUE(s.ok()) << s.message();
   const auto [want_out, want_state] = prob.Oracle();
   const std::vector<double> got = c.alias ? prob.x.Values() : out.Values();
@@ -230,7 +233,8 @@ StepResult Step(const StateCase& c, uint64_t seed) {
   r.out_error = RelativeError(got_run, want_run);
   r.state_error = RelativeError(prob.state.Values(), want_state);
   for (int64_t sb = 0; sb < c.StateBatch(); ++sb) {
-    if (!prob.StateRowUsed(sb) && prob.state.Slab(sb) != before[sb]) r.unused_state_rows_identical = false;
+    if (!prob.StateRowUsed(sb) && prob.state.Slab(sb) != before[sb])
+      r.unused_state_rows_identical = false;
   }
   return r;
 }
@@ -238,7 +242,9 @@ StepResult Step(const StateCase& c, uint64_t seed) {
 void ExpectStep(const StateCase& c, uint64_t seed, double* worst_out = nullptr) {
   SCOPED_TRACE(c.Name());
   const StepResult r = Step(c, seed);
-  EXPECT_LE(r.out_error, Tolerance(c.dtype == DType::kF32 && c.bc_dtype == DType::kF32 ? DType::kF32 : DType::kBF16));
+  EXPECT_LE(
+      r.out_error,
+      Tolerance(c.dtype == DType::kF32 && c.bc_dtype == DType::kF32 ? DType::kF32 : DType::kBF16));
   EXPECT_LE(r.state_error, 1e-5);
   EXPECT_TRUE(r.skipped_out_untouched);
   EXPECT_TRUE(r.unused_state_rows_identical);
@@ -279,7 +285,8 @@ TEST(StateUpdate, Mamba2MatchesOracle) {
   SCOPED_TRACE(SeedTrace(seed));
   int n = 0;
   double worst[2] = {0.0, 0.0};
-  for (auto [P, N] : std::vector<std::pair<int64_t, int64_t>>{{8, 16}, {13, 7}, {4, 128}, {1, 33}}) {
+  for (auto [P, N] :
+       std::vector<std::pair<int64_t, int64_t>>{{8, 16}, {13, 7}, {4, 128}, {1, 33}}) {
     for (auto [gb, gc] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 3}, {6, 6}}) {
       for (int options = 0; options < 16; ++options) {
         for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -380,9 +387,9 @@ TEST(StateUpdate, ModelShapes) {
   };
   // mamba-130m (D = 1536, N = 16); a wide Mamba-1 (D = 5120); mamba2-130m (H = 24, P = 64,
   // N = 128); mamba2-2.7b (H = 80); a batch of 3.
-  for (const Shape& s : {Shape{false, 1, 1536, 1, 16}, Shape{false, 2, 5120, 1, 16},
-                         Shape{true, 1, 24, 64, 128}, Shape{true, 1, 80, 64, 128},
-                         Shape{true, 3, 24, 64, 128}}) {
+  for (const Shape& s :
+       {Shape{false, 1, 1536, 1, 16}, Shape{false, 2, 5120, 1, 16}, Shape{true, 1, 24, 64, 128},
+        Shape{true, 1, 80, 64, 128}, Shape{true, 3, 24, 64, 128}}) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       StateCase c;
       c.mamba2 = s.mamba2;

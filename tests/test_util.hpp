@@ -24,18 +24,22 @@ namespace ssmkit::testing {
 // inputs puts the seed in its failure messages via SCOPED_TRACE(SeedTrace(seed)).
 inline uint64_t FreshSeed() {
   if (const char* env = std::getenv("SSMKIT_TEST_SEED")) return std::strtoull(env, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
+  return static_cast<uint64_t>(
+             std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
          static_cast<uint64_t>(std::random_device{}());
 }
 
 inline std::string SeedTrace(uint64_t seed) {
-  return "seed " + std::to_string(seed) + " (rerun with SSMKIT_TEST_SEED=" + std::to_string(seed) + ")";
+  return "seed " + std::to_string(seed) + " (rerun with SSMKIT_TEST_SEED=" + std::to_string(seed) +
+         ")";
 }
 
 class Rng {
  public:
   explicit Rng(uint64_t seed) : engine_(seed) {}
-  double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
+  double Uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(engine_);
+  }
   double Normal(double mean = 0.0, double stddev = 1.0) {
     return std::normal_distribution<double>(mean, stddev)(engine_);
   }
@@ -68,12 +72,14 @@ class HostTensor {
   }
   // Rounds `values` to the dtype; returns the stored values as doubles.
   std::vector<double> Fill(const std::vector<double>& values) {
-    for (int64_t i = 0; i < numel_; ++i) StoreFromF32(bytes_.data(), dtype_, i, static_cast<float>(values[i]));
+    for (int64_t i = 0; i < numel_; ++i)
+      StoreFromF32(bytes_.data(), dtype_, i, static_cast<float>(values[i]));
     return ToDouble();
   }
   // Writes NaN everywhere: whatever the op does not write stays NaN and fails the comparison.
   void Poison() {
-    for (int64_t i = 0; i < numel_; ++i) StoreFromF32(bytes_.data(), dtype_, i, std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < numel_; ++i)
+      StoreFromF32(bytes_.data(), dtype_, i, std::numeric_limits<float>::quiet_NaN());
   }
   std::vector<double> ToDouble() const {
     std::vector<double> v(static_cast<size_t>(numel_));

@@ -51,11 +51,13 @@ TEST(BpeTokenizer, DecodeMatchesTokenizersPackage) {
   for (const auto& c : cases.at("encode")) {
     const std::vector<int32_t> ids = c.at("ids").get<std::vector<int32_t>>();
     EXPECT_EQ(t->Decode(ids), c.at("decoded").get<std::string>());
-    EXPECT_EQ(t->Decode(ids, /*skip_special=*/true), c.at("decoded_skip_special").get<std::string>());
+    EXPECT_EQ(t->Decode(ids, /*skip_special=*/true),
+              c.at("decoded_skip_special").get<std::string>());
   }
   // Arbitrary id sequences, some splitting multi-byte characters (U+FFFD in the output).
   for (const auto& c : cases.at("decode")) {
-    EXPECT_EQ(t->Decode(c.at("ids").get<std::vector<int32_t>>()), c.at("decoded").get<std::string>());
+    EXPECT_EQ(t->Decode(c.at("ids").get<std::vector<int32_t>>()),
+              c.at("decoded").get<std::string>());
   }
 }
 
@@ -77,12 +79,28 @@ TEST(BpeTokenizer, RoundTripsFreshText) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  const std::vector<std::string> alphabet = {"a", "b", "e", "t", "h", " ", "  ", "\n", "'s", "1", "23",
-                                             "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x99\x82", ".", "!", "\t"};
+  const std::vector<std::string> alphabet = {"a",
+                                             "b",
+                                             "e",
+                                             "t",
+                                             "h",
+                                             " ",
+                                             "  ",
+                                             "\n",
+                                             "'s",
+                                             "1",
+                                             "23",
+                                             "\xC3\xA9",
+                                             "\xE6\x97\xA5",
+                                             "\xF0\x9F\x99\x82",
+                                             ".",
+                                             "!",
+                                             "\t"};
   for (int n = 0; n < 200; ++n) {
     std::string text;
     const int len = static_cast<int>(rng.Uniform(0, 30));
-    for (int i = 0; i < len; ++i) text += alphabet[static_cast<size_t>(rng.Uniform(0, alphabet.size()))];
+    for (int i = 0; i < len; ++i)
+      text += alphabet[static_cast<size_t>(rng.Uniform(0, alphabet.size()))];
     std::vector<int32_t> ids;
     ASSERT_TRUE(t->Encode(text, &ids).ok());
     EXPECT_EQ(t->Decode(ids), text);  // NFC leaves these characters as they are
@@ -99,7 +117,10 @@ TEST(ByteTokenizer, RoundTripAndInvalidUtf8) {
   EXPECT_EQ(ids[1], 0xC3);
   EXPECT_EQ(t->Decode(ids), text);
   const std::vector<int32_t> broken = {'a', 0xC3, 'b', 0xFF, 0xF0, 0x9F, 'c'};
-  EXPECT_EQ(t->Decode(broken), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c");
+  EXPECT_EQ(t->Decode(broken),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD"
+            "c");
 }
 
 TEST(Utf8Lossy, MaximalSubpartsAndStreaming) {
@@ -107,10 +128,13 @@ TEST(Utf8Lossy, MaximalSubpartsAndStreaming) {
   // maximal subpart of an ill-formed sequence), as Rust's from_utf8_lossy applies it.
   const std::pair<std::string, std::string> cases[] = {
       {"\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64",
-       "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD" "d"},
+       "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+       "b\xEF\xBF\xBD"
+       "c\xEF\xBF\xBD\xEF\xBF\xBD"
+       "d"},
       {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},  // a surrogate: 3 replacements
       {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},  // above U+10FFFF
-      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},  // overlong
+      {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                                  // overlong
       {"ok \xE6\x97\xA5", "ok \xE6\x97\xA5"},
   };
   for (const auto& [bytes, want] : cases) {
@@ -166,13 +190,15 @@ TEST(TokenizerErrors, EachNamesTheProblem) {
   EXPECT_NE(s.message().find("not in the vocab"), std::string::npos) << s.message();
   s = LoadText(MinimalTokenizer("null", R"([42])"));
   EXPECT_NE(s.message().find("merge 0"), std::string::npos) << s.message();
-  s = LoadText(R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"},
+  s = LoadText(
+      R"({"model": {"type": "WordPiece", "vocab": {}}, "pre_tokenizer": {"type": "ByteLevel"},
                    "decoder": {"type": "ByteLevel"}})");
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   s = LoadText(R"({"model": {"type": "BPE", "vocab": {"a": "zero"}, "merges": []}, "pre_tokenizer":
                    {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})");
   EXPECT_NE(s.message().find("id of 'a'"), std::string::npos) << s.message();
-  s = LoadText(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": 7},
+  s = LoadText(
+      R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": 7},
                    "decoder": {"type": "ByteLevel"}})");
   EXPECT_FALSE(s.ok());
 }

@@ -152,12 +152,8 @@ TEST(TrainGrad, Mamba1EveryParameterVsFiniteDifferences) {
 TEST(TrainGrad, Mamba2EveryParameterVsFiniteDifferences) {
   CheckGradients(ModelArch::kMamba2, true);
 }
-TEST(TrainGrad, Mamba1UntiedHeadVsFiniteDifferences) {
-  CheckGradients(ModelArch::kMamba1, false);
-}
-TEST(TrainGrad, Mamba2UntiedHeadVsFiniteDifferences) {
-  CheckGradients(ModelArch::kMamba2, false);
-}
+TEST(TrainGrad, Mamba1UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba1, false); }
+TEST(TrainGrad, Mamba2UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba2, false); }
 
 // Two half-scaled micro-batches accumulate to the gradient of their union: accumulation is a
 // sum, and the loss scale enters linearly.

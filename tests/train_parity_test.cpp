@@ -45,9 +45,7 @@ std::string ReadAll(const fs::path& path) {
   return s.str();
 }
 
-fs::path Fixture(const std::string& arch) {
-  return fs::path(SSMKIT_FIXTURES_DIR) / "train" / arch;
-}
+fs::path Fixture(const std::string& arch) { return fs::path(SSMKIT_FIXTURES_DIR) / "train" / arch; }
 
 Json Expected(const std::string& arch) {
   return Json::parse(ReadAll(Fixture(arch) / "expected.json"));

@@ -14,7 +14,7 @@
 namespace ssmkit {
 
 struct GenerateOptions {
-  int64_t max_tokens = 128;  // new tokens at most (>= 0)
+  int64_t max_tokens = 128;   // new tokens at most (>= 0)
   int32_t eos_token_id = -1;  // stop after producing it (-1: never)
   SamplerOptions sampling;
 };
@@ -36,7 +36,8 @@ struct GenerateStats {
 class Generator {
  public:
   // Checks the options (max_tokens >= 0, the sampling options) and prefills `prompt`.
-  Status Start(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& options);
+  Status Start(Session& session, const std::vector<int32_t>& prompt,
+               const GenerateOptions& options);
   // The next token, with *done = false; or *done = true and no token once max_tokens have been
   // produced, the last one was the end-of-sequence token, or Start failed or was not called.
   Status Next(int32_t* token, bool* done);
@@ -56,8 +57,9 @@ class Generator {
 };
 
 // Runs a Generator to the end, handing each token to on_token (which may be empty).
-Status Generate(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& options,
-                const std::function<void(int32_t)>& on_token, GenerateStats* stats);
+Status Generate(Session& session, const std::vector<int32_t>& prompt,
+                const GenerateOptions& options, const std::function<void(int32_t)>& on_token,
+                GenerateStats* stats);
 
 // The prompt a model starts from when given no text: an empty `prompt` becomes its
 // beginning-of-text token (the end-of-text token when it names none), as the checkpoints were

@@ -34,14 +34,14 @@ const char* ModelArchName(ModelArch arch);  // "mamba1" | "mamba2"
 
 struct ModelConfig {
   ModelArch arch = ModelArch::kMamba1;
-  std::string format;          // "hf" or "state-spaces" (set by the loader)
-  int64_t d_model = 0;         // d
+  std::string format;   // "hf" or "state-spaces" (set by the loader)
+  int64_t d_model = 0;  // d
   int64_t n_layer = 0;
-  int64_t vocab_size = 0;      // V: rows of the embedding and the LM head (after padding)
+  int64_t vocab_size = 0;         // V: rows of the embedding and the LM head (after padding)
   int64_t config_vocab_size = 0;  // the vocab size the config states (<= V; sampled tokens)
-  int64_t d_inner = 0;         // D = expand * d_model
-  int64_t d_state = 0;         // N
-  int64_t d_conv = 4;          // K
+  int64_t d_inner = 0;            // D = expand * d_model
+  int64_t d_state = 0;            // N
+  int64_t d_conv = 4;             // K
   bool conv_bias = true;
   bool proj_bias = false;      // in_proj and out_proj carry a bias
   float norm_eps = 1e-5f;      // every RMSNorm
@@ -58,8 +58,8 @@ struct ModelConfig {
   // Special tokens (-1: none).
   int64_t bos_token_id = -1, eos_token_id = -1, pad_token_id = -1;
 
-  int64_t conv_dim() const;      // Mamba-1: D; Mamba-2: D + 2 G N
-  int64_t in_proj_dim() const;   // Mamba-1: 2 D; Mamba-2: 2 D + 2 G N + H
+  int64_t conv_dim() const;     // Mamba-1: D; Mamba-2: D + 2 G N
+  int64_t in_proj_dim() const;  // Mamba-1: 2 D; Mamba-2: 2 D + 2 G N + H
   // Checks that the sizes are positive and consistent (H * P = D, G divides H, ...).
   Status Validate() const;
 };
@@ -76,7 +76,7 @@ struct ModelConfig {
 // The error lists every place looked at.
 Status DefaultModelDir(std::string* dir);
 
-// The shapes of TARGETS.md ("m1-130m", "m2-130m"), for benchmarks with random weights.
+// The shapes of docs/targets.md ("m1-130m", "m2-130m"), for benchmarks with random weights.
 Status PresetConfig(const std::string& name, ModelConfig* config);
 
 class Model {
@@ -133,7 +133,7 @@ class Session {
   // One token for each of the B sequences of the last Prefill: logits (B, V) f32.
   Status Decode(std::span<const int32_t> tokens, std::span<float> logits);
 
-  int64_t batch() const;      // B of the last Prefill (0 before any)
+  int64_t batch() const;  // B of the last Prefill (0 before any)
   int64_t max_batch() const;
   int64_t vocab_size() const;         // V, the width of a row of logits
   int64_t config_vocab_size() const;  // the tokens that may be sampled: the first ones of a row

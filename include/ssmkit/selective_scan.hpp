@@ -96,6 +96,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
 // way; with a constant B or C it reads none of them (it needs that pass's outputs anyway).
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const Tensor& chunk_states,
-                             const SelectiveScanGrads& grads, const SelectiveScanOptions& options = {});
+                             const SelectiveScanGrads& grads,
+                             const SelectiveScanOptions& options = {});
 
 }  // namespace ssmkit

@@ -50,9 +50,9 @@ extern "C" {
   (SSMKIT_VERSION_MAJOR * 10000 + SSMKIT_VERSION_MINOR * 100 + SSMKIT_VERSION_PATCH)
 #define SSMKIT_ABI_VERSION 1
 
-SSMKIT_API uint32_t ssmkit_version(void);            /* the library's SSMKIT_VERSION */
-SSMKIT_API const char* ssmkit_version_string(void);  /* "0.1.0" */
-SSMKIT_API uint32_t ssmkit_abi_version(void);        /* the library's SSMKIT_ABI_VERSION */
+SSMKIT_API uint32_t ssmkit_version(void);           /* the library's SSMKIT_VERSION */
+SSMKIT_API const char* ssmkit_version_string(void); /* "0.1.0" */
+SSMKIT_API uint32_t ssmkit_abi_version(void);       /* the library's SSMKIT_ABI_VERSION */
 
 /* ---------------------------------------------------------------- status */
 
@@ -91,10 +91,10 @@ typedef enum ssmkit_device { SSMKIT_CPU = 0, SSMKIT_CUDA = 1 } ssmkit_device;
 #define SSMKIT_MAX_RANK 6
 
 typedef struct ssmkit_tensor {
-  void* data;      /* NULL: absent */
-  int32_t dtype;   /* an ssmkit_dtype */
-  int32_t device;  /* an ssmkit_device */
-  int32_t rank;    /* 0..SSMKIT_MAX_RANK */
+  void* data;       /* NULL: absent */
+  int32_t dtype;    /* an ssmkit_dtype */
+  int32_t device;   /* an ssmkit_device */
+  int32_t rank;     /* 0..SSMKIT_MAX_RANK */
   int32_t reserved; /* 0 */
   int64_t shape[SSMKIT_MAX_RANK];
   int64_t strides[SSMKIT_MAX_RANK]; /* in elements, not bytes */
@@ -169,9 +169,9 @@ typedef struct ssmkit_ssd_args {
   int32_t dt_softplus;          /* 0 | 1 */
   int32_t has_dt_limit;         /* 0: dt_min, dt_max ignored (0, +inf); 1: clamp to them */
   float dt_min, dt_max;
-  int32_t algorithm;            /* an ssmkit_ssd_algorithm */
-  int32_t reserved;             /* 0 */
-  int64_t chunk_size;           /* 0: default; speed only */
+  int32_t algorithm;  /* an ssmkit_ssd_algorithm */
+  int32_t reserved;   /* 0 */
+  int64_t chunk_size; /* 0: default; speed only */
 } ssmkit_ssd_args;
 
 typedef struct ssmkit_ssd_grads {
@@ -190,14 +190,14 @@ SSMKIT_API ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmki
 
 typedef struct ssmkit_state_update_args {
   size_t struct_size;
-  ssmkit_tensor x;       /* (B, D) | (B, H, P); f32 | bf16 */
-  ssmkit_tensor dt;      /* (B, D) | (B, H) */
-  ssmkit_tensor A;       /* (D, N) | (H); f32 */
-  ssmkit_tensor B;       /* (B, N) or (B, G, N) */
-  ssmkit_tensor C;       /* the same forms as B */
-  ssmkit_tensor D;       /* optional (D) | (H) or (H, P); f32 */
-  ssmkit_tensor z;       /* optional, x's shape */
-  ssmkit_tensor dt_bias; /* optional (D) | (H); f32 */
+  ssmkit_tensor x;                   /* (B, D) | (B, H, P); f32 | bf16 */
+  ssmkit_tensor dt;                  /* (B, D) | (B, H) */
+  ssmkit_tensor A;                   /* (D, N) | (H); f32 */
+  ssmkit_tensor B;                   /* (B, N) or (B, G, N) */
+  ssmkit_tensor C;                   /* the same forms as B */
+  ssmkit_tensor D;                   /* optional (D) | (H) or (H, P); f32 */
+  ssmkit_tensor z;                   /* optional, x's shape */
+  ssmkit_tensor dt_bias;             /* optional (D) | (H); f32 */
   ssmkit_tensor state_batch_indices; /* optional (B) i32; negative: skip the row */
   int32_t dt_softplus;
   int32_t reserved;
@@ -336,20 +336,20 @@ SSMKIT_API ssmkit_status ssmkit_default_model_dir(char* dir, size_t capacity, si
 SSMKIT_API void ssmkit_model_free(ssmkit_model* model);
 
 typedef struct ssmkit_model_config {
-  size_t struct_size;          /* set by the caller: sizeof(ssmkit_model_config) */
-  int32_t arch;                /* an ssmkit_arch */
+  size_t struct_size; /* set by the caller: sizeof(ssmkit_model_config) */
+  int32_t arch;       /* an ssmkit_arch */
   int32_t reserved;
   int64_t d_model;
   int64_t n_layer;
-  int64_t vocab_size;          /* V: rows of the embedding, the width of a row of logits */
-  int64_t config_vocab_size;   /* the vocabulary the config states (<= V): the tokens sampled */
-  int64_t d_inner;             /* expand * d_model */
-  int64_t d_state;             /* N */
-  int64_t d_conv;              /* conv width */
-  int64_t dt_rank;             /* Mamba-1; 0 for Mamba-2 */
-  int64_t nheads, headdim, ngroups; /* Mamba-2; 0 for Mamba-1 */
+  int64_t vocab_size;        /* V: rows of the embedding, the width of a row of logits */
+  int64_t config_vocab_size; /* the vocabulary the config states (<= V): the tokens sampled */
+  int64_t d_inner;           /* expand * d_model */
+  int64_t d_state;           /* N */
+  int64_t d_conv;            /* conv width */
+  int64_t dt_rank;           /* Mamba-1; 0 for Mamba-2 */
+  int64_t nheads, headdim, ngroups;                 /* Mamba-2; 0 for Mamba-1 */
   int64_t bos_token_id, eos_token_id, pad_token_id; /* -1: none */
-  int64_t parameter_count;     /* every parameter once (a tied LM head counted once) */
+  int64_t parameter_count; /* every parameter once (a tied LM head counted once) */
 } ssmkit_model_config;
 
 SSMKIT_API ssmkit_status ssmkit_model_get_config(const ssmkit_model* model,
@@ -404,8 +404,8 @@ SSMKIT_API ssmkit_status ssmkit_tokenizer_encode(const ssmkit_tokenizer* tokeniz
  * length + 1 is an SSMKIT_INVALID_ARGUMENT that writes nothing. */
 SSMKIT_API ssmkit_status ssmkit_tokenizer_decode(const ssmkit_tokenizer* tokenizer,
                                                  const int32_t* ids, int64_t n_ids,
-                                                 int32_t skip_special, char* text,
-                                                 size_t capacity, size_t* length);
+                                                 int32_t skip_special, char* text, size_t capacity,
+                                                 size_t* length);
 
 /* ---------------------------------------------------------------- generation */
 
@@ -419,28 +419,28 @@ typedef int32_t (*ssmkit_token_callback)(void* user_data, int32_t token, const c
 
 typedef struct ssmkit_generate_args {
   size_t struct_size;
-  const char* prompt;                 /* NUL-terminated UTF-8, encoded with `tokenizer`; NULL:
-                                         the prompt is prompt_tokens */
-  const int32_t* prompt_tokens;       /* (n_prompt_tokens), when prompt is NULL */
-  int64_t n_prompt_tokens;            /* an empty prompt starts from the model's bos token */
-  const ssmkit_tokenizer* tokenizer;  /* for prompt and the callback's text; optional */
-  int64_t max_tokens;                 /* new tokens at most, >= 0 */
-  float temperature;                  /* >= 0; 0: greedy */
-  float top_p;                        /* nucleus threshold in (0, 1]; 0 means 1 (no filter) */
-  int64_t top_k;                      /* >= 0; 0: no top-k filter */
-  uint64_t seed;                      /* sampling is deterministic for a given seed */
-  int32_t ignore_eos;                 /* 0: stop after the model's eos token; 1: go on */
-  int32_t keep_special;               /* 0: special tokens add no text to the callback's */
-  ssmkit_token_callback on_token;     /* optional */
-  void* user_data;                    /* passed to on_token */
+  const char* prompt;                /* NUL-terminated UTF-8, encoded with `tokenizer`; NULL:
+                                        the prompt is prompt_tokens */
+  const int32_t* prompt_tokens;      /* (n_prompt_tokens), when prompt is NULL */
+  int64_t n_prompt_tokens;           /* an empty prompt starts from the model's bos token */
+  const ssmkit_tokenizer* tokenizer; /* for prompt and the callback's text; optional */
+  int64_t max_tokens;                /* new tokens at most, >= 0 */
+  float temperature;                 /* >= 0; 0: greedy */
+  float top_p;                       /* nucleus threshold in (0, 1]; 0 means 1 (no filter) */
+  int64_t top_k;                     /* >= 0; 0: no top-k filter */
+  uint64_t seed;                     /* sampling is deterministic for a given seed */
+  int32_t ignore_eos;                /* 0: stop after the model's eos token; 1: go on */
+  int32_t keep_special;              /* 0: special tokens add no text to the callback's */
+  ssmkit_token_callback on_token;    /* optional */
+  void* user_data;                   /* passed to on_token */
 } ssmkit_generate_args;
 
 typedef struct ssmkit_generate_result {
-  size_t struct_size;      /* set by the caller: sizeof(ssmkit_generate_result) */
+  size_t struct_size; /* set by the caller: sizeof(ssmkit_generate_result) */
   int64_t prompt_tokens;
   int64_t generated_tokens;
-  double prefill_seconds;  /* the prompt's prefill and the first token's sampling */
-  double decode_seconds;   /* the decode steps of the other tokens */
+  double prefill_seconds;      /* the prompt's prefill and the first token's sampling */
+  double decode_seconds;       /* the decode steps of the other tokens */
   int32_t stopped_at_eos;      /* 1: the last token is the eos token */
   int32_t stopped_by_callback; /* 1: on_token asked to stop */
 } ssmkit_generate_result;

@@ -31,7 +31,9 @@ class [[nodiscard]] Status {
   static Status OutOfMemory(std::string message) {
     return {StatusCode::kOutOfMemory, std::move(message)};
   }
-  static Status Internal(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
+  static Status Internal(std::string message) {
+    return {StatusCode::kInternal, std::move(message)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -43,9 +45,9 @@ class [[nodiscard]] Status {
 };
 
 // Returns early from the calling function when `expr` yields a non-ok Status.
-#define SSMKIT_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::ssmkit::Status ssmkit_status_ = (expr); \
+#define SSMKIT_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::ssmkit::Status ssmkit_status_ = (expr);        \
     if (!ssmkit_status_.ok()) return ssmkit_status_; \
   } while (0)
 

@@ -28,7 +28,7 @@ struct Tensor {
 
   bool defined() const { return data != nullptr; }
   int64_t numel() const;
-  bool is_contiguous() const;  // row-major, densely packed
+  bool is_contiguous() const;        // row-major, densely packed
   std::string shape_string() const;  // "(2, 3, 4)"
 
   // A densely packed row-major view of `data`.

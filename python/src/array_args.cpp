@@ -159,17 +159,9 @@ std::vector<Tensor> ArrayArgs::Views(const char* const* keys, size_t n, bool wri
   return views;
 }
 
-bool ArrayArgs::Flag(const char* key) const {
-  return nb::cast<bool>(Get(key));
-}
-int64_t ArrayArgs::Integer(const char* key) const {
-  return nb::cast<int64_t>(Get(key));
-}
-float ArrayArgs::Real(const char* key) const {
-  return nb::cast<float>(Get(key));
-}
-std::string ArrayArgs::String(const char* key) const {
-  return nb::cast<std::string>(Get(key));
-}
+bool ArrayArgs::Flag(const char* key) const { return nb::cast<bool>(Get(key)); }
+int64_t ArrayArgs::Integer(const char* key) const { return nb::cast<int64_t>(Get(key)); }
+float ArrayArgs::Real(const char* key) const { return nb::cast<float>(Get(key)); }
+std::string ArrayArgs::String(const char* key) const { return nb::cast<std::string>(Get(key)); }
 
 }  // namespace ssmkit::python

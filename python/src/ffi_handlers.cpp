@@ -260,15 +260,11 @@ nanobind::dict Capsules(std::initializer_list<std::pair<const char*, HandlerFn>>
 }  // namespace
 
 #define SSMKIT_CPU_ENTRY(name, Body, Binding) {name, Ssmkit##Body},
-nanobind::dict FfiTargets() {
-  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CPU_ENTRY)});
-}
+nanobind::dict FfiTargets() { return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CPU_ENTRY)}); }
 
 #ifdef SSMKIT_HAS_CUDA
 #define SSMKIT_CUDA_ENTRY(name, Body, Binding) {name, Ssmkit##Body##Cuda},
-nanobind::dict CudaFfiTargets() {
-  return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CUDA_ENTRY)});
-}
+nanobind::dict CudaFfiTargets() { return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CUDA_ENTRY)}); }
 #endif
 
 }  // namespace ssmkit::python

@@ -21,9 +21,7 @@ namespace {
 
 using Ids = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;  // (n)
 
-TokenizerHandle Wrap(std::unique_ptr<Tokenizer> t) {
-  return TokenizerHandle{std::move(t)};
-}
+TokenizerHandle Wrap(std::unique_ptr<Tokenizer> t) { return TokenizerHandle{std::move(t)}; }
 
 TokenizerHandle TokenizerFromFile(const std::string& path) {
   std::unique_ptr<Tokenizer> t;

@@ -76,9 +76,7 @@ inline CausalConv1dInputs ConvInputs(Tensors t, bool silu) {
   in.activation = silu ? Conv1dActivation::kSilu : Conv1dActivation::kNone;
   return in;
 }
-inline CausalConv1dGrads ConvGrads(Tensors t) {
-  return {t[0], t[1], t[2], t[3]};
-}
+inline CausalConv1dGrads ConvGrads(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
 inline CausalConv1dUpdateInputs ConvUpdateInputs(Tensors t, bool silu) {
   CausalConv1dUpdateInputs in;
   in.x = t[0], in.weight = t[1], in.bias = t[2];
@@ -93,12 +91,8 @@ inline constexpr std::array<const char*, 4> kAddRmsNormInputs = {"x", "residual"
 inline constexpr std::array<const char*, 4> kAddRmsNormGrads = {"dx", "dresidual", "dweight",
                                                                 "dbias"};
 
-inline RmsNormInputs RmsNormInputsOf(Tensors t) {
-  return {t[0], t[1], t[2], t[3]};
-}
-inline RmsNormGrads RmsNormGradsOf(Tensors t) {
-  return {t[0], t[1], t[2], t[3]};
-}
+inline RmsNormInputs RmsNormInputsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+inline RmsNormGrads RmsNormGradsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
 inline RmsNormOptions RmsNormOptionsOf(float eps, int64_t group_size, bool norm_before_gate) {
   RmsNormOptions o;
   o.eps = eps;
@@ -106,11 +100,7 @@ inline RmsNormOptions RmsNormOptionsOf(float eps, int64_t group_size, bool norm_
   o.norm_before_gate = norm_before_gate;
   return o;
 }
-inline AddRmsNormInputs AddRmsNormInputsOf(Tensors t) {
-  return {t[0], t[1], t[2], t[3]};
-}
-inline AddRmsNormGrads AddRmsNormGradsOf(Tensors t) {
-  return {t[0], t[1], t[2], t[3]};
-}
+inline AddRmsNormInputs AddRmsNormInputsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+inline AddRmsNormGrads AddRmsNormGradsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
 
 }  // namespace ssmkit::python

@@ -1,6 +1,6 @@
 """A Mamba-1 network in plain jax.numpy whose SSM ops come from a module: ssmkit.jax or the
 pure-JAX references (jax_references). Used by the training test and by bench/jax_train_step.py
-(the `policy-train` network of TARGETS.md).
+(the `policy-train` network of docs/targets.md).
 
     x (B, L, d_in) -> embedding -> n_layers x [add + RMSNorm -> Mamba mixer] -> add + RMSNorm
     -> head (B, L, d_out)

@@ -24,9 +24,7 @@ static_assert(SSMKIT_OK == static_cast<int>(StatusCode::kOk) &&
               SSMKIT_OUT_OF_MEMORY == static_cast<int>(StatusCode::kOutOfMemory) &&
               SSMKIT_INTERNAL == static_cast<int>(StatusCode::kInternal));
 
-std::string Field(const char* name, const char* field) {
-  return std::string(name) + "." + field;
-}
+std::string Field(const char* name, const char* field) { return std::string(name) + "." + field; }
 
 Status OutOfRange(const char* fn, const std::string& what, const std::string& expected,
                   int64_t given) {
@@ -88,9 +86,7 @@ using ssmkit::capi::Finish;
 
 extern "C" {
 
-uint32_t ssmkit_version(void) {
-  return SSMKIT_VERSION;
-}
+uint32_t ssmkit_version(void) { return SSMKIT_VERSION; }
 
 const char* ssmkit_version_string(void) {
 #define SSMKIT_STR2(x) #x
@@ -101,13 +97,9 @@ const char* ssmkit_version_string(void) {
 #undef SSMKIT_STR2
 }
 
-uint32_t ssmkit_abi_version(void) {
-  return SSMKIT_ABI_VERSION;
-}
+uint32_t ssmkit_abi_version(void) { return SSMKIT_ABI_VERSION; }
 
-const char* ssmkit_last_error(void) {
-  return ssmkit::capi::t_last_error.c_str();
-}
+const char* ssmkit_last_error(void) { return ssmkit::capi::t_last_error.c_str(); }
 
 const char* ssmkit_status_name(ssmkit_status status) {
   switch (status) {
@@ -125,13 +117,9 @@ const char* ssmkit_status_name(ssmkit_status status) {
   return "unknown";
 }
 
-void ssmkit_set_num_threads(int32_t n) {
-  ssmkit::SetNumThreads(n);
-}
+void ssmkit_set_num_threads(int32_t n) { ssmkit::SetNumThreads(n); }
 
-int32_t ssmkit_num_threads(void) {
-  return ssmkit::NumThreads();
-}
+int32_t ssmkit_num_threads(void) { return ssmkit::NumThreads(); }
 
 ssmkit_status ssmkit_tensor_contiguous(ssmkit_tensor* t, void* data, ssmkit_dtype dtype,
                                        int32_t rank, const int64_t* shape) {

@@ -12,13 +12,16 @@ namespace {
 
 constexpr const char* kFn = "ssmkit_generate";
 
-Status Prompt(const ssmkit_generate_args& a, const ModelConfig& config, std::vector<int32_t>* prompt) {
+Status Prompt(const ssmkit_generate_args& a, const ModelConfig& config,
+              std::vector<int32_t>* prompt) {
   if (a.prompt != nullptr) {
-    SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "args.tokenizer", a.tokenizer, "a tokenizer to encode args.prompt"));
+    SSMKIT_RETURN_IF_ERROR(
+        NotNull(kFn, "args.tokenizer", a.tokenizer, "a tokenizer to encode args.prompt"));
     SSMKIT_RETURN_IF_ERROR(a.tokenizer->tokenizer->Encode(a.prompt, prompt));
   } else {
     if (a.n_prompt_tokens < 0) {
-      return Status::InvalidArgument(std::string(kFn) + ": args.n_prompt_tokens: expected >= 0, given " +
+      return Status::InvalidArgument(std::string(kFn) +
+                                     ": args.n_prompt_tokens: expected >= 0, given " +
                                      std::to_string(a.n_prompt_tokens));
     }
     if (a.n_prompt_tokens > 0) {
@@ -48,7 +51,8 @@ extern "C" {
 ssmkit_status ssmkit_generate(ssmkit_session* session, const ssmkit_generate_args* args,
                               ssmkit_generate_result* result) {
   return Guarded(kFn, [&]() -> Status {
-    SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "session", session, "a session from ssmkit_session_create"));
+    SSMKIT_RETURN_IF_ERROR(
+        NotNull(kFn, "session", session, "a session from ssmkit_session_create"));
     SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "args", args));
     if (result != nullptr) SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "result", result));
     const ModelConfig& config = session->model->config();
@@ -57,7 +61,8 @@ ssmkit_status ssmkit_generate(ssmkit_session* session, const ssmkit_generate_arg
     Generator generator;
     SSMKIT_RETURN_IF_ERROR(generator.Start(*session->session, prompt, Options(*args, config)));
     std::optional<TokenTextStream> stream;
-    if (args->tokenizer != nullptr) stream.emplace(*args->tokenizer->tokenizer, args->keep_special == 0);
+    if (args->tokenizer != nullptr)
+      stream.emplace(*args->tokenizer->tokenizer, args->keep_special == 0);
     bool stopped_by_callback = false;
     std::string text;
     for (;;) {
@@ -70,7 +75,8 @@ ssmkit_status ssmkit_generate(ssmkit_session* session, const ssmkit_generate_arg
         text = stream->Push(token);
         if (generator.finished()) text += stream->Finish();  // the last token: flush what is held
       }
-      if (args->on_token(args->user_data, token, stream ? text.c_str() : nullptr, text.size()) != 0) {
+      if (args->on_token(args->user_data, token, stream ? text.c_str() : nullptr, text.size()) !=
+          0) {
         stopped_by_callback = true;
         break;
       }

@@ -16,15 +16,17 @@ std::string ShapeString(const int64_t* shape, int rank) {
 
 Status NotNull(const char* fn, const char* name, const void* p, const char* what) {
   if (p != nullptr) return Status::Ok();
-  return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected " + what + ", given NULL");
+  return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected " + what +
+                                 ", given NULL");
 }
 
-Status DenseF32(const char* fn, const char* name, const ssmkit_tensor& t, std::span<const int64_t> shape,
-                const char* dims, float** data) {
+Status DenseF32(const char* fn, const char* name, const ssmkit_tensor& t,
+                std::span<const int64_t> shape, const char* dims, float** data) {
   // The message is built only on failure: decode calls this on every step, allocation-free.
   auto fail = [&](const std::string& given) {
-    return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected a dense f32 CPU tensor " + dims + " = " +
-                                   ShapeString(shape.data(), static_cast<int>(shape.size())) + ", given " + given);
+    return Status::InvalidArgument(
+        std::string(fn) + ": " + name + ": expected a dense f32 CPU tensor " + dims + " = " +
+        ShapeString(shape.data(), static_cast<int>(shape.size())) + ", given " + given);
   };
   if (t.data == nullptr) return fail("no data (NULL)");
   if (t.dtype != SSMKIT_F32) return fail("dtype " + std::to_string(t.dtype));
@@ -44,15 +46,16 @@ Status DenseF32(const char* fn, const char* name, const ssmkit_tensor& t, std::s
   return Status::Ok();
 }
 
-Status CopyString(const char* fn, const char* name, const std::string& s, char* buf, size_t capacity,
-                  size_t* length) {
+Status CopyString(const char* fn, const char* name, const std::string& s, char* buf,
+                  size_t capacity, size_t* length) {
   if (buf == nullptr && length == nullptr) {
-    return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected a buffer or a length to write, given NULL for both");
+    return Status::InvalidArgument(std::string(fn) + ": " + name +
+                                   ": expected a buffer or a length to write, given NULL for both");
   }
   if (buf != nullptr && capacity < s.size() + 1) {
-    return Status::InvalidArgument(std::string(fn) + ": " + name + ": expected capacity >= " +
-                                   std::to_string(s.size() + 1) + " bytes (the text and a NUL), given " +
-                                   std::to_string(capacity));
+    return Status::InvalidArgument(
+        std::string(fn) + ": " + name + ": expected capacity >= " + std::to_string(s.size() + 1) +
+        " bytes (the text and a NUL), given " + std::to_string(capacity));
   }
   if (buf != nullptr) {
     std::memcpy(buf, s.data(), s.size());

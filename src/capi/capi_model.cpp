@@ -30,7 +30,8 @@ Status CheckSession(const char* fn, const ssmkit_session* session) {
 Status ReadPrompts(const char* fn, const ssmkit_prefill_args& a, int64_t max_batch,
                    std::vector<std::vector<int32_t>>* prompts, int64_t* longest) {
   if (a.batch < 1 || a.batch > max_batch) {
-    return Status::InvalidArgument(std::string(fn) + ": args.batch: expected 1 to " + std::to_string(max_batch) +
+    return Status::InvalidArgument(std::string(fn) + ": args.batch: expected 1 to " +
+                                   std::to_string(max_batch) +
                                    " (the session's max_batch), given " + std::to_string(a.batch));
   }
   SSMKIT_RETURN_IF_ERROR(NotNull(fn, "args.tokens", a.tokens, "batch arrays of token ids"));
@@ -40,7 +41,8 @@ Status ReadPrompts(const char* fn, const ssmkit_prefill_args& a, int64_t max_bat
     const std::string name = "args.tokens[" + std::to_string(b) + "]";
     if (a.lengths[b] < 1) {
       return Status::InvalidArgument(std::string(fn) + ": args.lengths[" + std::to_string(b) +
-                                     "]: expected >= 1 tokens, given " + std::to_string(a.lengths[b]));
+                                     "]: expected >= 1 tokens, given " +
+                                     std::to_string(a.lengths[b]));
     }
     SSMKIT_RETURN_IF_ERROR(NotNull(fn, name.c_str(), a.tokens[b], "an array of token ids"));
     prompts->emplace_back(a.tokens[b], a.tokens[b] + a.lengths[b]);
@@ -81,9 +83,7 @@ ssmkit_status ssmkit_default_model_dir(char* dir, size_t capacity, size_t* lengt
   });
 }
 
-void ssmkit_model_free(ssmkit_model* model) {
-  delete model;
-}
+void ssmkit_model_free(ssmkit_model* model) { delete model; }
 
 ssmkit_status ssmkit_model_get_config(const ssmkit_model* model, ssmkit_model_config* config) {
   constexpr const char* kFn = "ssmkit_model_get_config";
@@ -115,7 +115,8 @@ ssmkit_status ssmkit_model_get_config(const ssmkit_model* model, ssmkit_model_co
   });
 }
 
-ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch, ssmkit_session** session) {
+ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch,
+                                    ssmkit_session** session) {
   constexpr const char* kFn = "ssmkit_session_create";
   return Guarded(kFn, [&]() -> Status {
     SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "model", model, "a model from ssmkit_model_load"));
@@ -129,9 +130,7 @@ ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch
   });
 }
 
-void ssmkit_session_free(ssmkit_session* session) {
-  delete session;
-}
+void ssmkit_session_free(ssmkit_session* session) { delete session; }
 
 ssmkit_status ssmkit_session_prefill(ssmkit_session* session, const ssmkit_prefill_args* args) {
   constexpr const char* kFn = "ssmkit_session_prefill";
@@ -145,13 +144,16 @@ ssmkit_status ssmkit_session_prefill(ssmkit_session* session, const ssmkit_prefi
     const int64_t B = args->batch, V = s.vocab_size();
     float* logits = nullptr;
     float* all_logits = nullptr;
-    SSMKIT_RETURN_IF_ERROR(DenseF32(kFn, "args.logits", args->logits, std::array<int64_t, 2>{B, V}, "(B, V)", &logits));
+    SSMKIT_RETURN_IF_ERROR(DenseF32(kFn, "args.logits", args->logits, std::array<int64_t, 2>{B, V},
+                                    "(B, V)", &logits));
     if (args->all_logits.data != nullptr) {
-      SSMKIT_RETURN_IF_ERROR(DenseF32(kFn, "args.all_logits", args->all_logits, std::array<int64_t, 3>{B, L, V}, "(B, L, V)", &all_logits));
+      SSMKIT_RETURN_IF_ERROR(DenseF32(kFn, "args.all_logits", args->all_logits,
+                                      std::array<int64_t, 3>{B, L, V}, "(B, L, V)", &all_logits));
     }
     const std::span<float> staged(session->prefill_logits.data(), static_cast<size_t>(B * V));
-    SSMKIT_RETURN_IF_ERROR(s.Prefill(prompts, staged, all_logits ? std::span<float>(all_logits, B * L * V)
-                                                                 : std::span<float>()));
+    SSMKIT_RETURN_IF_ERROR(
+        s.Prefill(prompts, staged,
+                  all_logits ? std::span<float>(all_logits, B * L * V) : std::span<float>()));
     std::copy(staged.begin(), staged.end(), logits);
     return Status::Ok();
   });
@@ -164,17 +166,20 @@ ssmkit_status ssmkit_session_decode(ssmkit_session* session, const int32_t* toke
     SSMKIT_RETURN_IF_ERROR(CheckSession(kFn, session));
     Session& s = *session->session;
     if (s.batch() == 0) {
-      return Status::InvalidArgument(std::string(kFn) + ": no sequences: call ssmkit_session_prefill first");
+      return Status::InvalidArgument(std::string(kFn) +
+                                     ": no sequences: call ssmkit_session_prefill first");
     }
     if (batch != s.batch()) {
-      return Status::InvalidArgument(std::string(kFn) + ": batch: expected " + std::to_string(s.batch()) +
-                                     " (the last prefill's), given " + std::to_string(batch));
+      return Status::InvalidArgument(std::string(kFn) + ": batch: expected " +
+                                     std::to_string(s.batch()) + " (the last prefill's), given " +
+                                     std::to_string(batch));
     }
     SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "tokens", tokens, "batch token ids"));
     SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "logits", logits, "a (B, V) f32 tensor"));
     const int64_t V = s.vocab_size();
     float* out = nullptr;
-    SSMKIT_RETURN_IF_ERROR(DenseF32(kFn, "logits", *logits, std::array<int64_t, 2>{batch, V}, "(B, V)", &out));
+    SSMKIT_RETURN_IF_ERROR(
+        DenseF32(kFn, "logits", *logits, std::array<int64_t, 2>{batch, V}, "(B, V)", &out));
     // Session::Decode checks the tokens before it writes: a failure leaves the logits alone.
     return s.Decode(std::span<const int32_t>(tokens, static_cast<size_t>(batch)),
                     std::span<float>(out, static_cast<size_t>(batch * V)));

@@ -56,26 +56,28 @@ ssmkit_status ssmkit_model_tokenizer(const ssmkit_model* model, ssmkit_tokenizer
   });
 }
 
-void ssmkit_tokenizer_free(ssmkit_tokenizer* tokenizer) {
-  delete tokenizer;
-}
+void ssmkit_tokenizer_free(ssmkit_tokenizer* tokenizer) { delete tokenizer; }
 
-ssmkit_status ssmkit_tokenizer_encode(const ssmkit_tokenizer* tokenizer, const char* text, size_t length,
-                                      int32_t* ids, int64_t capacity, int64_t* n_ids) {
+ssmkit_status ssmkit_tokenizer_encode(const ssmkit_tokenizer* tokenizer, const char* text,
+                                      size_t length, int32_t* ids, int64_t capacity,
+                                      int64_t* n_ids) {
   constexpr const char* kFn = "ssmkit_tokenizer_encode";
   return Guarded(kFn, [&]() -> Status {
     SSMKIT_RETURN_IF_ERROR(CheckTokenizer(kFn, tokenizer));
     if (length > 0) SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "text", text, "length bytes of UTF-8"));
     SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "n_ids", n_ids, "a place for the number of ids"));
     if (capacity < 0) {
-      return Status::InvalidArgument(std::string(kFn) + ": capacity: expected >= 0, given " + std::to_string(capacity));
+      return Status::InvalidArgument(std::string(kFn) + ": capacity: expected >= 0, given " +
+                                     std::to_string(capacity));
     }
     std::vector<int32_t> encoded;
-    SSMKIT_RETURN_IF_ERROR(tokenizer->tokenizer->Encode(std::string_view(text ? text : "", length), &encoded));
+    SSMKIT_RETURN_IF_ERROR(
+        tokenizer->tokenizer->Encode(std::string_view(text ? text : "", length), &encoded));
     const int64_t n = static_cast<int64_t>(encoded.size());
     if (ids != nullptr && capacity < n) {
-      return Status::InvalidArgument(std::string(kFn) + ": ids: expected room for " + std::to_string(n) +
-                                     " ids (capacity), given " + std::to_string(capacity));
+      return Status::InvalidArgument(std::string(kFn) + ": ids: expected room for " +
+                                     std::to_string(n) + " ids (capacity), given " +
+                                     std::to_string(capacity));
     }
     if (ids != nullptr) std::copy(encoded.begin(), encoded.end(), ids);
     *n_ids = n;
@@ -83,17 +85,19 @@ ssmkit_status ssmkit_tokenizer_encode(const ssmkit_tokenizer* tokenizer, const c
   });
 }
 
-ssmkit_status ssmkit_tokenizer_decode(const ssmkit_tokenizer* tokenizer, const int32_t* ids, int64_t n_ids,
-                                      int32_t skip_special, char* text, size_t capacity, size_t* length) {
+ssmkit_status ssmkit_tokenizer_decode(const ssmkit_tokenizer* tokenizer, const int32_t* ids,
+                                      int64_t n_ids, int32_t skip_special, char* text,
+                                      size_t capacity, size_t* length) {
   constexpr const char* kFn = "ssmkit_tokenizer_decode";
   return Guarded(kFn, [&]() -> Status {
     SSMKIT_RETURN_IF_ERROR(CheckTokenizer(kFn, tokenizer));
     if (n_ids < 0) {
-      return Status::InvalidArgument(std::string(kFn) + ": n_ids: expected >= 0, given " + std::to_string(n_ids));
+      return Status::InvalidArgument(std::string(kFn) + ": n_ids: expected >= 0, given " +
+                                     std::to_string(n_ids));
     }
     if (n_ids > 0) SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "ids", ids, "n_ids token ids"));
-    const std::string decoded =
-        tokenizer->tokenizer->Decode(std::span<const int32_t>(ids, static_cast<size_t>(n_ids)), skip_special != 0);
+    const std::string decoded = tokenizer->tokenizer->Decode(
+        std::span<const int32_t>(ids, static_cast<size_t>(n_ids)), skip_special != 0);
     return CopyString(kFn, "text", decoded, text, capacity, length);
   });
 }

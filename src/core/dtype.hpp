@@ -40,22 +40,37 @@ inline uint16_t F32ToF16(float f) {
 // Element i of a buffer of `dtype` (i counts elements, not bytes).
 inline float LoadAsF32(const void* data, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(data)[i];
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(data)[i]);
-    case DType::kI64: return static_cast<float>(static_cast<const int64_t*>(data)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kI32:
+      return static_cast<float>(static_cast<const int32_t*>(data)[i]);
+    case DType::kI64:
+      return static_cast<float>(static_cast<const int64_t*>(data)[i]);
   }
   return 0.0f;
 }
 
 inline void StoreFromF32(void* data, DType dtype, int64_t i, float v) {
   switch (dtype) {
-    case DType::kF32: static_cast<float*>(data)[i] = v; return;
-    case DType::kBF16: static_cast<uint16_t*>(data)[i] = F32ToBf16(v); return;
-    case DType::kF16: static_cast<uint16_t*>(data)[i] = F32ToF16(v); return;
-    case DType::kI32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); return;
-    case DType::kI64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); return;
+    case DType::kF32:
+      static_cast<float*>(data)[i] = v;
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(v);
+      return;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = F32ToF16(v);
+      return;
+    case DType::kI32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+      return;
+    case DType::kI64:
+      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      return;
   }
 }
 
@@ -66,7 +81,8 @@ namespace ssmkit {
 // Converts n consecutive elements starting at element `offset` of `src` to f32.
 inline void RowToF32(const void* src, DType dtype, int64_t offset, int64_t n, float* dst) {
   if (dtype == DType::kF32) {
-    std::memcpy(dst, static_cast<const float*>(src) + offset, static_cast<size_t>(n) * sizeof(float));
+    std::memcpy(dst, static_cast<const float*>(src) + offset,
+                static_cast<size_t>(n) * sizeof(float));
     return;
   }
   for (int64_t i = 0; i < n; ++i) dst[i] = LoadAsF32(src, dtype, offset + i);

@@ -46,13 +46,9 @@ ScopedExecutor::ScopedExecutor(Executor* executor) : previous_(t_executor) {
   t_executor = executor;
 }
 
-ScopedExecutor::~ScopedExecutor() {
-  t_executor = previous_;
-}
+ScopedExecutor::~ScopedExecutor() { t_executor = previous_; }
 
-Executor* CurrentExecutor() {
-  return t_executor;
-}
+Executor* CurrentExecutor() { return t_executor; }
 
 void RunBlocks(Executor& executor, int blocks, void (*body)(void* ctx, int block), void* ctx) {
   auto run = std::make_shared<BlockRun>();

@@ -20,9 +20,9 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 // Element size of every dtype the format defines; 0 for an unknown name.
 int64_t ElementSize(const std::string& dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"F64", 8},     {"F32", 4},     {"F16", 2},      {"BF16", 2}, {"I64", 8}, {"U64", 8},
-      {"I32", 4},     {"U32", 4},     {"I16", 2},      {"U16", 2},  {"I8", 1},  {"U8", 1},
-      {"BOOL", 1},    {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"U64", 8}, {"I32", 4}, {"U32", 4},  {"I16", 2},     {"U16", 2},
+      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   const auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -69,14 +69,18 @@ Status ParseEntry(const std::string& file, const std::string& name, const Json& 
   const int64_t esize = ElementSize(t->dtype_name);
   if (esize == 0) return TensorError(file, name, "unknown dtype \"" + t->dtype_name + "\"");
   t->float_dtype = t->dtype_name == "F32" || t->dtype_name == "BF16" || t->dtype_name == "F16";
-  t->dtype = t->dtype_name == "BF16" ? DType::kBF16 : t->dtype_name == "F16" ? DType::kF16 : DType::kF32;
+  t->dtype = t->dtype_name == "BF16"  ? DType::kBF16
+             : t->dtype_name == "F16" ? DType::kF16
+                                      : DType::kF32;
   if (shape->size() > static_cast<size_t>(kMaxRank)) {
-    return TensorError(file, name, "rank " + std::to_string(shape->size()) + " above " + std::to_string(kMaxRank));
+    return TensorError(
+        file, name, "rank " + std::to_string(shape->size()) + " above " + std::to_string(kMaxRank));
   }
   int64_t numel = 1;
   for (const Json& d : *shape) {
     int64_t v = 0;
-    if (!ReadCount(d, &v)) return TensorError(file, name, "shape entries must be non-negative integers");
+    if (!ReadCount(d, &v))
+      return TensorError(file, name, "shape entries must be non-negative integers");
     if (v > 0 && numel > std::numeric_limits<int64_t>::max() / esize / v) {
       return TensorError(file, name, "shape too large");
     }
@@ -88,14 +92,16 @@ Status ParseEntry(const std::string& file, const std::string& name, const Json& 
     return TensorError(file, name, "data_offsets must be integers 0 <= begin <= end");
   }
   if (end > data_bytes) {
-    return TensorError(file, name, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                       "] reach past the data (" + std::to_string(data_bytes) +
-                                       " bytes): the file is truncated");
+    return TensorError(file, name,
+                       "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                           "] reach past the data (" + std::to_string(data_bytes) +
+                           " bytes): the file is truncated");
   }
   if (end - begin != numel * esize) {
-    return TensorError(file, name, "data_offsets span " + std::to_string(end - begin) + " bytes, but " +
-                                       t->dtype_name + " " + t->shape_string() + " needs " +
-                                       std::to_string(numel * esize));
+    return TensorError(file, name,
+                       "data_offsets span " + std::to_string(end - begin) + " bytes, but " +
+                           t->dtype_name + " " + t->shape_string() + " needs " +
+                           std::to_string(numel * esize));
   }
   t->data = data + begin;
   t->nbytes = end - begin;
@@ -147,7 +153,8 @@ Status SafetensorsCheckpoint::AddFileUnchecked(const std::string& path,
   SSMKIT_RETURN_IF_ERROR(MappedFile::Open(path, file.get()));
   const uint8_t* bytes = file->data();
   const uint64_t size = file->size();
-  if (size < 8) return Error(path, "too short for a safetensors header (" + std::to_string(size) + " bytes)");
+  if (size < 8)
+    return Error(path, "too short for a safetensors header (" + std::to_string(size) + " bytes)");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | bytes[i];  // little-endian
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
@@ -196,7 +203,8 @@ Status SafetensorsCheckpoint::OpenFile(const std::string& path, SafetensorsCheck
   return Status::Ok();
 }
 
-Status SafetensorsCheckpoint::OpenDirectory(const std::string& dir, SafetensorsCheckpoint* checkpoint) {
+Status SafetensorsCheckpoint::OpenDirectory(const std::string& dir,
+                                            SafetensorsCheckpoint* checkpoint) {
   namespace fs = std::filesystem;
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -216,10 +224,12 @@ Status SafetensorsCheckpoint::OpenDirectory(const std::string& dir, SafetensorsC
   std::map<std::string, std::string> expected;
   std::set<std::string> shards;
   for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) return Error(index.string(), "weight_map['" + name + "'] is not a file name");
+    if (!file.is_string())
+      return Error(index.string(), "weight_map['" + name + "'] is not a file name");
     const std::string f = file.get<std::string>();
     if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
-      return Error(index.string(), "weight_map['" + name + "'] = \"" + f + "\" is not a file in the directory");
+      return Error(index.string(),
+                   "weight_map['" + name + "'] = \"" + f + "\" is not a file in the directory");
     }
     expected[name] = f;
     shards.insert(f);
@@ -230,7 +240,8 @@ Status SafetensorsCheckpoint::OpenDirectory(const std::string& dir, SafetensorsC
   }
   for (const auto& [name, file] : expected) {
     if (!c.tensors_.count(name)) {
-      return TensorError((fs::path(dir) / file).string(), name, "listed in the index but absent from the file");
+      return TensorError((fs::path(dir) / file).string(), name,
+                         "listed in the index but absent from the file");
     }
   }
   *checkpoint = std::move(c);

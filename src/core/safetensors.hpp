@@ -57,7 +57,8 @@ class SafetensorsCheckpoint {
 
  private:
   Status AddFile(const std::string& path, const std::map<std::string, std::string>* expected);
-  Status AddFileUnchecked(const std::string& path, const std::map<std::string, std::string>* expected);
+  Status AddFileUnchecked(const std::string& path,
+                          const std::map<std::string, std::string>* expected);
 
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::unique_ptr<uint8_t[]>> copies_;  // aligned copies of misaligned tensors

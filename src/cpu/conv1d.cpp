@@ -87,9 +87,11 @@ void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, in
   const int64_t h = lay.K - 1;
   const SeqView& h0 = p.initial_states;
   for (int64_t i = 0; i < h; ++i) {
-    xpad[i] = h0.data ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i) : 0.0f;
+    xpad[i] =
+        h0.data ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i) : 0.0f;
   }
-  RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, lay.L, xpad + h);
+  RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, lay.L,
+               xpad + h);
   std::fill(xpad + h + lay.L, xpad + lay.xpad(), 0.0f);
 }
 
@@ -180,7 +182,8 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
   // over [0, Lp) and [0, Jp) exact.
   float* g = gpad + h;
   std::fill(gpad, g, 0.0f);
-  RowToF32Simd(df, p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, L, g);
+  RowToF32Simd(df, p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, L,
+               g);
   std::fill(g + L, gpad + lay.gpad(), 0.0f);
   for (int64_t l = 0; l < lay.Lp; l += W) {
     VF gv = hn::LoadU(df, g + l);
@@ -188,7 +191,8 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
       gv = hn::Mul(gv, SiluGrad(df, taps.Pre(xpad, l)));
       hn::StoreU(gv, df, g + l);
     }
-    for (int k = 0; k < K; ++k) sums->dw[k] = hn::MulAdd(gv, hn::LoadU(df, xpad + l + k), sums->dw[k]);
+    for (int k = 0; k < K; ++k)
+      sums->dw[k] = hn::MulAdd(gv, hn::LoadU(df, xpad + l + k), sums->dw[k]);
     sums->db = hn::Add(sums->db, gv);
   }
   const bool want_dx = p.dx.data != nullptr, want_dh0 = p.dinitial_states.data != nullptr;
@@ -205,7 +209,8 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
     for (int64_t i = 0; i < h; ++i) dxpad[L + i] += LoadAsF32(dhf.data, dhf.dtype, offset + i);
   }
   if (want_dx) {
-    RowFromF32Simd(df, dxpad + h, L, p.dx.data, p.dx.dtype, b * p.dx.stride_batch + d * p.dx.stride_dim);
+    RowFromF32Simd(df, dxpad + h, L, p.dx.data, p.dx.dtype,
+                   b * p.dx.stride_batch + d * p.dx.stride_dim);
   }
   if (want_dh0) {
     const SeqView& dh0 = p.dinitial_states;
@@ -229,12 +234,14 @@ void BackwardImpl(const CausalConv1dBwdParams& p) {
     for (int64_t d = begin; d < end; ++d) {
       const Taps<K> taps(p, d);
       ChannelSums<K> sums;
-      for (int64_t b = 0; b < p.batch; ++b) BackwardRow<K>(p, lay, taps, b, d, xpad, gpad, dxpad, &sums);
+      for (int64_t b = 0; b < p.batch; ++b)
+        BackwardRow<K>(p, lay, taps, b, d, xpad, gpad, dxpad, &sums);
       if (p.dweight.data) {
         float* dw = p.dweight.data + d * p.dweight.stride_dim;
         for (int k = 0; k < K; ++k) dw[k] = hn::GetLane(hn::SumOfLanes(df, sums.dw[k]));
       }
-      if (p.dbias.data) p.dbias.data[d * p.dbias.stride_dim] = hn::GetLane(hn::SumOfLanes(df, sums.db));
+      if (p.dbias.data)
+        p.dbias.data[d * p.dbias.stride_dim] = hn::GetLane(hn::SumOfLanes(df, sums.db));
     }
   });
 }
@@ -414,13 +421,20 @@ struct RunUpdateOneStep {
 template <template <int> class Fn, class Params, class... Args>
 void DispatchWidth(const Params& p, Args... args) {
   switch (p.width) {
-    case 2: return Fn<2>::Run(p, args...);
-    case 3: return Fn<3>::Run(p, args...);
-    case 4: return Fn<4>::Run(p, args...);
-    case 5: return Fn<5>::Run(p, args...);
-    case 6: return Fn<6>::Run(p, args...);
-    case 7: return Fn<7>::Run(p, args...);
-    default: return Fn<8>::Run(p, args...);  // the ops layer admits 2..8 only
+    case 2:
+      return Fn<2>::Run(p, args...);
+    case 3:
+      return Fn<3>::Run(p, args...);
+    case 4:
+      return Fn<4>::Run(p, args...);
+    case 5:
+      return Fn<5>::Run(p, args...);
+    case 6:
+      return Fn<6>::Run(p, args...);
+    case 7:
+      return Fn<7>::Run(p, args...);
+    default:
+      return Fn<8>::Run(p, args...);  // the ops layer admits 2..8 only
   }
 }
 

@@ -56,7 +56,7 @@ template <int kT, int kR, class WT>
 HWY_INLINE void DotRows(const LinearParams& p, const WT* HWY_RESTRICT weight, int64_t m) {
   const DF df;
   const int64_t K = p.in_features, W = Lanes();
-  const float* HWY_RESTRICT x = p.x;  // (T, K), row stride x_stride_row
+  const float* HWY_RESTRICT x = p.x;          // (T, K), row stride x_stride_row
   const WT* HWY_RESTRICT w = weight + m * K;  // (kR, K)
   VF acc[kT][kR];
   for (int t = 0; t < kT; ++t) {
@@ -106,7 +106,8 @@ HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int
   }
   for (; k + W <= K; k += W) {
     const VF wv = LoadWeights(df, w + k);
-    for (int t = 0; t < kT; ++t) acc[t][0] = hn::MulAdd(wv, hn::LoadU(df, x + t * p.x_stride_row + k), acc[t][0]);
+    for (int t = 0; t < kT; ++t)
+      acc[t][0] = hn::MulAdd(wv, hn::LoadU(df, x + t * p.x_stride_row + k), acc[t][0]);
   }
   for (int t = 0; t < kT; ++t) {
     VF total = acc[t][0];
@@ -140,15 +141,24 @@ void GemvRowsT(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 template <class WT>
 void GemvRowsW(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   switch (p.rows) {
-    case 1: return GemvRowsT<1, WT>(p, m_begin, m_end);
-    case 2: return GemvRowsT<2, WT>(p, m_begin, m_end);
-    case 3: return GemvRowsT<3, WT>(p, m_begin, m_end);
-    case 4: return GemvRowsT<4, WT>(p, m_begin, m_end);
-    case 5: return GemvRowsT<5, WT>(p, m_begin, m_end);
-    case 6: return GemvRowsT<6, WT>(p, m_begin, m_end);
-    case 7: return GemvRowsT<7, WT>(p, m_begin, m_end);
-    case 8: return GemvRowsT<8, WT>(p, m_begin, m_end);
-    default: return;  // the ops layer only sends 1..kLinearGemvMaxRows rows here
+    case 1:
+      return GemvRowsT<1, WT>(p, m_begin, m_end);
+    case 2:
+      return GemvRowsT<2, WT>(p, m_begin, m_end);
+    case 3:
+      return GemvRowsT<3, WT>(p, m_begin, m_end);
+    case 4:
+      return GemvRowsT<4, WT>(p, m_begin, m_end);
+    case 5:
+      return GemvRowsT<5, WT>(p, m_begin, m_end);
+    case 6:
+      return GemvRowsT<6, WT>(p, m_begin, m_end);
+    case 7:
+      return GemvRowsT<7, WT>(p, m_begin, m_end);
+    case 8:
+      return GemvRowsT<8, WT>(p, m_begin, m_end);
+    default:
+      return;  // the ops layer only sends 1..kLinearGemvMaxRows rows here
   }
 }
 static_assert(kLinearGemvMaxRows == 8, "GemvRowsW has a case per row count");
@@ -157,10 +167,14 @@ static_assert(kLinearGemvMaxRows == 8, "GemvRowsW has a case per row count");
 
 void GemvRowsImpl(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   switch (p.weight_dtype) {
-    case DType::kF32: return GemvRowsW<float>(p, m_begin, m_end);
-    case DType::kBF16: return GemvRowsW<hwy::bfloat16_t>(p, m_begin, m_end);
-    case DType::kF16: return GemvRowsW<hwy::float16_t>(p, m_begin, m_end);
-    default: return;  // the ops layer admits only the three float dtypes
+    case DType::kF32:
+      return GemvRowsW<float>(p, m_begin, m_end);
+    case DType::kBF16:
+      return GemvRowsW<hwy::bfloat16_t>(p, m_begin, m_end);
+    case DType::kF16:
+      return GemvRowsW<hwy::float16_t>(p, m_begin, m_end);
+    default:
+      return;  // the ops layer admits only the three float dtypes
   }
 }
 
@@ -175,10 +189,14 @@ void WidenT(const WT* src, int64_t n, float* dst) {
 
 void WidenImpl(const void* src, DType dtype, int64_t n, float* dst) {
   switch (dtype) {
-    case DType::kF32: return WidenT(static_cast<const float*>(src), n, dst);
-    case DType::kBF16: return WidenT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
-    case DType::kF16: return WidenT(static_cast<const hwy::float16_t*>(src), n, dst);
-    default: return;
+    case DType::kF32:
+      return WidenT(static_cast<const float*>(src), n, dst);
+    case DType::kBF16:
+      return WidenT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
+    case DType::kF16:
+      return WidenT(static_cast<const hwy::float16_t*>(src), n, dst);
+    default:
+      return;
   }
 }
 

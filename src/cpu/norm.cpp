@@ -75,9 +75,7 @@ void UnpackRow(Layout l, const float* src /* (P) */, const RowsView& v, int64_t 
 
 // An f32 operand whose groups need no pads is already in the packed layout: its rows are
 // read and written in place, saving a copy through L1 per row.
-bool InPlace(Layout l, const RowsView& v) {
-  return v.dtype == DType::kF32 && l.Sp == l.S;
-}
+bool InPlace(Layout l, const RowsView& v) { return v.dtype == DType::kF32 && l.Sp == l.S; }
 
 // Row m of input `v`, packed: v's own row when InPlace, else converted into `scratch`.
 const float* InputRow(Layout l, const RowsView& v, int64_t m, float* scratch /* (P) */) {
@@ -421,13 +419,9 @@ namespace ssmkit::cpu {
 HWY_EXPORT(NormForwardImpl);
 HWY_EXPORT(NormBackwardImpl);
 
-Status RmsNormForward(const NormParams& p) {
-  return HWY_DYNAMIC_DISPATCH(NormForwardImpl)(p);
-}
+Status RmsNormForward(const NormParams& p) { return HWY_DYNAMIC_DISPATCH(NormForwardImpl)(p); }
 
-Status RmsNormBackward(const NormBwdParams& p) {
-  return HWY_DYNAMIC_DISPATCH(NormBackwardImpl)(p);
-}
+Status RmsNormBackward(const NormBwdParams& p) { return HWY_DYNAMIC_DISPATCH(NormBackwardImpl)(p); }
 
 }  // namespace ssmkit::cpu
 #endif  // HWY_ONCE

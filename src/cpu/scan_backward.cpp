@@ -42,24 +42,28 @@ using VF = hn::Vec<DF>;
 
 // Loads h0 (or zeros) into h and dfinal_state (or zeros) into g for row (b, d); (N) each, in
 // element stride `step` (1 for a row's own buffer, W for a tile column).
-void LoadRowStates(const SelectiveScanBwdParams& p, int64_t b, int64_t d, float* h, float* g, int64_t step) {
+void LoadRowStates(const SelectiveScanBwdParams& p, int64_t b, int64_t d, float* h, float* g,
+                   int64_t step) {
   for (int64_t n = 0; n < p.dstate; ++n) {
     const F32View& h0 = p.initial_state;
     const F32View& gf = p.dfinal_state;
-    h[n * step] = h0.data ? h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state] : 0.0f;
-    g[n * step] = gf.data ? gf.data[b * gf.stride_batch + d * gf.stride_dim + n * gf.stride_state] : 0.0f;
+    h[n * step] =
+        h0.data ? h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state] : 0.0f;
+    g[n * step] =
+        gf.data ? gf.data[b * gf.stride_batch + d * gf.stride_dim + n * gf.stride_state] : 0.0f;
   }
 }
 
 // dy (the gradient reaching y + D u) and dz from dout, for one row whose rb.y holds C.h;
 // returns the row's contribution to dD.
-float GateBackward(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const RowBuffers& rb, RowGrads& rg,
-                   float skip) {
+float GateBackward(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const RowBuffers& rb,
+                   RowGrads& rg, float skip) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t padded = static_cast<int64_t>(rg.dy.size());
   std::fill(rg.dout.begin() + p.seqlen, rg.dout.end(), 0.0f);
-  RowToF32(p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, p.seqlen, rg.dout.data());
+  RowToF32(p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, p.seqlen,
+           rg.dout.data());
   VF dD = hn::Zero(df);
   for (int64_t l = 0; l < padded; l += lanes) {
     const VF u = hn::LoadU(df, rb.u.data() + l);
@@ -80,16 +84,18 @@ float GateBackward(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const 
 // With rg.du = sum_n g B and rg.ddelta = sum_n (dLoss/da) a A from the adjoint:
 //   du = dt sum_n g B + D dy,  ddelta = (u sum_n g B + sum_n (dLoss/da) a A) * d dt/d delta.
 // Writes du, ddelta, dz rows; returns the row's contribution to ddelta_bias.
-float FinishRowGrads(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const RowBuffers& rb, RowGrads& rg,
-                     float skip) {
+float FinishRowGrads(const SelectiveScanBwdParams& p, int64_t b, int64_t d, const RowBuffers& rb,
+                     RowGrads& rg, float skip) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t padded = static_cast<int64_t>(rg.du.size()), L = p.seqlen;
   VF bias_sum = hn::Zero(df);
   for (int64_t l = 0; l < padded; l += lanes) {
     const VF gB = hn::LoadU(df, rg.du.data() + l), daA = hn::LoadU(df, rg.ddelta.data() + l);
-    const VF du = hn::MulAdd(gB, hn::LoadU(df, rb.dt.data() + l), hn::Mul(hn::Set(df, skip), hn::LoadU(df, rg.dy.data() + l)));
-    const VF ddelta = hn::Mul(hn::MulAdd(gB, hn::LoadU(df, rb.u.data() + l), daA), hn::LoadU(df, rb.ddt_ddelta.data() + l));
+    const VF du = hn::MulAdd(gB, hn::LoadU(df, rb.dt.data() + l),
+                             hn::Mul(hn::Set(df, skip), hn::LoadU(df, rg.dy.data() + l)));
+    const VF ddelta = hn::Mul(hn::MulAdd(gB, hn::LoadU(df, rb.u.data() + l), daA),
+                              hn::LoadU(df, rb.ddt_ddelta.data() + l));
     hn::StoreU(du, df, rg.du.data() + l);
     hn::StoreU(ddelta, df, rg.ddelta.data() + l);
     bias_sum = hn::Add(bias_sum, ddelta);  // padded lanes hold dy = 0, so add 0
@@ -131,13 +137,21 @@ void ReducePartials(const BCView& out, const std::vector<float>& parts, int bloc
 struct RowWorkspace {
   RowBuffers rb;
   RowGrads rg;
-  std::vector<float> checkpoints;  // (ceil(L/Q), Np) state entering each chunk
-  std::vector<float> decay, state;  // (Q, Np) a and h of the chunk being reversed
-  std::vector<float> g, h;          // (Np)
+  std::vector<float> checkpoints;             // (ceil(L/Q), Np) state entering each chunk
+  std::vector<float> decay, state;            // (Q, Np) a and h of the chunk being reversed
+  std::vector<float> g, h;                    // (Np)
   std::vector<float> dA, dB_const, dC_const;  // (Np) this channel's sums
   RowWorkspace(int64_t padded_len, int64_t chunks, int64_t chunk, int64_t Np)
-      : rb(padded_len), rg(padded_len), checkpoints(chunks * Np), decay(chunk * Np), state(chunk * Np), g(Np),
-        h(Np), dA(Np), dB_const(Np), dC_const(Np) {}
+      : rb(padded_len),
+        rg(padded_len),
+        checkpoints(chunks * Np),
+        decay(chunk * Np),
+        state(chunk * Np),
+        g(Np),
+        h(Np),
+        dA(Np),
+        dB_const(Np),
+        dC_const(Np) {}
 };
 
 struct RowRefs {
@@ -145,12 +159,13 @@ struct RowRefs {
   const float* B;  // (L or 1, Np)
   const float* C;  // (L or 1, Np)
   int64_t bstep, cstep;
-  float* dB;       // (L, Np) this block's partial for the row's (b, group), or nullptr
+  float* dB;  // (L, Np) this block's partial for the row's (b, group), or nullptr
   float* dC;
 };
 
 // The forward of one row, keeping the checkpoints and y_l = C_l . h_l.
-void ForwardWithCheckpoints(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np, int64_t chunk) {
+void ForwardWithCheckpoints(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np,
+                            int64_t chunk) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t l = 0; l < L; ++l) {
@@ -159,7 +174,8 @@ void ForwardWithCheckpoints(const RowRefs& r, RowWorkspace& w, int64_t L, int64_
     VF acc = hn::Zero(df);
     for (int64_t n = 0; n < Np; n += lanes) {
       const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
-      const VF h = hn::MulAdd(a, hn::LoadU(df, w.h.data() + n), hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
+      const VF h = hn::MulAdd(a, hn::LoadU(df, w.h.data() + n),
+                              hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
       hn::StoreU(h, df, w.h.data() + n);
       acc = hn::MulAdd(hn::LoadU(df, r.C + l * r.cstep + n), h, acc);
     }
@@ -184,20 +200,23 @@ void AdjointRow(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np, int64_
       for (int64_t n = 0; n < Np; n += lanes) {
         const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
         hn::StoreU(a, df, w.decay.data() + (l - start) * Np + n);
-        const VF h = hn::MulAdd(a, hn::LoadU(df, h_prev + n), hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
+        const VF h = hn::MulAdd(a, hn::LoadU(df, h_prev + n),
+                                hn::Mul(dtu, hn::LoadU(df, r.B + l * r.bstep + n)));
         hn::StoreU(h, df, w.state.data() + (l - start) * Np + n);
       }
     }
     for (int64_t l = end - 1; l >= start; --l) {
       const int64_t q = l - start;
       const float* h_prev = q == 0 ? h_in : w.state.data() + (q - 1) * Np;
-      const VF dy = hn::Set(df, w.rg.dy[l]), dt = hn::Set(df, w.rb.dt[l]), dtu = hn::Set(df, w.rb.dtu[l]);
+      const VF dy = hn::Set(df, w.rg.dy[l]), dt = hn::Set(df, w.rb.dt[l]),
+               dtu = hn::Set(df, w.rb.dtu[l]);
       VF gB = hn::Zero(df), daA = hn::Zero(df);
       for (int64_t n = 0; n < Np; n += lanes) {
         const VF Bl = hn::LoadU(df, r.B + l * r.bstep + n);
         const VF a = hn::LoadU(df, w.decay.data() + q * Np + n);
         const VF h = hn::LoadU(df, w.state.data() + q * Np + n);
-        const VF g = hn::MulAdd(dy, hn::LoadU(df, r.C + l * r.cstep + n), hn::LoadU(df, w.g.data() + n));
+        const VF g =
+            hn::MulAdd(dy, hn::LoadU(df, r.C + l * r.cstep + n), hn::LoadU(df, w.g.data() + n));
         const VF da_a = hn::Mul(hn::Mul(g, hn::LoadU(df, h_prev + n)), a);  // dLoss/da_l * a_l
         gB = hn::MulAdd(g, Bl, gB);
         daA = hn::MulAdd(da_a, hn::LoadU(df, r.A + n), daA);
@@ -234,7 +253,8 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
       float dD = 0.0f, ddelta_bias = 0.0f;
       for (int64_t b = 0; b < p.batch; ++b) {
         PrepareRow(df, p, b, d, w.rb, /*want_grad=*/true);
-        RowRefs r{A + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(), nullptr, nullptr};
+        RowRefs r{A + d * Np,   B.Row(b, d), C.Row(b, d), B.TimeStep(),
+                  C.TimeStep(), nullptr,     nullptr};
         if (dB_size) r.dB = dB_part.data() + block * dB_size + (B.Row(b, d) - B.data);
         if (dC_size) r.dC = dC_part.data() + block * dC_size + (C.Row(b, d) - C.data);
         std::fill(w.h.begin(), w.h.end(), 0.0f);
@@ -250,10 +270,12 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
       for (int64_t n = 0; n < N; ++n) {
         if (p.dA.data) p.dA.data[d * p.dA.stride_dim + n * p.dA.stride_state] = w.dA[n];
         if (p.dB.data && !dB_size) {
-          StoreFromF32(p.dB.data, p.dB.dtype, d * p.dB.stride_group + n * p.dB.stride_state, w.dB_const[n]);
+          StoreFromF32(p.dB.data, p.dB.dtype, d * p.dB.stride_group + n * p.dB.stride_state,
+                       w.dB_const[n]);
         }
         if (p.dC.data && !dC_size) {
-          StoreFromF32(p.dC.data, p.dC.dtype, d * p.dC.stride_group + n * p.dC.stride_state, w.dC_const[n]);
+          StoreFromF32(p.dC.data, p.dC.dtype, d * p.dC.stride_group + n * p.dC.stride_state,
+                       w.dC_const[n]);
         }
       }
       if (p.dD.data) p.dD.data[d * p.dD.stride_dim] = dD;
@@ -268,7 +290,8 @@ Status ScanBackwardImpl(const SelectiveScanBwdParams& p, const SelectiveScanOpti
   const DF df;
   const int64_t W = static_cast<int64_t>(hn::Lanes(df));
   const int64_t Np = PackedStateStride(p.dstate, W);
-  const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
+  const int64_t chunk =
+      options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
   const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
   const float* A = PackA(p.A, p, Np);
   BackwardRows(p, B, C, A, Np, chunk);

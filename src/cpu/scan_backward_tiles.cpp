@@ -61,18 +61,22 @@ struct PrefetchQueue {
   void AddRows(const SeqView& v, int64_t b, int64_t d0, int64_t count, int64_t l0, int64_t len) {
     if (!v.data) return;
     const int64_t size = DTypeSize(v.dtype);
-    const char* first = static_cast<const char*>(v.data) + (b * v.stride_batch + d0 * v.stride_dim + l0) * size;
+    const char* first =
+        static_cast<const char*>(v.data) + (b * v.stride_batch + d0 * v.stride_dim + l0) * size;
     for (int64_t j = 0; j < count; ++j) {
       const char* row = first + j * v.stride_dim * size;
       const char* end = row + len * size;
       for (const char* line = row; line < end; line += 64) lines.push_back(line);
-      if ((reinterpret_cast<uintptr_t>(end - 1) & ~uintptr_t{63}) != (reinterpret_cast<uintptr_t>(end - 64) & ~uintptr_t{63})) {
+      if ((reinterpret_cast<uintptr_t>(end - 1) & ~uintptr_t{63}) !=
+          (reinterpret_cast<uintptr_t>(end - 64) & ~uintptr_t{63})) {
         lines.push_back(end - 1);  // a row whose end straddles one more line
       }
     }
   }
   // Spreads what is queued over `steps` calls of Issue().
-  void Spread(int64_t steps) { per_step = (lines.size() - next + steps - 1) / std::max<int64_t>(1, steps); }
+  void Spread(int64_t steps) {
+    per_step = (lines.size() - next + steps - 1) / std::max<int64_t>(1, steps);
+  }
   HWY_INLINE void Issue() {
     const size_t end = std::min(lines.size(), next + per_step);
     for (; next < end; ++next) __builtin_prefetch(lines[next]);
@@ -87,10 +91,11 @@ struct PrefetchQueue {
 // Phase 1: h = a h + dt u B over `len` steps, saving h into ckpt[(l0 + l) / Q] before every
 // step l0 + l that starts a chunk. ckpt points at state n0 of checkpoint 0 (stride Nq W).
 template <int kN>
-HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B, int64_t Np,
-                              const float* HWY_RESTRICT dt, const float* HWY_RESTRICT u,
-                              float* HWY_RESTRICT h, int64_t l0, int64_t len, int64_t Q,
-                              float* HWY_RESTRICT ckpt, int64_t ckpt_stride) {
+HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
+                                int64_t Np, const float* HWY_RESTRICT dt,
+                                const float* HWY_RESTRICT u, float* HWY_RESTRICT h, int64_t l0,
+                                int64_t len, int64_t Q, float* HWY_RESTRICT ckpt,
+                                int64_t ckpt_stride) {
   const BlockTag df;
   BlockVec state[kN];
   HWY_UNROLL(16)
@@ -117,10 +122,11 @@ HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_R
 // a_buf, h_buf ((len, Nq, W), pointed at state n0, step stride Nq W), and y_l += C_l . h_l.
 template <int kN>
 HWY_NOINLINE void RecomputeStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
-                                const float* HWY_RESTRICT C, int64_t Np, const float* HWY_RESTRICT dt,
-                                const float* HWY_RESTRICT u, const float* HWY_RESTRICT h_in,
-                                int64_t len, float* HWY_RESTRICT a_buf, float* HWY_RESTRICT h_buf,
-                                int64_t stride, float* HWY_RESTRICT y, PrefetchQueue& pf) {
+                                  const float* HWY_RESTRICT C, int64_t Np,
+                                  const float* HWY_RESTRICT dt, const float* HWY_RESTRICT u,
+                                  const float* HWY_RESTRICT h_in, int64_t len,
+                                  float* HWY_RESTRICT a_buf, float* HWY_RESTRICT h_buf,
+                                  int64_t stride, float* HWY_RESTRICT y, PrefetchQueue& pf) {
   const BlockTag df;
   BlockVec state[kN];
   HWY_UNROLL(16)
@@ -157,13 +163,14 @@ HWY_NOINLINE void RecomputeStates(const float* HWY_RESTRICT A2, const float* HWY
 // dB, dC are per-lane partials (len, Nq, W); gB and daA (len, W) accumulate over state blocks.
 template <int kN>
 HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
-                              const float* HWY_RESTRICT C, int64_t Np, const float* HWY_RESTRICT dt,
-                              const float* HWY_RESTRICT u, const float* HWY_RESTRICT dy,
-                              const float* HWY_RESTRICT a_buf, const float* HWY_RESTRICT h_buf,
-                              const float* HWY_RESTRICT h_in, int64_t stride, int64_t len,
-                              float* HWY_RESTRICT g, float* HWY_RESTRICT dA, float* HWY_RESTRICT dB,
-                              float* HWY_RESTRICT dC, float* HWY_RESTRICT gB,
-                              float* HWY_RESTRICT daA, PrefetchQueue& pf) {
+                                const float* HWY_RESTRICT C, int64_t Np,
+                                const float* HWY_RESTRICT dt, const float* HWY_RESTRICT u,
+                                const float* HWY_RESTRICT dy, const float* HWY_RESTRICT a_buf,
+                                const float* HWY_RESTRICT h_buf, const float* HWY_RESTRICT h_in,
+                                int64_t stride, int64_t len, float* HWY_RESTRICT g,
+                                float* HWY_RESTRICT dA, float* HWY_RESTRICT dB,
+                                float* HWY_RESTRICT dC, float* HWY_RESTRICT gB,
+                                float* HWY_RESTRICT daA, PrefetchQueue& pf) {
   const BlockTag df;
   BlockVec gr[kN], dAr[kN];
   HWY_UNROLL(16)
@@ -179,8 +186,8 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
     const BlockVec dy_last = hn::LoadU(df, dy + (len - 1) * W);
     HWY_UNROLL(16)
     for (int n = 0; n < kN; ++n) {
-      hn::StoreU(hn::MulAdd(dy_last, hn::LoadU(df, h_last + n * W), hn::LoadU(df, dC_last + n * W)), df,
-                 dC_last + n * W);
+      hn::StoreU(hn::MulAdd(dy_last, hn::LoadU(df, h_last + n * W), hn::LoadU(df, dC_last + n * W)),
+                 df, dC_last + n * W);
     }
   }
   for (int64_t l = len - 1; l >= 0; --l) {
@@ -208,7 +215,8 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
       gr[n] = hn::Mul(gr[n], hn::LoadU(df, a_l + n * W));
       const BlockVec h_prev_n = hn::LoadU(df, h_prev + n * W);
       if (l > 0) {
-        hn::StoreU(hn::MulAdd(dy_prev, h_prev_n, hn::LoadU(df, dC_prev + n * W)), df, dC_prev + n * W);
+        hn::StoreU(hn::MulAdd(dy_prev, h_prev_n, hn::LoadU(df, dC_prev + n * W)), df,
+                   dC_prev + n * W);
       }
       const BlockVec daa = hn::Mul(gr[n], h_prev_n);
       dAr[n] = hn::MulAdd(daa, dt_l, dAr[n]);
@@ -234,10 +242,18 @@ template <int kMax = 16, class Fn>
 HWY_INLINE void ForStateBlocks(int64_t Nq, Fn&& fn) {
   for (int64_t n0 = 0; n0 < Nq; n0 += kMax) {
     switch (std::min<int64_t>(kMax, Nq - n0)) {
-      case 4: fn(n0, std::integral_constant<int, 4>()); break;
-      case 8: fn(n0, std::integral_constant<int, 8>()); break;
-      case 12: fn(n0, std::integral_constant<int, 12>()); break;
-      default: fn(n0, std::integral_constant<int, kMax>()); break;
+      case 4:
+        fn(n0, std::integral_constant<int, 4>());
+        break;
+      case 8:
+        fn(n0, std::integral_constant<int, 8>());
+        break;
+      case 12:
+        fn(n0, std::integral_constant<int, 12>());
+        break;
+      default:
+        fn(n0, std::integral_constant<int, kMax>());
+        break;
     }
   }
 }
@@ -256,7 +272,9 @@ struct TileSlot {
   float* dD;     // (W, W) [channel][lane] partial sums of dy u, lanes summed at the end
   float* dbias;  // (W, W) likewise for ddelta
   float* skip;   // (W) D
-  static int64_t Floats(int64_t chunks, int64_t Nq) { return (chunks + 5) * Nq * W + 2 * W * W + W; }
+  static int64_t Floats(int64_t chunks, int64_t Nq) {
+    return (chunks + 5) * Nq * W + 2 * W * W + W;
+  }
   TileSlot(float* base, int64_t chunks, int64_t Nq) {
     ckpt = base;
     g = ckpt + chunks * Nq * W;
@@ -307,7 +325,7 @@ struct ChunkBuffers {
 // dL/dy = dout silu(z) (or dout) and dout silu'(z) of the tile's rows over a chunk; dy also in
 // step layout. silu'(z) = s (1 + z (1 - s)), s = sigmoid(z).
 HWY_NOINLINE void PrepareOutputGrads(const SelectiveScanBwdParams& p, int64_t b, int64_t d0,
-                                   int64_t count, int64_t l0, int64_t len, ChunkBuffers& c) {
+                                     int64_t count, int64_t l0, int64_t len, ChunkBuffers& c) {
   const BlockTag df;
   const int64_t padded = PadToBlock(len), S = c.s.S;
   for (int64_t j = 0; j < W; ++j) {
@@ -336,7 +354,7 @@ HWY_NOINLINE void PrepareOutputGrads(const SelectiveScanBwdParams& p, int64_t b,
 //   du = dt gB + D dy,  ddelta = (u gB + ln2 daA) d dt/d delta,  dz = dout silu'(z) y,
 // written where wanted; dD and ddelta_bias partial sums added to the tile's slots.
 HWY_NOINLINE void FinishChunk(const SelectiveScanBwdParams& p, int64_t b, int64_t d0, int64_t count,
-                            int64_t l0, int64_t len, ChunkBuffers& c, const TileSlot& t) {
+                              int64_t l0, int64_t len, ChunkBuffers& c, const TileSlot& t) {
   const BlockTag df;
   const int64_t padded = PadToBlock(len), S = c.s.S;
   std::fill(c.s.y + len * W, c.s.y + padded * W, 0.0f);  // steps never taken
@@ -359,8 +377,10 @@ HWY_NOINLINE void FinishChunk(const SelectiveScanBwdParams& p, int64_t b, int64_
     const float* y = c.y_r + j * S;
     BlockVec dD = hn::LoadU(df, t.dD + j * W), dbias = hn::LoadU(df, t.dbias + j * W);
     for (int64_t l = 0; l < padded; l += W) {
-      const BlockVec gBv = hn::LoadU(df, gB + l), dyv = hn::LoadU(df, dy + l), uv = hn::LoadU(df, u + l);
-      const BlockVec ddelta = hn::Mul(hn::MulAdd(uv, gBv, hn::Mul(ln2, hn::LoadU(df, dA + l))), hn::LoadU(df, dsp + l));
+      const BlockVec gBv = hn::LoadU(df, gB + l), dyv = hn::LoadU(df, dy + l),
+                     uv = hn::LoadU(df, u + l);
+      const BlockVec ddelta =
+          hn::Mul(hn::MulAdd(uv, gBv, hn::Mul(ln2, hn::LoadU(df, dA + l))), hn::LoadU(df, dsp + l));
       hn::StoreU(hn::MulAdd(hn::LoadU(df, dt + l), gBv, hn::Mul(skip, dyv)), df, gB + l);
       hn::StoreU(ddelta, df, dA + l);
       if (p.z.data) hn::StoreU(hn::Mul(hn::LoadU(df, gz + l), hn::LoadU(df, y + l)), df, gz + l);
@@ -370,7 +390,8 @@ HWY_NOINLINE void FinishChunk(const SelectiveScanBwdParams& p, int64_t b, int64_
     hn::StoreU(dD, df, t.dD + j * W);
     hn::StoreU(dbias, df, t.dbias + j * W);
     auto store = [&](const SeqView& v, const float* row) {
-      if (v.data) RowFromF32Simd(df, row, len, v.data, v.dtype, b * v.stride_batch + d * v.stride_dim + l0);
+      if (v.data)
+        RowFromF32Simd(df, row, len, v.data, v.dtype, b * v.stride_batch + d * v.stride_dim + l0);
     };
     store(p.du, gB);
     store(p.ddelta, dA);
@@ -393,8 +414,8 @@ HWY_NOINLINE void ReduceLanes(float* chunk, int64_t len, int64_t N, int64_t Nq, 
 }
 
 // Writes out[b, g, n, l] = sum over blocks of parts[block][(b, g)][l][n], blocks in order.
-void ReduceBlocks(const BCView& out, const float* parts, int blocks, int64_t slabs,
-                  int64_t groups, int64_t L, int64_t N) {
+void ReduceBlocks(const BCView& out, const float* parts, int blocks, int64_t slabs, int64_t groups,
+                  int64_t L, int64_t N) {
   if (!out.data) return;
   const int64_t slab_size = L * N, block_size = slabs * slab_size;
   ParallelFor(slabs, [&](int64_t begin, int64_t end, int) {
@@ -403,7 +424,8 @@ void ReduceBlocks(const BCView& out, const float* parts, int blocks, int64_t sla
       for (int64_t l = 0; l < L; ++l) {
         for (int64_t n = 0; n < N; ++n) {
           float sum = 0.0f;
-          for (int k = 0; k < blocks; ++k) sum += parts[k * block_size + slab * slab_size + l * N + n];
+          for (int k = 0; k < blocks; ++k)
+            sum += parts[k * block_size + slab * slab_size + l * N + n];
           StoreFromF32(out.data, out.dtype, base + n * out.stride_state + l * out.stride_time, sum);
         }
       }
@@ -434,7 +456,9 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
   ParallelFor(layout.Count(), [&](int64_t begin, int64_t end, int block) {
     const int64_t tiles = end - begin;
     float* slot_base = ThreadScratch(3, tiles * TileSlot::Floats(chunks, Nq));
-    auto slot = [&](int64_t k) { return TileSlot(slot_base + k * TileSlot::Floats(chunks, Nq), chunks, Nq); };
+    auto slot = [&](int64_t k) {
+      return TileSlot(slot_base + k * TileSlot::Floats(chunks, Nq), chunks, Nq);
+    };
     SuperBlock fwd(std::min(L, kSuperBlock), 0);
     ChunkBuffers cb(std::min(L, Q), Nq);
     PrefetchQueue pf;
@@ -446,7 +470,8 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
       PackTileDecay(A, Np, d0, count, Nq, t.A2);
       std::fill(t.dA, t.dA + NqW, 0.0f);
       std::fill(t.dD, t.dD + 2 * W * W, 0.0f);  // dD and dbias
-      for (int64_t j = 0; j < W; ++j) t.skip[j] = p.D.data && j < count ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
+      for (int64_t j = 0; j < W; ++j)
+        t.skip[j] = p.D.data && j < count ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
     }
     for (int64_t b = 0; b < p.batch; ++b) {
       // Runs of tiles sharing one group (and so one B row and one C row per step).
@@ -458,8 +483,10 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
         const float* Bp = B.Row(b, d_first);
         const float* Cp = C.Row(b, d_first);
         const int64_t gB = GroupOf(p.B, d_first, p.dim), gC = GroupOf(p.C, d_first, p.dim);
-        float* dB_out = p.dB.data ? dB_part + ((block * p.batch + b) * p.B.groups + gB) * L * N : unused;
-        float* dC_out = p.dC.data ? dC_part + ((block * p.batch + b) * p.C.groups + gC) * L * N : unused;
+        float* dB_out =
+            p.dB.data ? dB_part + ((block * p.batch + b) * p.B.groups + gB) * L * N : unused;
+        float* dC_out =
+            p.dC.data ? dC_part + ((block * p.batch + b) * p.C.groups + gC) * L * N : unused;
 
         // Phase 1: forward over all L, keeping the checkpoints, or the forward's chunk states
         // (the same bits: its steps are these).
@@ -469,7 +496,8 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
           layout.Locate(tile, &d0, &count);
           LoadTileStates(p.dfinal_state, b, d0, count, N, Nq, t.g);
           if (p.chunk_states.data) {
-            for (int64_t c = 0; c < chunks; ++c) LoadTileStates(p.chunk_states.Entry(c), b, d0, count, N, Nq, t.ckpt + c * NqW);
+            for (int64_t c = 0; c < chunks; ++c)
+              LoadTileStates(p.chunk_states.Entry(c), b, d0, count, N, Nq, t.ckpt + c * NqW);
             continue;
           }
           LoadTileStates(p.initial_state, b, d0, count, N, Nq, t.h);
@@ -477,8 +505,9 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
             const int64_t len = std::min(fwd.S, L - l0);
             PrepareBlock(p, b, d0, count, l0, len, fwd);
             ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-              AdvanceStates<decltype(kN)::value>(t.A2 + n0 * W, Bp + l0 * Np + n0, Np, fwd.dt, fwd.ut,
-                                                 t.h + n0 * W, l0, len, Q, t.ckpt + n0 * W, NqW);
+              AdvanceStates<decltype(kN)::value>(t.A2 + n0 * W, Bp + l0 * Np + n0, Np, fwd.dt,
+                                                 fwd.ut, t.h + n0 * W, l0, len, Q, t.ckpt + n0 * W,
+                                                 NqW);
             });
           }
         }
@@ -497,14 +526,16 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
             pf.Clear();
             if (tile + 1 < run_end || c > 0) {
               const int64_t next = tile + 1 < run_end ? tile + 1 : run;
-              const int64_t next_l0 = tile + 1 < run_end ? l0 : l0 - Q, next_len = std::min(Q, L - next_l0);
+              const int64_t next_l0 = tile + 1 < run_end ? l0 : l0 - Q,
+                            next_len = std::min(Q, L - next_l0);
               int64_t d_next, count_next;
               layout.Locate(next, &d_next, &count_next);
               for (const SeqView* v : {&p.u, &p.delta, &p.dout, &p.z, &p.du, &p.ddelta, &p.dz}) {
                 pf.AddRows(*v, b, d_next, count_next, next_l0, next_len);
               }
             }
-            pf.Spread(len * ((Nq + 15) / 16 + (Nq + kAdjointStates - 1) / kAdjointStates));  // Issue() calls
+            pf.Spread(len * ((Nq + 15) / 16 +
+                             (Nq + kAdjointStates - 1) / kAdjointStates));  // Issue() calls
             PrepareBlock(p, b, d0, count, l0, len, cb.s, cb.dsp);
             PrepareOutputGrads(p, b, d0, count, l0, len, cb);
             const BlockTag df;
@@ -516,14 +547,15 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
             }
             const float* h_in = t.ckpt + c * NqW;
             ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-              RecomputeStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut,
-                                                   h_in + n0 * W, len, cb.a + n0 * W, cb.h + n0 * W, NqW,
-                                                   cb.s.y, pf);
+              RecomputeStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt,
+                                                   cb.s.ut, h_in + n0 * W, len, cb.a + n0 * W,
+                                                   cb.h + n0 * W, NqW, cb.s.y, pf);
             });
             ForStateBlocks<kAdjointStates>(Nq, [&](int64_t n0, auto kN) {
-              AdjointStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, cb.dy, cb.a + n0 * W,
-                                     cb.h + n0 * W, h_in + n0 * W, NqW, len, t.g + n0 * W, t.dA + n0 * W,
-                                     cb.dB + n0 * W, cb.dC + n0 * W, cb.gB, cb.daA, pf);
+              AdjointStates<decltype(kN)::value>(
+                  t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, cb.dy, cb.a + n0 * W,
+                  cb.h + n0 * W, h_in + n0 * W, NqW, len, t.g + n0 * W, t.dA + n0 * W,
+                  cb.dB + n0 * W, cb.dC + n0 * W, cb.gB, cb.daA, pf);
             });
             FinishChunk(p, b, d0, count, l0, len, cb, t);
           }
@@ -545,7 +577,8 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
       for (int64_t j = 0; j < count; ++j) {
         const int64_t d = d0 + j;
         if (p.dA.data) {
-          for (int64_t n = 0; n < N; ++n) p.dA.data[d * p.dA.stride_dim + n * p.dA.stride_state] = t.dA[n * W + j];
+          for (int64_t n = 0; n < N; ++n)
+            p.dA.data[d * p.dA.stride_dim + n * p.dA.stride_state] = t.dA[n * W + j];
         }
         float dD = 0.0f, dbias = 0.0f;
         for (int64_t i = 0; i < W; ++i) {
@@ -570,7 +603,8 @@ namespace ssmkit::cpu {
 
 HWY_EXPORT(ScanBackwardTilesImpl);
 
-Status SelectiveScanBackwardTiles(const SelectiveScanBwdParams& p, const SelectiveScanOptions& options) {
+Status SelectiveScanBackwardTiles(const SelectiveScanBwdParams& p,
+                                  const SelectiveScanOptions& options) {
   return HWY_DYNAMIC_DISPATCH(ScanBackwardTilesImpl)(p, options);
 }
 

@@ -8,6 +8,7 @@
 
 namespace ssmkit::cpu {
 
-Status SelectiveScanBackwardTiles(const SelectiveScanBwdParams& p, const SelectiveScanOptions& options);
+Status SelectiveScanBackwardTiles(const SelectiveScanBwdParams& p,
+                                  const SelectiveScanOptions& options);
 
 }  // namespace ssmkit::cpu

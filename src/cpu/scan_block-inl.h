@@ -98,10 +98,18 @@ HWY_INLINE void StepTile(const TileRefs& t, const float* B, const float* C, cons
     const float* A2 = t.A2 + n0 * kBlockWidth;
     float* hb = h + n0 * kBlockWidth;
     switch (std::min<int64_t>(16, t.Nq - n0)) {
-      case 4: StepStates<4>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y); break;
-      case 8: StepStates<8>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y); break;
-      case 12: StepStates<12>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y); break;
-      default: StepStates<16>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y); break;
+      case 4:
+        StepStates<4>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
+        break;
+      case 8:
+        StepStates<8>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
+        break;
+      case 12:
+        StepStates<12>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
+        break;
+      default:
+        StepStates<16>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
+        break;
     }
   }
 }
@@ -136,7 +144,9 @@ struct SuperBlock {
   }
 };
 
-inline int64_t PadToBlock(int64_t len) { return (len + kBlockWidth - 1) / kBlockWidth * kBlockWidth; }
+inline int64_t PadToBlock(int64_t len) {
+  return (len + kBlockWidth - 1) / kBlockWidth * kBlockWidth;
+}
 
 // Row layout (W, S) -> step layout (S, W) over `padded` steps (a multiple of W), or back.
 inline HWY_NOINLINE void RowsToSteps(const float* rows, int64_t S, int64_t padded, float* steps) {
@@ -161,7 +171,8 @@ inline HWY_NOINLINE void StepsToRows(const float* steps, int64_t S, int64_t padd
 
 // Row (b, d) of a (B, D, L) operand over steps [l0, l0 + len) into dst as f32, zeros up to
 // the next multiple of W.
-HWY_INLINE void LoadRow(const SeqView& v, int64_t b, int64_t d, int64_t l0, int64_t len, float* dst) {
+HWY_INLINE void LoadRow(const SeqView& v, int64_t b, int64_t d, int64_t l0, int64_t len,
+                        float* dst) {
   RowToF32Simd(BlockTag(), v.data, v.dtype, b * v.stride_batch + d * v.stride_dim + l0, len, dst);
   std::fill(dst + len, dst + PadToBlock(len), 0.0f);
 }
@@ -169,8 +180,9 @@ HWY_INLINE void LoadRow(const SeqView& v, int64_t b, int64_t d, int64_t l0, int6
 // u and dt = softplus(delta + bias) of the tile's channels over one super-block, in row and in
 // step layout; channels past `count` and steps past `len` are zero. With `dsp` (W, S), also
 // d dt / d delta in row layout: sigmoid(delta + bias), 1 above 20 or without softplus.
-inline HWY_NOINLINE void PrepareBlock(const SelectiveScanParams& p, int64_t b, int64_t d0, int64_t count,
-                             int64_t l0, int64_t len, SuperBlock& s, float* dsp = nullptr) {
+inline HWY_NOINLINE void PrepareBlock(const SelectiveScanParams& p, int64_t b, int64_t d0,
+                                      int64_t count, int64_t l0, int64_t len, SuperBlock& s,
+                                      float* dsp = nullptr) {
   const BlockTag df;
   const int64_t padded = PadToBlock(len);
   for (int64_t j = 0; j < kBlockWidth; ++j) {
@@ -192,8 +204,9 @@ inline HWY_NOINLINE void PrepareBlock(const SelectiveScanParams& p, int64_t b, i
       for (int64_t l = 0; l < padded; l += kBlockWidth) {
         const BlockVec x = hn::Add(hn::LoadU(df, dt + l), bias);
         const BlockVec one = hn::Set(df, 1.0f);
-        const BlockVec grad = p.delta_softplus
-            ? hn::IfThenElse(hn::Gt(x, hn::Set(df, 20.0f)), one, SigmoidFast(df, x)) : one;
+        const BlockVec grad = p.delta_softplus ? hn::IfThenElse(hn::Gt(x, hn::Set(df, 20.0f)), one,
+                                                                SigmoidFast(df, x))
+                                               : one;
         hn::StoreU(grad, df, row + l);
       }
     }
@@ -228,7 +241,8 @@ HWY_INLINE void FinishBlock(const SelectiveScanParams& p, int64_t b, int64_t d0,
         hn::StoreU(hn::Mul(hn::LoadU(df, y + l), hn::Mul(z, SigmoidFast(df, z))), df, y + l);
       }
     }
-    RowFromF32Simd(df, y, len, p.out.data, p.out.dtype, b * p.out.stride_batch + d * p.out.stride_dim + l0);
+    RowFromF32Simd(df, y, len, p.out.data, p.out.dtype,
+                   b * p.out.stride_batch + d * p.out.stride_dim + l0);
   }
 }
 

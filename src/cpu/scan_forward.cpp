@@ -29,14 +29,14 @@ using VF = hn::Vec<DF>;
 // What one row's scan reads: packed B and C rows (time step bstep / cstep floats; 0 for the
 // constant form), packed A, the initial state, and where to put y and the final state.
 struct RowScan {
-  const float* A;     // (Np)
-  const float* B;     // (L or 1, Np)
-  const float* C;     // (L or 1, Np)
+  const float* A;  // (Np)
+  const float* B;  // (L or 1, Np)
+  const float* C;  // (L or 1, Np)
   int64_t bstep, cstep;
-  const float* dt;    // (L)
-  const float* dtu;   // (L)
-  float* y;           // (L) C·h, before D*u and the gate
-  float* h;           // (Np) in: h0; out: h[L-1]
+  const float* dt;   // (L)
+  const float* dtu;  // (L)
+  float* y;          // (L) C·h, before D*u and the gate
+  float* h;          // (Np) in: h0; out: h[L-1]
   int64_t L, Np;
 };
 
@@ -131,10 +131,12 @@ HWY_INLINE void CombineInto(float* a, float* x, int64_t i, int64_t j, int64_t Np
 void ScanBlelloch(const RowScan& s, float* a, float* x) {
   int64_t stride = 1;
   for (; 2 * stride <= s.L; stride *= 2) {
-    for (int64_t i = 2 * stride - 1; i < s.L; i += 2 * stride) CombineInto(a, x, i, i - stride, s.Np);
+    for (int64_t i = 2 * stride - 1; i < s.L; i += 2 * stride)
+      CombineInto(a, x, i, i - stride, s.Np);
   }
   for (stride /= 2; stride >= 1; stride /= 2) {
-    for (int64_t i = 3 * stride - 1; i < s.L; i += 2 * stride) CombineInto(a, x, i, i - stride, s.Np);
+    for (int64_t i = 3 * stride - 1; i < s.L; i += 2 * stride)
+      CombineInto(a, x, i, i - stride, s.Np);
   }
 }
 
@@ -230,7 +232,8 @@ void ScanSequentialSavingChunks(const RowScan& s, const ChunkStatesView& v, int6
 void StoreRowChunksFromStates(const ChunkStatesView& v, int64_t b, int64_t d, const float* h0,
                               const float* hs, int64_t L, int64_t Np, int64_t N) {
   StoreStateRow(v.Entry(0), b, d, h0, N);
-  for (int64_t k = 1; k * v.interval < L; ++k) StoreStateRow(v.Entry(k), b, d, hs + (k * v.interval - 1) * Np, N);
+  for (int64_t k = 1; k * v.interval < L; ++k)
+    StoreStateRow(v.Entry(k), b, d, hs + (k * v.interval - 1) * Np, N);
 }
 
 // The channel-tiled sequential path (scan_block-inl.h): tiles of W channels over all
@@ -263,11 +266,13 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
           const int64_t step = l0 + l;
           int64_t span = len - l;
           if (chunks.data) {
-            if (step % chunks.interval == 0) StoreTileStates(h, chunks.Entry(step / chunks.interval), b, d0, count, N);
+            if (step % chunks.interval == 0)
+              StoreTileStates(h, chunks.Entry(step / chunks.interval), b, d0, count, N);
             span = std::min(span, chunks.interval - step % chunks.interval);
           }
           const int64_t at = l * kBlockWidth;
-          StepTile(t, t.B + step * Np, t.C + step * Np, s.dt + at, s.ut + at, skip, h, span, s.y + at);
+          StepTile(t, t.B + step * Np, t.C + step * Np, s.dt + at, s.ut + at, skip, h, span,
+                   s.y + at);
           l += span;
         }
         FinishBlock(p, b, d0, count, l0, len, s);
@@ -300,19 +305,23 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
     };
     for_each_row([&](int64_t b, int64_t d, int64_t i) {  // gather the step's scalars
       u[i] = LoadAsF32(p.u.data, p.u.dtype, b * p.u.stride_batch + d * p.u.stride_dim);
-      x[i] = LoadAsF32(p.delta.data, p.delta.dtype, b * p.delta.stride_batch + d * p.delta.stride_dim) +
+      x[i] = LoadAsF32(p.delta.data, p.delta.dtype,
+                       b * p.delta.stride_batch + d * p.delta.stride_dim) +
              (p.delta_bias.data ? p.delta_bias.data[d * p.delta_bias.stride_dim] : 0.0f);
-      z[i] = p.z.data ? LoadAsF32(p.z.data, p.z.dtype, b * p.z.stride_batch + d * p.z.stride_dim) : 0.0f;
+      z[i] = p.z.data ? LoadAsF32(p.z.data, p.z.dtype, b * p.z.stride_batch + d * p.z.stride_dim)
+                      : 0.0f;
       skip[i] = p.D.data ? p.D.data[d * p.D.stride_dim] : 0.0f;
     });
     if (p.delta_softplus) {
-      for (int64_t i = 0; i < padded; i += W) hn::StoreU(Softplus(df, hn::LoadU(df, x.data() + i)), df, x.data() + i);
+      for (int64_t i = 0; i < padded; i += W)
+        hn::StoreU(Softplus(df, hn::LoadU(df, x.data() + i)), df, x.data() + i);
     }
     for_each_row([&](int64_t b, int64_t d, int64_t i) {  // h = exp(dt A) h0 + dt u B, y = C . h
       std::fill(h.begin(), h.end(), 0.0f);
       const F32View& h0 = p.initial_state;
       if (h0.data) {
-        for (int64_t n = 0; n < N; ++n) h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
+        for (int64_t n = 0; n < N; ++n)
+          h[n] = h0.data[b * h0.stride_batch + d * h0.stride_dim + n * h0.stride_state];
       }
       if (p.chunk_states.data) StoreStateRow(p.chunk_states.Entry(0), b, d, h.data(), N);
       const VF dt = hn::Set(df, x[i]), dtu = hn::Set(df, x[i] * u[i]);
@@ -322,7 +331,8 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       VF acc = hn::Zero(df);
       for (int64_t n = 0; n < Np; n += W) {
         const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, Ad + n)));
-        const VF hn_ = hn::MulAdd(a, hn::LoadU(df, h.data() + n), hn::Mul(dtu, hn::LoadU(df, Bd + n)));
+        const VF hn_ =
+            hn::MulAdd(a, hn::LoadU(df, h.data() + n), hn::Mul(dtu, hn::LoadU(df, Bd + n)));
         hn::StoreU(hn_, df, h.data() + n);
         acc = hn::MulAdd(hn::LoadU(df, Cd + n), hn_, acc);
       }
@@ -330,7 +340,8 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       if (p.final_state.data) StoreStateRow(p.final_state, b, d, h.data(), N);
     });
     for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
-      VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i), hn::LoadU(df, y.data() + i));
+      VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i),
+                          hn::LoadU(df, y.data() + i));
       if (p.z.data) out = hn::Mul(out, Silu(df, hn::LoadU(df, z.data() + i)));
       hn::StoreU(out, df, y.data() + i);
     }
@@ -348,7 +359,8 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
   const float* A = PackA(p.A, p, Np);
   const ScanAlgorithm algorithm = options.algorithm;
   const bool pairs = algorithm != ScanAlgorithm::kSequential;
-  const int64_t chunk = options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
+  const int64_t chunk =
+      options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
   if (L == 1) {  // every algorithm is the same single step
     ForwardSingleStep(p, B, C, A, Np);
     return Status::Ok();
@@ -367,11 +379,21 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
       PrepareRow(df, p, b, d, rb, /*want_grad=*/false);
       std::fill(h.begin(), h.end(), 0.0f);
       if (p.initial_state.data) {
-        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch + d * p.initial_state.stride_dim;
+        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch +
+                          d * p.initial_state.stride_dim;
         for (int64_t n = 0; n < N; ++n) h[n] = h0[n * p.initial_state.stride_state];
       }
-      const RowScan s{A + d * Np, B.Row(b, d), C.Row(b, d), B.TimeStep(), C.TimeStep(),
-                      rb.dt.data(), rb.dtu.data(), rb.y.data(), h.data(), L, Np};
+      const RowScan s{A + d * Np,
+                      B.Row(b, d),
+                      C.Row(b, d),
+                      B.TimeStep(),
+                      C.TimeStep(),
+                      rb.dt.data(),
+                      rb.dtu.data(),
+                      rb.y.data(),
+                      h.data(),
+                      L,
+                      Np};
       const ChunkStatesView& chunks = p.chunk_states;
       if (algorithm == ScanAlgorithm::kSequential) {
         chunks.data ? ScanSequentialSavingChunks(s, chunks, b, d, N) : ScanSequential(s);

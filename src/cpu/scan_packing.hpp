@@ -12,7 +12,9 @@
 
 namespace ssmkit::cpu {
 
-inline int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+inline int64_t RoundUp(int64_t n, int64_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
 
 // Np, the padded length of a packed B, C or A row, for vector width `lanes`: a whole number of
 // vectors, and at least N rounded up to 4, because the channel-tiled paths step the states in
@@ -74,8 +76,13 @@ PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_st
 struct RowBuffers {
   std::vector<float> u, delta_in, dt, dtu, ddt_ddelta, y, z;  // (Lp)
   explicit RowBuffers(int64_t padded_len)
-      : u(padded_len), delta_in(padded_len), dt(padded_len), dtu(padded_len),
-        ddt_ddelta(padded_len), y(padded_len), z(padded_len) {}
+      : u(padded_len),
+        delta_in(padded_len),
+        dt(padded_len),
+        dtu(padded_len),
+        ddt_ddelta(padded_len),
+        y(padded_len),
+        z(padded_len) {}
 };
 
 // One row's gradient scratch for the backward, padded like RowBuffers.

@@ -28,9 +28,11 @@ HWY_INLINE void PrepareRow(DF df, const SelectiveScanParams& p, int64_t b, int64
   RowToF32(p.u.data, p.u.dtype, b * p.u.stride_batch + d * p.u.stride_dim, L, rb.u.data());
   RowToF32(p.delta.data, p.delta.dtype, b * p.delta.stride_batch + d * p.delta.stride_dim, L,
            rb.delta_in.data());
-  if (p.z.data) RowToF32(p.z.data, p.z.dtype, b * p.z.stride_batch + d * p.z.stride_dim, L, rb.z.data());
+  if (p.z.data)
+    RowToF32(p.z.data, p.z.dtype, b * p.z.stride_batch + d * p.z.stride_dim, L, rb.z.data());
   for (int64_t l = L; l < padded; ++l) rb.u[l] = rb.delta_in[l] = rb.z[l] = 0.0f;
-  const auto bias = hn::Set(df, p.delta_bias.data ? p.delta_bias.data[d * p.delta_bias.stride_dim] : 0.0f);
+  const auto bias =
+      hn::Set(df, p.delta_bias.data ? p.delta_bias.data[d * p.delta_bias.stride_dim] : 0.0f);
   for (int64_t l = 0; l < padded; l += lanes) {
     const auto x = hn::Add(hn::LoadU(df, rb.delta_in.data() + l), bias);
     auto dt = x;
@@ -48,8 +50,8 @@ HWY_INLINE void PrepareRow(DF df, const SelectiveScanParams& p, int64_t b, int64
 // out = (y + D * u) * silu(z) over the row, written in out's dtype; also leaves y + D*u in
 // rb.y (the pre-gate output the backward needs).
 template <class DF>
-HWY_INLINE void FinishRow(DF df, const SelectiveScanParams& p, int64_t b, int64_t d,
-                          RowBuffers& rb, float* gated /* (Lp) scratch */) {
+HWY_INLINE void FinishRow(DF df, const SelectiveScanParams& p, int64_t b, int64_t d, RowBuffers& rb,
+                          float* gated /* (Lp) scratch */) {
   const int64_t L = p.seqlen, lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t padded = static_cast<int64_t>(rb.u.size());
   const auto skip = hn::Set(df, p.D.data ? p.D.data[d * p.D.stride_dim] : 0.0f);

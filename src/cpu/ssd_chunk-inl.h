@@ -37,7 +37,8 @@ HWY_INLINE void ExpInPlace(DF df, float* v, int64_t n) {
 // The decays of one head over a chunk from its dt (len) and A. The arrays are padded with
 // zeros to a multiple of 64 so that whole vectors can be read past len.
 template <class DF>
-HWY_INLINE void ComputeChunkDecay(DF df, float A, const float* dt, int64_t len, ssd::ChunkDecay* d) {
+HWY_INLINE void ComputeChunkDecay(DF df, float A, const float* dt, int64_t len,
+                                  ssd::ChunkDecay* d) {
   const int64_t padded = ssd::RoundUp(len, 64);
   d->len = len;
   for (auto* v : {&d->cs_hi, &d->cs_lo, &d->e_in, &d->e_out}) v->assign(padded, 0.0f);
@@ -123,7 +124,8 @@ inline void StartChunkTask(const SsdParams& p, int64_t b, int64_t h0, int64_t h1
 // M[t][s] = CB[t][s] exp(cs_t - cs_s) dt_s within t's sequence, rows [r0, r1), columns
 // [0, width) (zero past t).
 inline void IntraMatrix(const ssd::ChunkDecay& d, const ssd::ChunkInfo& ci, const float* dt,
-                        const float* CB, int64_t ld, int64_t r0, int64_t r1, int64_t width, float* M) {
+                        const float* CB, int64_t ld, int64_t r0, int64_t r1, int64_t width,
+                        float* M) {
   const hn::ScalableTag<float> df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t t = r0; t < r1; ++t) {
@@ -131,7 +133,8 @@ inline void IntraMatrix(const ssd::ChunkDecay& d, const ssd::ChunkInfo& ci, cons
     DecayRow(df, d, t, ci.seq_start[t], width, row);
     const float* cb = CB + t * ld;
     for (int64_t s = 0; s < width; s += lanes) {
-      const auto v = hn::Mul(hn::Mul(hn::LoadU(df, row + s), hn::LoadU(df, cb + s)), hn::LoadU(df, dt + s));
+      const auto v =
+          hn::Mul(hn::Mul(hn::LoadU(df, row + s), hn::LoadU(df, cb + s)), hn::LoadU(df, dt + s));
       hn::StoreU(v, df, row + s);
     }
   }
@@ -148,7 +151,8 @@ inline void PrepareChunk(const SsdParams& p, const ssd::PackedBC& Bp, const ssd:
   ssd::MakeChunkInfo(p, b, c0, len, &s.info);
   for (int64_t h = h0; h < h1; ++h) {
     const int64_t hl = h - h0;
-    ComputeChunkDecay(df, p.A.data[h * p.A.stride_head], s.dt.data() + hl * s.ldt + c0, len, &s.decay[hl]);
+    ComputeChunkDecay(df, p.A.data[h * p.A.stride_head], s.dt.data() + hl * s.ldt + c0, len,
+                      &s.decay[hl]);
     ssd::LoadScaledX(p.x, P, b, h, c0, len, nullptr, s.X.data() + hl * P, HbP, P);
   }
   if (!with_cb) return;
@@ -169,7 +173,8 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
   const int64_t Qp = PaddedChunk(std::min(p.chunk_size, p.seqlen));
   const int64_t fr = s.info.first_reset;
   const float* Cc = Cp.Row(b, g, c0);
-  if (fr > 0) ssd::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
+  if (fr > 0)
+    ssd::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
   for (int64_t t = 0; t < len; ++t) {
     float* yt = s.Y.data() + t * HbP;
     if (t >= fr) {
@@ -186,8 +191,8 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
     for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
       const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
       IntraMatrix(s.decay[hl], s.info, dt, s.CB.data(), Qp, r0, r1, r1, s.M.data());
-      ssd::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P, HbP,
-                1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
+      ssd::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P,
+                HbP, 1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
     }
   }
 }
@@ -219,8 +224,8 @@ inline void AdvanceStates(const SsdParams& p, const ssd::PackedBC& Bp, int64_t b
     for (int64_t i = 0; i < P * N; ++i) Sh[i] *= keep;
   }
   const float* Bc = Bp.Row(b, g, c0);
-  ssd::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld, Bp.ld,
-            1.0f, s.S.data(), N);
+  ssd::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld,
+            Bp.ld, 1.0f, s.S.data(), N);
 }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE

@@ -22,9 +22,9 @@ namespace ssmkit::cpu::ssd {
 
 struct ChunkInfo {
   int64_t c0 = 0, len = 0;
-  int64_t first_reset = 0;            // first index starting a new sequence; len if none
-  int64_t last_start = 0;             // index where the chunk's last sequence starts
-  std::vector<int64_t> seq_start;     // per index t: where t's sequence starts (>= 0)
+  int64_t first_reset = 0;         // first index starting a new sequence; len if none
+  int64_t last_start = 0;          // index where the chunk's last sequence starts
+  std::vector<int64_t> seq_start;  // per index t: where t's sequence starts (>= 0)
 };
 
 inline void MakeChunkInfo(const SsdParams& p, int64_t b, int64_t c0, int64_t len, ChunkInfo* ci) {

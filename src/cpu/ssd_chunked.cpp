@@ -40,7 +40,8 @@ void ChunkedForwardTask(const SsdParams& p, const ssd::PackedBC& Bp, const ssd::
     const int64_t len = std::min(Q, L - c0);
     PrepareChunk(p, Bp, Cp, b, g, h0, h1, c0, len, /*with_cb=*/true, s);
     ChunkOutput(p, Cp, b, g, h0, h1, c0, len, s);
-    for (int64_t hl = 0; hl < Hb; ++hl) ssd::StoreOutput(p, b, h0 + hl, c0, len, s.Y.data() + hl * P, HbP);
+    for (int64_t hl = 0; hl < Hb; ++hl)
+      ssd::StoreOutput(p, b, h0 + hl, c0, len, s.Y.data() + hl * P, HbP);
     AdvanceStates(p, Bp, b, g, Hb, c0, len, s);
   }
   if (p.final_states.data) {
@@ -84,9 +85,10 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   if (m <= 0 || n <= 0) return;
   const bool fits = std::max({m, n, k, lda, ldb, ldc}) <= INT_MAX;
   if (fits && k > 0) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
     return;
   }
   // A dimension or stride beyond OpenBLAS's 32-bit int (or k = 0): plain loops.

@@ -40,16 +40,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 
 struct ChunkBwdScratch {
-  std::vector<float> S_in;          // (chunks, HbP, N)
-  std::vector<float> G;             // (HbP, N)
+  std::vector<float> S_in;             // (chunks, HbP, N)
+  std::vector<float> G;                // (HbP, N)
   std::vector<float> dY, dYw, dX, BG;  // (Q, HbP)
-  std::vector<float> dM, dCB;       // (Q, Qp)
-  std::vector<float> dt_grad;       // (Hb, ldt)
-  std::vector<float> dcs, ddt_exp;  // (Hb, Qp)
-  std::vector<float> row_w, col_v;  // (Qp)
-  std::vector<float> dD;            // (Hb, P)
-  std::vector<double> dA, ddt_bias;  // (Hb): sums over L, kept in f64
-  std::vector<float> tmp;           // (ldt)
+  std::vector<float> dM, dCB;          // (Q, Qp)
+  std::vector<float> dt_grad;          // (Hb, ldt)
+  std::vector<float> dcs, ddt_exp;     // (Hb, Qp)
+  std::vector<float> row_w, col_v;     // (Qp)
+  std::vector<float> dD;               // (Hb, P)
+  std::vector<double> dA, ddt_bias;    // (Hb): sums over L, kept in f64
+  std::vector<float> tmp;              // (ldt)
 };
 
 // The intra-chunk adjoint of one head, rows [0, len): with E = exp(cs_t - cs_s) in t's
@@ -87,9 +87,9 @@ void IntraBackward(const ssd::ChunkDecay& d, const ssd::ChunkInfo& ci, const flo
 }
 
 void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const ssd::PackedBC& Cp,
-                         int64_t b, int64_t g, int64_t h0, int64_t h1, float* dB_part, float* dC_part,
-                         float* dA_part, float* ddt_bias_part, float* dD_part, ChunkScratch& s,
-                         ChunkBwdScratch& w) {
+                         int64_t b, int64_t g, int64_t h0, int64_t h1, float* dB_part,
+                         float* dC_part, float* dA_part, float* ddt_bias_part, float* dD_part,
+                         ChunkScratch& s, ChunkBwdScratch& w) {
   const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = ssd::RoundUp(N, 16);
   const int64_t Q = std::min(p.chunk_size, L), Qp = PaddedChunk(Q), chunks = (L + Q - 1) / Q;
   const int64_t Hb = h1 - h0, HbP = Hb * P;
@@ -112,7 +112,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
     ssd::DtRow(p, b, h, 0, L, w.tmp.data(), w.dt_grad.data() + (h - h0) * s.ldt, nullptr);
   }
   auto skip = [&](int64_t h, int64_t i) {
-    return p.D.data ? p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)] : 0.0f;
+    return p.D.data ? p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)]
+                    : 0.0f;
   };
 
   // Pass 1: the states entering each chunk (and y for dz).
@@ -203,8 +204,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
       }
     }
     WeightedX(p, Hb, c0, len, s);
-    ssd::Gemm(false, false, len - ls, N, HbP, 1.0f, s.Xw.data() + ls * HbP, HbP, w.G.data(), N, 1.0f,
-              dB_part + (c0 + ls) * Nn, Nn);
+    ssd::Gemm(false, false, len - ls, N, HbP, 1.0f, s.Xw.data() + ls * HbP, HbP, w.G.data(), N,
+              1.0f, dB_part + (c0 + ls) * Nn, Nn);
     // G becomes dLoss/dS_in: carried through the chunk, plus the outputs' use of S_in.
     for (int64_t hl = 0; hl < Hb; ++hl) {
       const float keep = passes ? s.decay[hl].e_end : 0.0f;
@@ -221,10 +222,12 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
         }
       }
       ssd::Gemm(true, false, HbP, N, fr, 1.0f, w.dYw.data(), HbP, Cc, Cp.ld, 1.0f, w.G.data(), N);
-      ssd::Gemm(false, false, fr, N, HbP, 1.0f, w.dYw.data(), HbP, S_in, N, 1.0f, dC_part + c0 * Nn, Nn);
+      ssd::Gemm(false, false, fr, N, HbP, 1.0f, w.dYw.data(), HbP, S_in, N, 1.0f, dC_part + c0 * Nn,
+                Nn);
     }
     // Intra-chunk, per head; dCB summed over the task's heads.
-    for (int64_t t = 0; t < len; ++t) std::fill(w.dCB.begin() + t * Qp, w.dCB.begin() + t * Qp + Qp, 0.0f);
+    for (int64_t t = 0; t < len; ++t)
+      std::fill(w.dCB.begin() + t * Qp, w.dCB.begin() + t * Qp + Qp, 0.0f);
     for (int64_t hl = 0; hl < Hb; ++hl) {
       const float* dt = s.dt.data() + hl * s.ldt + c0;
       for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
@@ -232,8 +235,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
         ssd::Gemm(false, true, r1 - r0, r1, P, 1.0f, w.dY.data() + r0 * HbP + hl * P, HbP,
                   s.X.data() + hl * P, HbP, 0.0f, w.dM.data() + r0 * Qp, Qp);
       }
-      IntraBackward(s.decay[hl], ci, dt, s.CB.data(), w.dM.data(), Qp, len, s.M.data(), w.dCB.data(),
-                    w.row_w.data(), w.col_v.data());
+      IntraBackward(s.decay[hl], ci, dt, s.CB.data(), w.dM.data(), Qp, len, s.M.data(),
+                    w.dCB.data(), w.row_w.data(), w.col_v.data());
       float* dcs = w.dcs.data() + hl * Qp;
       float* ddt_exp = w.ddt_exp.data() + hl * Qp;
       for (int64_t t = 0; t < len; ++t) {
@@ -270,7 +273,9 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
         w.dA[hl] += dlog_a * dt[t];
         const float ddt = static_cast<float>((w.ddt_exp[hl * Qp + t] + A * dlog_a) * dt_grad[t]);
         w.ddt_bias[hl] += ddt;
-        if (p.ddt.data) StoreFromF32(p.ddt.data, p.ddt.dtype, b * p.ddt.stride_batch + (c0 + t) * p.ddt.stride_seq + h, ddt);
+        if (p.ddt.data)
+          StoreFromF32(p.ddt.data, p.ddt.dtype,
+                       b * p.ddt.stride_batch + (c0 + t) * p.ddt.stride_seq + h, ddt);
       }
       for (int64_t t = 0; t < len; ++t) {
         float* dx = w.dX.data() + t * HbP + hl * P;
@@ -317,8 +322,8 @@ void ChunkedBackwardImpl(const SsdBwdParams& p) {
       float* dC = dC_part.data() + task * L * Nn;
       std::fill(dB, dB + L * Nn, 0.0f);
       std::fill(dC, dC + L * Nn, 0.0f);
-      ChunkedBackwardTask(p, Bp, Cp, b, g, h_begin, h_end, dB, dC, dA_part.data(), ddt_bias_part.data(),
-                          dD_part.data(), s, w);
+      ChunkedBackwardTask(p, Bp, Cp, b, g, h_begin, h_end, dB, dC, dA_part.data(),
+                          ddt_bias_part.data(), dD_part.data(), s, w);
     }
   });
   ssd::ReduceBCGrads(p, split, dB_part, dC_part, Nn);

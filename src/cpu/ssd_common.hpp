@@ -58,8 +58,8 @@ void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t cou
 
 // dz = dout * y * silu'(z) for (b, h) over `count` positions, y (count, ld_y) the pre-gate
 // output (with D x), written in dz's dtype.
-void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-             const float* y, int64_t ld_y);
+void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, const float* y,
+             int64_t ld_y);
 
 // x[b, l0 + t, h, :] * scale[t] as f32 rows (count, ld_dst): P values, then zeros up to
 // `width` (>= P). scale may be null (1).

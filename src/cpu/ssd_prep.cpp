@@ -23,8 +23,8 @@ constexpr int64_t kMaxLanes = 64;  // upper bound on Lanes(DF) for the scratch b
 // dt = clamp(softplus(dt_in + bias)), grad = d dt / d dt_in (0 outside [dt_min, dt_max],
 // as mamba_ssm: the clamp passes no gradient), decay = exp(dt * A). One vector of positions
 // at a time; the scalar gather covers dt's stride over L.
-void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-                  float* dt, float* dt_grad, float* decay) {
+void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, float* dt,
+                  float* dt_grad, float* decay) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const auto bias = hn::Set(df, p.dt_bias.data ? p.dt_bias.data[h * p.dt_bias.stride_head] : 0.0f);
@@ -35,7 +35,8 @@ void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t 
   for (int64_t i = 0; i < count; i += lanes) {
     const int64_t n = std::min(lanes, count - i);
     for (int64_t j = 0; j < lanes; ++j) {
-      tmp[j] = j < n ? LoadAsF32(p.dt.data, p.dt.dtype, base + (l0 + i + j) * p.dt.stride_seq) : 0.0f;
+      tmp[j] =
+          j < n ? LoadAsF32(p.dt.data, p.dt.dtype, base + (l0 + i + j) * p.dt.stride_seq) : 0.0f;
     }
     const auto raw = hn::Add(hn::Load(df, tmp), bias);
     auto v = raw;
@@ -79,7 +80,8 @@ const float* RowAsF32(const void* data, DType dtype, int64_t offset, int64_t P, 
 // row, `out` at lane i of the output row. The last partial vector goes through scratch
 // copies (rows are exactly P long), so fn always sees whole vectors.
 template <int kInputs, class Fn>
-void ForEachVector(int64_t P, int64_t lanes, const float* const (&rows)[kInputs], float* out, Fn&& fn) {
+void ForEachVector(int64_t P, int64_t lanes, const float* const (&rows)[kInputs], float* out,
+                   Fn&& fn) {
   int64_t i = 0;
   const float* in[kInputs];
   for (; i + lanes <= P; i += lanes) {
@@ -113,13 +115,15 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
   const bool out_f32 = p.out.dtype == DType::kF32;
   for (int64_t t = 0; t < count; ++t) {
     const float* xr = RowAsF32(p.x.data, p.x.dtype, p.x.Offset(b, l0 + t, h), P, scratch + P);
-    const float* zr = p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + 2 * P) : xr;
+    const float* zr =
+        p.z.data ? RowAsF32(p.z.data, p.z.dtype, p.z.Offset(b, l0 + t, h), P, scratch + 2 * P) : xr;
     const int64_t out_off = p.out.Offset(b, l0 + t, h);
     float* res = out_f32 ? static_cast<float*>(p.out.data) + out_off : scratch + 3 * P;
     const float* const rows[4] = {y + t * ld_y, xr, zr, skip};
     const auto ys = hn::Set(df, y_scale ? y_scale[t] : 1.0f);
     ForEachVector<4>(P, lanes, rows, res, [&](const float* const* in, float* o) {
-      auto v = hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::Mul(ys, hn::LoadU(df, in[0])));
+      auto v =
+          hn::MulAdd(hn::LoadU(df, in[3]), hn::LoadU(df, in[1]), hn::Mul(ys, hn::LoadU(df, in[0])));
       if (p.z.data) v = hn::Mul(v, Silu(df, hn::LoadU(df, in[2])));
       hn::StoreU(v, df, o);
     });
@@ -129,16 +133,17 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
 
 // dst[t] = v[b, l0 + t, h, :] * scale[t] (1 without scale) * silu(gate[b, l0 + t, h, :]) (1
 // without gate); zeros from P up to width. x rows (no gate) and dy = dout * silu(z) rows.
-void SsdLoadScaledRowsImpl(const SsdSeqView& v, const SsdSeqView& gate, int64_t P, int64_t b, int64_t h,
-                           int64_t l0, int64_t count, const float* scale, float* dst, int64_t ld_dst,
-                           int64_t width) {
+void SsdLoadScaledRowsImpl(const SsdSeqView& v, const SsdSeqView& gate, int64_t P, int64_t b,
+                           int64_t h, int64_t l0, int64_t count, const float* scale, float* dst,
+                           int64_t ld_dst, int64_t width) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   float* scratch = RowScratch(2 * P);
   for (int64_t t = 0; t < count; ++t) {
     float* row = dst + t * ld_dst;
     const float* vr = RowAsF32(v.data, v.dtype, v.Offset(b, l0 + t, h), P, scratch);
-    const float* gr = gate.data ? RowAsF32(gate.data, gate.dtype, gate.Offset(b, l0 + t, h), P, scratch + P) : vr;
+    const float* gr =
+        gate.data ? RowAsF32(gate.data, gate.dtype, gate.Offset(b, l0 + t, h), P, scratch + P) : vr;
     const auto sv = hn::Set(df, scale ? scale[t] : 1.0f);
     const float* const rows[2] = {vr, gr};
     ForEachVector<2>(P, lanes, rows, row, [&](const float* const* in, float* o) {
@@ -164,7 +169,8 @@ void SsdStoreDzImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int
     float* res = dz_f32 ? static_cast<float*>(p.dz.data) + off : scratch + 2 * P;
     const float* const rows[3] = {dr, y + t * ld_y, zr};
     ForEachVector<3>(P, lanes, rows, res, [&](const float* const* in, float* o) {
-      const auto v = hn::Mul(hn::Mul(hn::LoadU(df, in[0]), hn::LoadU(df, in[1])), SiluGrad(df, hn::LoadU(df, in[2])));
+      const auto v = hn::Mul(hn::Mul(hn::LoadU(df, in[0]), hn::LoadU(df, in[1])),
+                             SiluGrad(df, hn::LoadU(df, in[2])));
       hn::StoreU(v, df, o);
     });
     if (!dz_f32) RowFromF32(res, P, p.dz.data, p.dz.dtype, off);
@@ -184,11 +190,12 @@ HWY_EXPORT(SsdStoreDzImpl);
 
 void LoadDy(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
             const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)(p.dout, p.z, p.headdim, b, h, l0, count, scale, dst, ld_dst, width);
+  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)
+  (p.dout, p.z, p.headdim, b, h, l0, count, scale, dst, ld_dst, width);
 }
 
-void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count,
-             const float* y, int64_t ld_y) {
+void StoreDz(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int64_t count, const float* y,
+             int64_t ld_y) {
   HWY_DYNAMIC_DISPATCH(SsdStoreDzImpl)(p, b, h, l0, count, y, ld_y);
 }
 
@@ -204,8 +211,8 @@ void StoreOutput(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t c
 
 void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int64_t l0,
                  int64_t count, const float* scale, float* dst, int64_t ld_dst, int64_t width) {
-  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)(x, SsdSeqView{}, headdim, b, h, l0, count, scale, dst, ld_dst,
-                                             width);
+  HWY_DYNAMIC_DISPATCH(SsdLoadScaledRowsImpl)
+  (x, SsdSeqView{}, headdim, b, h, l0, count, scale, dst, ld_dst, width);
 }
 
 }  // namespace ssmkit::cpu::ssd

@@ -56,12 +56,14 @@ HWY_INLINE hn::Vec<DF> SumLanesOfEach(DF df, const hn::Vec<DF>* v) {
 
 // sum_i a[i] b[i] with f64 accumulation (products of f32 exact in f64), for long sums.
 template <class DF>
-HWY_INLINE double DotF64(DF df, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+HWY_INLINE double DotF64(DF df, const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                         int64_t n) {
   const hn::Rebind<double, hn::Half<DF>> dd;
   const hn::Half<DF> dh;
   const int64_t half = static_cast<int64_t>(hn::Lanes(dh));
   auto product = [&](int64_t i) {
-    return hn::Mul(hn::PromoteTo(dd, hn::LoadU(dh, a + i)), hn::PromoteTo(dd, hn::LoadU(dh, b + i)));
+    return hn::Mul(hn::PromoteTo(dd, hn::LoadU(dh, a + i)),
+                   hn::PromoteTo(dd, hn::LoadU(dh, b + i)));
   };
   // Four accumulators: one would wait on the f64 add's latency every step.
   auto acc0 = hn::Zero(dd), acc1 = hn::Zero(dd), acc2 = hn::Zero(dd), acc3 = hn::Zero(dd);

@@ -51,7 +51,7 @@ using ssd::RoundUp;
 // Tuned for speed, do not affect correctness: state vectors held in registers per tile
 // (32 vector registers on AVX-512, 16 on AVX2), and steps per time block. On AVX-512 a
 // 4 x 4 forward tile (16 state registers) is the fastest on the AMD EPYC (Zen 4) of
-// TARGETS.md: m2-130m forward on one thread 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4,
+// docs/targets.md: m2-130m forward on one thread 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4,
 // whose 32 state vectors spill to the stack every step there (16 x 2: 21.0-21.4 ms).
 constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
 constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 4;
@@ -122,8 +122,8 @@ void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mul
 // y needs no horizontal sum: its lanes are the p of the output.
 
 struct FwdTileArgs {
-  const float* B;     // (T, >= Nn) at stride ldb
-  const float* C;     // (T, >= Nn) at stride ldc
+  const float* B;  // (T, >= Nn) at stride ldb
+  const float* C;  // (T, >= Nn) at stride ldc
   int64_t ldb, ldc;
   const float* xs;    // (T, Pp)
   const float* mult;  // (T)
@@ -245,7 +245,8 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
                   int64_t h1, FwdScratch& s) {
   const DF df;
   const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), Pp = RoundUp(P, lanes), nPV = Pp / lanes;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), Pp = RoundUp(P, lanes),
+                nPV = Pp / lanes;
   if (static_cast<int64_t>(s.heads.size()) < h1 - h0) s.heads.resize(h1 - h0);  // never shrunk
   s.scale.resize(kFwdBlock);
   s.xs.resize(kFwdBlock * Pp);
@@ -270,9 +271,10 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       const int64_t g = h / p.heads_per_group();
       for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xs.data(), Pp, Pp);
-      const RowPrefetch next = NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
-      const FwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
-                          hd.mult.data() + t0, s.y.data(),    hd.S.data(), T, Pp};
+      const RowPrefetch next =
+          NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
+      const FwdTileArgs a{Bp.Row(b, g, t0),    Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
+                          hd.mult.data() + t0, s.y.data(),       hd.S.data(), T,     Pp};
       if (nPV % 4 == 0) {
         FwdTiles<4>(a, Nn, next);
       } else if (nPV % 2 == 0) {
@@ -327,7 +329,8 @@ void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp
   float* hf = hfv.data ? hfv.data + b * hfv.stride_batch + h * hfv.stride_head : nullptr;
   if (h0 && !in_place) {  // rows of N into S, its padding zero
     std::fill(s.S.begin(), s.S.end(), 0.0f);
-    for (int64_t i = 0; i < P; ++i) std::copy(h0 + i * h0v.stride_p, h0 + i * h0v.stride_p + N, s.S.data() + i * Nn);
+    for (int64_t i = 0; i < P; ++i)
+      std::copy(h0 + i * h0v.stride_p, h0 + i * h0v.stride_p + N, s.S.data() + i * Nn);
   }
   VF acc[64];
   for (int64_t t = 0; t < L; ++t) {
@@ -359,7 +362,8 @@ void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp
   }
   ssd::StoreOutput(p, b, h, 0, L, s.y.data(), P);
   if (hf && !in_place) {
-    for (int64_t i = 0; i < P; ++i) std::copy(s.S.data() + i * Nn, s.S.data() + i * Nn + N, hf + i * hfv.stride_p);
+    for (int64_t i = 0; i < P; ++i)
+      std::copy(s.S.data() + i * Nn, s.S.data() + i * Nn + N, hf + i * hfv.stride_p);
   }
 }
 
@@ -371,7 +375,8 @@ void SequentialForwardImpl(const SsdParams& p) {
   if (p.seqlen <= kShortSequence) {
     ParallelFor(p.batch * H, [&](int64_t begin, int64_t end, int) {
       thread_local ShortScratch s;
-      for (int64_t task = begin; task < end; ++task) ForwardHeadShort(p, Bp, Cp, task / H, task % H, s);
+      for (int64_t task = begin; task < end; ++task)
+        ForwardHeadShort(p, Bp, Cp, task / H, task % H, s);
     });
     return;
   }
@@ -393,8 +398,8 @@ void SequentialForwardImpl(const SsdParams& p) {
 // `pvec` and summed across lanes in batches (SumLanesOfEach) once a row block is done.
 
 struct BwdTileArgs {
-  const float* B;     // (T, >= Nn) at stride ldb
-  const float* C;     // (T, >= Nn) at stride ldc
+  const float* B;  // (T, >= Nn) at stride ldb
+  const float* C;  // (T, >= Nn) at stride ldc
   int64_t ldb, ldc;
   const float* xs;    // (T, Pr): x scaled (forward sweep) or plain (adjoint sweep)
   const float* dy;    // (T, Pr): dy (forward sweep) or dy / beta (adjoint sweep)
@@ -427,7 +432,8 @@ HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
   VF S[kP][kV];
   for (int i = 0; i < kP; ++i)
     for (int j = 0; j < kV; ++j) S[i][j] = hn::LoadU(df, a.S + (p0 + i) * Nn + n0 + j * lanes);
-  for (int64_t t = 0; t < T; ++t, Bt += ldb, Ct += ldc, xt += Pr, dyt += Pr, nt += Nn, pv += kP * lanes) {
+  for (int64_t t = 0; t < T;
+       ++t, Bt += ldb, Ct += ldc, xt += Pr, dyt += Pr, nt += Nn, pv += kP * lanes) {
     const float m = mult[t];
     if (m != 1.0f) {
       const VF mv = hn::Set(df, m);
@@ -527,7 +533,8 @@ void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
   VF v[64];
   for (int64_t first = 0; first < items; first += lanes) {
     const int64_t n = std::min(lanes, items - first);
-    for (int64_t k = 0; k < lanes; ++k) v[k] = k < n ? hn::LoadU(df, a.pvec + (first + k) * lanes) : hn::Zero(df);
+    for (int64_t k = 0; k < lanes; ++k)
+      v[k] = k < n ? hn::LoadU(df, a.pvec + (first + k) * lanes) : hn::Zero(df);
     hn::Store(SumLanesOfEach(df, v), df, sums);
     // Item (t, i) goes to pbuf[t][p0 + i]: runs of up to kP consecutive floats (an index
     // computed per item had the compiler emit a scatter).
@@ -597,7 +604,8 @@ struct BwdScratch {
 // Steps between the backward's state checkpoints: kCheckpointSteps, stretched so that a
 // head keeps at most kMaxCheckpoints of them (memory (kMaxCheckpoints, P, N) per head).
 int64_t CheckpointSteps(int64_t L) {
-  return std::max(kCheckpointSteps, RoundUp((L + kMaxCheckpoints - 1) / kMaxCheckpoints, kBwdBlock));
+  return std::max(kCheckpointSteps,
+                  RoundUp((L + kMaxCheckpoints - 1) / kMaxCheckpoints, kBwdBlock));
 }
 
 // Heads [h0, h1) of batch row b (one group), time block by time block: accumulates their
@@ -629,7 +637,8 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
   s.row.resize(Pr);
   for (int64_t h = h0; h < h1; ++h) {
     BwdHead& hd = s.heads[h - h0];
-    for (auto* v : {&hd.dt, &hd.dt_grad, &hd.decay, &hd.fmult, &hd.alpha, &hd.amult, &hd.beta, &hd.cdc, &hd.xg}) {
+    for (auto* v : {&hd.dt, &hd.dt_grad, &hd.decay, &hd.fmult, &hd.alpha, &hd.amult, &hd.beta,
+                    &hd.cdc, &hd.xg}) {
       v->resize(L);
     }
     hd.skip.assign(Pr, 0.0f);
@@ -646,7 +655,8 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
     if (p.initial_states.data) {
       const SsdStateView& v = p.initial_states;
       const float* src = v.data + b * v.stride_batch + h * v.stride_head;
-      for (int64_t i = 0; i < P; ++i) std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
+      for (int64_t i = 0; i < P; ++i)
+        std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
     }
   }
 
@@ -660,15 +670,27 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
         float* ck = Checkpoint(hd, t0 / K, Pr * Nn);
         // Streaming stores: the checkpoints (MBs) are read back only in the adjoint sweep;
         // a normal store would first read every line in (fwd+bwd 1-2% faster, A/B).
-        for (int64_t i = 0; i < Pr * Nn; i += lanes) hn::Stream(hn::Mul(al, hn::LoadU(df, hd.S.data() + i)), df, ck + i);
+        for (int64_t i = 0; i < Pr * Nn; i += lanes)
+          hn::Stream(hn::Mul(al, hn::LoadU(df, hd.S.data() + i)), df, ck + i);
       }
       for (int64_t t = 0; t < Tn; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       ssd::LoadScaledX(p.x, P, b, h, t0, Tn, s.scale.data(), s.xs.data(), Pr, Pr);
       ssd::LoadDy(p, b, h, t0, Tn, nullptr, s.dy.data(), Pr, Pr);
-      const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
-                          s.xs.data(),      s.dy.data(),      hd.fmult.data() + t0, s.nbuf.data(),
-                          s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
-      const RowPrefetch next = NextHeadRows({&p.x, &p.dout, &p.z, nullptr}, P, L, b, h, h0, h1, t0, T);
+      const BwdTileArgs a{Bp.Row(b, g, t0),
+                          Cp.Row(b, g, t0),
+                          Bp.ld,
+                          Cp.ld,
+                          s.xs.data(),
+                          s.dy.data(),
+                          hd.fmult.data() + t0,
+                          s.nbuf.data(),
+                          s.pvec.data(),
+                          hd.S.data(),
+                          Tn,
+                          Pr,
+                          Nn};
+      const RowPrefetch next =
+          NextHeadRows({&p.x, &p.dout, &p.z, nullptr}, P, L, b, h, h0, h1, t0, T);
       if (with_y) {
         BwdTilesAnyShape<false, true>(a, kV, s.pbuf.data(), next);
       } else {
@@ -691,7 +713,8 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
         for (int64_t t = 0; t < Tn; ++t) {
           const float al = hd.alpha[t0 + t];
           RowToF32(p.x.data, p.x.dtype, p.x.Offset(b, t0 + t, h), P, s.row.data());
-          for (int64_t i = 0; i < P; ++i) s.pbuf[t * Pr + i] = al * s.pbuf[t * Pr + i] + hd.skip[i] * s.row[i];
+          for (int64_t i = 0; i < P; ++i)
+            s.pbuf[t * Pr + i] = al * s.pbuf[t * Pr + i] + hd.skip[i] * s.row[i];
         }
         ssd::StoreDz(p, b, h, t0, Tn, s.pbuf.data(), Pr);
       }
@@ -700,17 +723,20 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
   for (int64_t h = h0; h < h1; ++h) {
     BwdHead& hd = s.heads[h - h0];
     hd.final_term = 0.0;
-    if (p.dfinal_states.data) {  // <dfinal, h_{L-1}>, the final state's share of dLoss/dLambda_{L-1}
+    if (p.dfinal_states
+            .data) {  // <dfinal, h_{L-1}>, the final state's share of dLoss/dLambda_{L-1}
       const SsdStateView& v = p.dfinal_states;
       const float* src = v.data + b * v.stride_batch + h * v.stride_head;
-      for (int64_t i = 0; i < P; ++i) hd.final_term += DotF64(df, src + i * v.stride_p, hd.S.data() + i * Nn, N);
+      for (int64_t i = 0; i < P; ++i)
+        hd.final_term += DotF64(df, src + i * v.stride_p, hd.S.data() + i * Nn, N);
       hd.final_term *= hd.alpha[L - 1];
     }
     std::fill(hd.S.begin(), hd.S.end(), 0.0f);  // now the adjoint state, from dfinal
     if (p.dfinal_states.data) {
       const SsdStateView& v = p.dfinal_states;
       const float* src = v.data + b * v.stride_batch + h * v.stride_head;
-      for (int64_t i = 0; i < P; ++i) std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
+      for (int64_t i = 0; i < P; ++i)
+        std::copy(src + i * v.stride_p, src + i * v.stride_p + N, hd.S.data() + i * Nn);
     }
   }
 
@@ -724,14 +750,26 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       for (int64_t t = 0; t < Tn; ++t) {  // dy / beta: the scaled adjoint's input
         const auto inv_beta = hn::Set(df, 1.0f / hd.beta[t0 + t]);
         for (int64_t i = 0; i < Pr; i += lanes) {
-          hn::StoreU(hn::Mul(inv_beta, hn::LoadU(df, s.dy.data() + t * Pr + i)), df, s.dys.data() + t * Pr + i);
+          hn::StoreU(hn::Mul(inv_beta, hn::LoadU(df, s.dy.data() + t * Pr + i)), df,
+                     s.dys.data() + t * Pr + i);
         }
       }
-      const BwdTileArgs a{Bp.Row(b, g, t0), Cp.Row(b, g, t0), Bp.ld,         Cp.ld,
-                          s.xs.data(),      s.dys.data(),     hd.amult.data() + t0, s.nbuf.data(),
-                          s.pvec.data(),    hd.S.data(),      Tn,            Pr, Nn};
-      BwdTilesAnyShape<true, false>(a, kV, s.pbuf.data(),
-                                    NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, P, L, b, h, h0, h1, t0, -T));
+      const BwdTileArgs a{Bp.Row(b, g, t0),
+                          Cp.Row(b, g, t0),
+                          Bp.ld,
+                          Cp.ld,
+                          s.xs.data(),
+                          s.dys.data(),
+                          hd.amult.data() + t0,
+                          s.nbuf.data(),
+                          s.pvec.data(),
+                          hd.S.data(),
+                          Tn,
+                          Pr,
+                          Nn};
+      BwdTilesAnyShape<true, false>(
+          a, kV, s.pbuf.data(),
+          NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, P, L, b, h, h0, h1, t0, -T));
       // Locals, restrict: stores through dx_row would otherwise make the compiler
       // reload every pointer from the vectors for each vector of a row.
       const float* HWY_RESTRICT skip = hd.skip.data();
@@ -763,7 +801,9 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       // in memory, without a load waiting on the previous step's store).
       for (int64_t i = 0; i < Pr; i += lanes) {
         auto acc = hn::LoadU(df, dD + i);
-        for (int64_t t = 0; t < Tn; ++t) acc = hn::MulAdd(hn::LoadU(df, s.dy.data() + t * Pr + i), hn::LoadU(df, s.xs.data() + t * Pr + i), acc);
+        for (int64_t t = 0; t < Tn; ++t)
+          acc = hn::MulAdd(hn::LoadU(df, s.dy.data() + t * Pr + i),
+                           hn::LoadU(df, s.xs.data() + t * Pr + i), acc);
         hn::StoreU(acc, df, dD + i);
       }
       if (t0 % K == 0 && t0 > 0) {  // dLoss/dlog(a_t0) = a_t0 <g_t0, h_{t0-1}>, g_t0 = beta G
@@ -797,7 +837,9 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
       dA += dlog_a * hd.dt[t];
       const float ddt = static_cast<float>((dlog_a * A + hd.xg[t]) * hd.dt_grad[t]);
       ddt_bias += ddt;
-      if (p.ddt.data) StoreFromF32(p.ddt.data, p.ddt.dtype, b * p.ddt.stride_batch + t * p.ddt.stride_seq + h, ddt);
+      if (p.ddt.data)
+        StoreFromF32(p.ddt.data, p.ddt.dtype, b * p.ddt.stride_batch + t * p.ddt.stride_seq + h,
+                     ddt);
     }
     std::copy(hd.dD.begin(), hd.dD.begin() + P, dD_part + (b * p.nheads + h) * P);
     dA_part[b * p.nheads + h] = static_cast<float>(dA);
@@ -824,8 +866,8 @@ void SequentialBackwardImpl(const SsdBwdParams& p) {
       std::fill(dB, dB + L * Nn, 0.0f);
       std::fill(dC, dC + L * Nn, 0.0f);
       for (int64_t h = h_begin; h < h_end; h += kBwdHeadsTogether) {
-        BackwardHeads(p, Bp, Cp, b, h, std::min(h_end, h + kBwdHeadsTogether), dB, dC, dA_part.data(),
-                      ddt_bias_part.data(), dD_part.data(), s);
+        BackwardHeads(p, Bp, Cp, b, h, std::min(h_end, h + kBwdHeadsTogether), dB, dC,
+                      dA_part.data(), ddt_bias_part.data(), dD_part.data(), s);
       }
     }
   });

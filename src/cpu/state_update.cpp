@@ -114,17 +114,20 @@ void GatherHeads(const HeadsView& v, int64_t b, int64_t h0, int64_t h1, int64_t 
     RowToF32Simd(df, v.data, v.dtype, base + h0 * P, (h1 - h0) * P, dst);
     return;
   }
-  for (int64_t h = h0; h < h1; ++h) RowToF32Simd(df, v.data, v.dtype, base + h * v.stride_head, P, dst + (h - h0) * P);
+  for (int64_t h = h0; h < h1; ++h)
+    RowToF32Simd(df, v.data, v.dtype, base + h * v.stride_head, P, dst + (h - h0) * P);
 }
 
-void ScatterHeads(const float* src, const HeadsView& v, int64_t b, int64_t h0, int64_t h1, int64_t P) {
+void ScatterHeads(const float* src, const HeadsView& v, int64_t b, int64_t h0, int64_t h1,
+                  int64_t P) {
   const DF df;
   const int64_t base = b * v.stride_batch;
   if (v.stride_head == P) {
     RowFromF32Simd(df, src, (h1 - h0) * P, v.data, v.dtype, base + h0 * P);
     return;
   }
-  for (int64_t h = h0; h < h1; ++h) RowFromF32Simd(df, src + (h - h0) * P, P, v.data, v.dtype, base + h * v.stride_head);
+  for (int64_t h = h0; h < h1; ++h)
+    RowFromF32Simd(df, src + (h - h0) * P, P, v.data, v.dtype, base + h * v.stride_head);
 }
 
 // Walks the group of consecutive heads without a division per head (a 64-bit divide costs
@@ -132,7 +135,9 @@ void ScatterHeads(const float* src, const HeadsView& v, int64_t b, int64_t h0, i
 class GroupCursor {
  public:
   GroupCursor(const GroupsView& v, int64_t heads, int64_t h0)
-      : per_group_(heads / v.groups), group_(h0 / per_group_), left_(per_group_ - h0 % per_group_) {}
+      : per_group_(heads / v.groups),
+        group_(h0 / per_group_),
+        left_(per_group_ - h0 % per_group_) {}
   int64_t group() const { return group_; }
   void Next() {
     if (--left_ == 0) {
@@ -180,7 +185,8 @@ HWY_INLINE VF StepRow(VF decay, VF dt, VF dtx, const float* A, const float* B, c
     const auto m = hn::FirstN(df, static_cast<size_t>(N - n));
     VF a = decay;
     if (kPerState) a = FastExp(df, hn::Mul(dt, hn::MaskedLoad(m, df, A + n)));
-    const VF hv = hn::MulAdd(a, hn::MaskedLoad(m, df, h + n), hn::Mul(dtx, hn::MaskedLoad(m, df, B + n)));
+    const VF hv =
+        hn::MulAdd(a, hn::MaskedLoad(m, df, h + n), hn::Mul(dtx, hn::MaskedLoad(m, df, B + n)));
     hn::BlendedStore(hv, m, df, h + n);
     acc1 = hn::MulAdd(hn::MaskedLoad(m, df, C + n), hv, acc1);
   }
@@ -207,8 +213,6 @@ HWY_INLINE VF StepRowFixed(VF decay, VF dtx, const VF* B, const VF* C, float* h)
   }
   return hn::Add(acc0, acc1);
 }
-
-
 
 template <int kVecs>
 HWY_INLINE void HeadRowsFixedN(VF decay, float dt, const float* x, const float* B, const float* C,
@@ -347,7 +351,8 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
   if (p.dt_softplus) {
     const int64_t padded = RoundUp(nh, W);
     std::fill(s.dt + nh, s.dt + padded, 0.0f);
-    for (int64_t i = 0; i < padded; i += W) hn::StoreU(Softplus(df, hn::LoadU(df, s.dt + i)), df, s.dt + i);
+    for (int64_t i = 0; i < padded; i += W)
+      hn::StoreU(Softplus(df, hn::LoadU(df, s.dt + i)), df, s.dt + i);
   }
 
   // x (and z, D) per entry, read before anything of this segment's out is written.

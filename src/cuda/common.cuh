@@ -72,19 +72,29 @@ inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // predicted branch, and spares one template instantiation per dtype combination.
 __device__ __forceinline__ float LoadF32(const void* data, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
-    case DType::kF16: return __half2float(static_cast<const __half*>(data)[i]);
-    case DType::kI32: return static_cast<float>(static_cast<const int32_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+    case DType::kF16:
+      return __half2float(static_cast<const __half*>(data)[i]);
+    case DType::kI32:
+      return static_cast<float>(static_cast<const int32_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
   }
 }
 
 // Stores v rounded to `dtype` (round to nearest even).
 __device__ __forceinline__ void StoreF32(void* data, DType dtype, int64_t i, float v) {
   switch (dtype) {
-    case DType::kBF16: static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(v); return;
-    case DType::kF16: static_cast<__half*>(data)[i] = __float2half_rn(v); return;
-    default: static_cast<float*>(data)[i] = v; return;
+    case DType::kBF16:
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(v);
+      return;
+    case DType::kF16:
+      static_cast<__half*>(data)[i] = __float2half_rn(v);
+      return;
+    default:
+      static_cast<float*>(data)[i] = v;
+      return;
   }
 }
 

@@ -23,9 +23,11 @@ constexpr int kTile = kThreads * kPerThread;
 constexpr int kMaxK = static_cast<int>(kMaxConvWidth);
 
 // xpad[b, d, j] for j in [0, K-1+L): the initial state (zeros when absent), then x.
-__device__ __forceinline__ float Xpad(const CausalConv1dParams& p, int64_t b, int64_t d, int64_t j) {
+__device__ __forceinline__ float Xpad(const CausalConv1dParams& p, int64_t b, int64_t d,
+                                      int64_t j) {
   const int64_t k1 = p.width - 1;
-  if (j >= k1) return LoadF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim + j - k1);
+  if (j >= k1)
+    return LoadF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim + j - k1);
   if (!p.initial_states.data) return 0.0f;
   const SeqView& h = p.initial_states;
   return LoadF32(h.data, h.dtype, b * h.stride_batch + d * h.stride_dim + j);
@@ -61,7 +63,8 @@ __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dPara
 __device__ __forceinline__ float OutGrad(const CausalConv1dBwdParams& p, int64_t b, int64_t d,
                                          int64_t j) {
   if (j < 0 || j >= p.seqlen) return 0.0f;
-  const float dout = LoadF32(p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim + j);
+  const float dout =
+      LoadF32(p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim + j);
   return p.silu ? dout * SiluGrad(PreActivation(p, b, d, j)) : dout;
 }
 
@@ -128,7 +131,8 @@ __global__ void Conv1dUpdateKernel(CausalConv1dUpdateParams p) {
   const int64_t b = row / p.dim, d = row % p.dim;
   const int k1 = static_cast<int>(p.width) - 1;
   const int64_t S = p.state_len, T = p.steps;
-  float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch + d * p.conv_state.stride_dim;
+  float* state = static_cast<float*>(p.conv_state.data) + b * p.conv_state.stride_batch +
+                 d * p.conv_state.stride_dim;
   const int64_t x_row = b * p.x.stride_batch + d * p.x.stride_dim;
   float tail[kMaxK - 1];
 #pragma unroll
@@ -206,7 +210,8 @@ Status CausalConv1dBackward(const CausalConv1dBwdParams& p) {
 Status CausalConv1dUpdate(const CausalConv1dUpdateParams& p) {
   const int threads = 128;
   const int64_t blocks = CeilDiv(p.batch * p.dim, threads);
-  if (blocks > 0x7fffffff) return Status::Unsupported("causal_conv1d_update: B * D too large on CUDA");
+  if (blocks > 0x7fffffff)
+    return Status::Unsupported("causal_conv1d_update: B * D too large on CUDA");
   Conv1dUpdateKernel<<<static_cast<unsigned>(blocks), threads, 0, CurrentStream()>>>(p);
   return CheckLaunch("causal_conv1d_update", "Conv1dUpdateKernel");
 }

@@ -22,8 +22,10 @@ constexpr int kRowsPerBlock = 16;
 // The input of the normalisation at (m, e): x, x * silu(z) (gate before), or x + residual.
 __device__ __forceinline__ float NormInput(const NormParams& p, int64_t m, int64_t e) {
   float v = LoadF32(p.x.data, p.x.dtype, m * p.x.stride_row + e);
-  if (p.residual.data) v += static_cast<const float*>(p.residual.data)[m * p.residual.stride_row + e];
-  if (p.z.data && !p.norm_before_gate) v *= Silu(LoadF32(p.z.data, p.z.dtype, m * p.z.stride_row + e));
+  if (p.residual.data)
+    v += static_cast<const float*>(p.residual.data)[m * p.residual.stride_row + e];
+  if (p.z.data && !p.norm_before_gate)
+    v *= Silu(LoadF32(p.z.data, p.z.dtype, m * p.z.stride_row + e));
   return v;
 }
 
@@ -45,7 +47,8 @@ __global__ void __launch_bounds__(kThreads) RmsNormForwardKernel(NormParams p) {
   const bool gate_after = p.z.data && p.norm_before_gate;
   for (int64_t e = e0 + threadIdx.x; e < e0 + p.group_size; e += blockDim.x) {
     const float v = NormInput(p, m, e);
-    if (p.residual_out.data) static_cast<float*>(p.residual_out.data)[m * p.residual_out.stride_row + e] = v;
+    if (p.residual_out.data)
+      static_cast<float*>(p.residual_out.data)[m * p.residual_out.stride_row + e] = v;
     float y = v * rstd * p.weight[e] + (p.bias ? p.bias[e] : 0.0f);
     if (gate_after) y *= Silu(LoadF32(p.z.data, p.z.dtype, m * p.z.stride_row + e));
     StoreF32(p.out.data, p.out.dtype, m * p.out.stride_row + e, y);
@@ -91,13 +94,15 @@ __global__ void __launch_bounds__(kThreads)
       if (gate_before) {
         const float x = LoadF32(p.x.data, p.x.dtype, m * p.x.stride_row + e);
         dx = dxs * Silu(zv);
-        if (p.dz.data) StoreF32(p.dz.data, p.dz.dtype, m * p.dz.stride_row + e, dxs * x * SiluGrad(zv));
+        if (p.dz.data)
+          StoreF32(p.dz.data, p.dz.dtype, m * p.dz.stride_row + e, dxs * x * SiluGrad(zv));
       }
       if (p.dresidual_out.data) {
         dx += static_cast<const float*>(p.dresidual_out.data)[m * p.dresidual_out.stride_row + e];
       }
       if (p.dx.data) StoreF32(p.dx.data, p.dx.dtype, m * p.dx.stride_row + e, dx);
-      if (p.dresidual.data) static_cast<float*>(p.dresidual.data)[m * p.dresidual.stride_row + e] = dx;
+      if (p.dresidual.data)
+        static_cast<float*>(p.dresidual.data)[m * p.dresidual.stride_row + e] = dx;
       const int64_t slot = static_cast<int64_t>(blockIdx.x) * p.features + e;
       if (partial_w) partial_w[slot] = (m == m0 ? 0.0f : partial_w[slot]) + dy * xhat;
       if (partial_b) partial_b[slot] = (m == m0 ? 0.0f : partial_b[slot]) + dy;
@@ -108,7 +113,8 @@ __global__ void __launch_bounds__(kThreads)
 // Rows (or row tiles) on grid x (up to 2^31 - 1), groups on grid y (up to 65535).
 Status Grid(const char* op, int64_t row_blocks, int64_t groups, dim3* grid) {
   if (groups > 65535 || row_blocks > 0x7fffffff) {
-    return Status::Unsupported(std::string(op) + ": more than 65535 groups or 2^31 row blocks on CUDA");
+    return Status::Unsupported(std::string(op) +
+                               ": more than 65535 groups or 2^31 row blocks on CUDA");
   }
   *grid = dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(groups));
   return Status::Ok();

@@ -35,8 +35,8 @@ cudaStream_t CurrentStream() { return g_stream; }
 
 Status FromCuda(cudaError_t error, const char* op, const char* what) {
   if (error == cudaSuccess) return Status::Ok();
-  const std::string message =
-      std::string(op) + ": " + what + ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+  const std::string message = std::string(op) + ": " + what + ": " + cudaGetErrorName(error) +
+                              " (" + cudaGetErrorString(error) + ")";
   if (error == cudaErrorMemoryAllocation) return Status::OutOfMemory(message);
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
     return Status::Unsupported(message);
@@ -47,8 +47,8 @@ Status FromCuda(cudaError_t error, const char* op, const char* what) {
 Status MaxSharedMemoryPerBlock(const char* op, int* bytes) {
   int device = 0;
   SSMKIT_CUDA_RETURN_IF_ERROR(op, "cudaGetDevice", cudaGetDevice(&device));
-  return FromCuda(cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), op,
-                  "cudaDeviceGetAttribute");
+  return FromCuda(cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                  op, "cudaDeviceGetAttribute");
 }
 
 Status AllowSharedMemory(const char* op, const void* kernel, int bytes) {
@@ -118,7 +118,8 @@ Status SumPartials(const char* op, const float* partial, int64_t parts, const St
   if (!out.data || count == 0) return Status::Ok();
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>(CeilDiv(count, threads), 65535);
-  SumPartialsKernel<<<static_cast<unsigned>(blocks), threads, 0, CurrentStream()>>>(partial, parts, out);
+  SumPartialsKernel<<<static_cast<unsigned>(blocks), threads, 0, CurrentStream()>>>(partial, parts,
+                                                                                    out);
   return CheckLaunch(op, "SumPartialsKernel");
 }
 

@@ -111,7 +111,8 @@ __device__ __forceinline__ void StageBC(float* tile, const BCView& v, const Sele
     const int n = i / T, t = i % T;
     const int64_t l = l0 + t;
     float val = 0.0f;
-    if (n < p.dstate && l < p.seqlen) val = LoadF32(v.data, v.dtype, row0 + n * v.stride_state + l * v.stride_time);
+    if (n < p.dstate && l < p.seqlen)
+      val = LoadF32(v.data, v.dtype, row0 + n * v.stride_state + l * v.stride_time);
     tile[t * (n_alloc + 1) + n] = val;
   }
 }
@@ -121,7 +122,8 @@ __device__ __forceinline__ float SeqLoad(const SeqView& v, int64_t b, int64_t d,
 }
 
 // delta + delta_bias, before the softplus.
-__device__ __forceinline__ float DeltaIn(const SelectiveScanParams& p, int64_t b, int64_t d, int64_t l) {
+__device__ __forceinline__ float DeltaIn(const SelectiveScanParams& p, int64_t b, int64_t d,
+                                         int64_t l) {
   float x = SeqLoad(p.delta, b, d, l);
   if (p.delta_bias.data) x += p.delta_bias.data[d * p.delta_bias.stride_dim];
   return x;
@@ -134,7 +136,7 @@ __device__ __forceinline__ float TimeStep(float x, bool softplus) {
 // The thread's KS state indices n_k = j + k * tpc; loads per-state constants.
 template <int KS>
 struct ThreadStates {
-  float a2[KS];  // A[d, n] * log2(e): exp(dt A) = exp2(dt a2)
+  float a2[KS];          // A[d, n] * log2(e): exp(dt A) = exp2(dt a2)
   float bc[KS], cc[KS];  // constant B and C (D, N) rows, when constant
   bool valid[KS];
   __device__ void Load(const SelectiveScanParams& p, const Place& pl, int tpc) {
@@ -143,8 +145,12 @@ struct ThreadStates {
       const int64_t n = pl.j + k * tpc;
       valid[k] = pl.active && n < p.dstate;
       a2[k] = valid[k] ? p.A.data[pl.d * p.A.stride_dim + n * p.A.stride_state] * kLog2e : 0.0f;
-      bc[k] = valid[k] && !p.B.is_variable ? LoadF32(p.B.data, p.B.dtype, BCOffset(p.B, p.dim, 0, pl.d, n, 0)) : 0.0f;
-      cc[k] = valid[k] && !p.C.is_variable ? LoadF32(p.C.data, p.C.dtype, BCOffset(p.C, p.dim, 0, pl.d, n, 0)) : 0.0f;
+      bc[k] = valid[k] && !p.B.is_variable
+                  ? LoadF32(p.B.data, p.B.dtype, BCOffset(p.B, p.dim, 0, pl.d, n, 0))
+                  : 0.0f;
+      cc[k] = valid[k] && !p.C.is_variable
+                  ? LoadF32(p.C.data, p.C.dtype, BCOffset(p.C, p.dim, 0, pl.d, n, 0))
+                  : 0.0f;
     }
   }
 };
@@ -153,10 +159,11 @@ struct ThreadStates {
 // next may be the same array); returns the thread's share of y = C . h. s_B, s_C: the staged
 // rows (variable forms), bs their row length; t the step within the staged chunk.
 template <int KS>
-__device__ __forceinline__ float StepStates(const ThreadStates<KS>& st, const SelectiveScanParams& p,
-                                            const float* s_B, const float* s_C, int bs, int t,
-                                            const Place& pl, int tpc, float dt, float u,
-                                            const float (&prev)[KS], float (&next)[KS]) {
+__device__ __forceinline__ float StepStates(const ThreadStates<KS>& st,
+                                            const SelectiveScanParams& p, const float* s_B,
+                                            const float* s_C, int bs, int t, const Place& pl,
+                                            int tpc, float dt, float u, const float (&prev)[KS],
+                                            float (&next)[KS]) {
   float y = 0.0f;
 #pragma unroll
   for (int k = 0; k < KS; ++k) {
@@ -179,10 +186,10 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float smem[];
   const Place pl = ThreadPlace(lay);
   const int row = T + 1;
-  float* s_u = smem;                   // [cpb][T + 1]
-  float* s_dt = s_u + lay.cpb * row;   // [cpb][T + 1]
-  float* s_z = s_dt + lay.cpb * row;   // [cpb][T + 1]; then the gated output
-  float* s_B = s_z + lay.cpb * row;    // [T][n_alloc + 1]
+  float* s_u = smem;                  // [cpb][T + 1]
+  float* s_dt = s_u + lay.cpb * row;  // [cpb][T + 1]
+  float* s_z = s_dt + lay.cpb * row;  // [cpb][T + 1]; then the gated output
+  float* s_B = s_z + lay.cpb * row;   // [T][n_alloc + 1]
   float* s_C = s_B + T * (lay.n_alloc + 1);
 
   ThreadStates<KS> st;
@@ -192,17 +199,23 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < KS; ++k) {
     const int64_t n = pl.j + k * lay.tpc;
     const F32View& h0 = p.initial_state;
-    h[k] = st.valid[k] && h0.data ? h0.data[pl.b * h0.stride_batch + pl.d * h0.stride_dim + n * h0.stride_state] : 0.0f;
+    h[k] = st.valid[k] && h0.data
+               ? h0.data[pl.b * h0.stride_batch + pl.d * h0.stride_dim + n * h0.stride_state]
+               : 0.0f;
   }
   const float d_skip = pl.active && p.D.data ? p.D.data[pl.d * p.D.stride_dim] : 0.0f;
   const int bs = lay.n_alloc + 1;
 
   for (int64_t l0 = 0; l0 < p.seqlen; l0 += T) {
     __syncthreads();  // the previous chunk's tiles are consumed
-    StageSeq<T>(s_u, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return SeqLoad(p.u, pl.b, d, l); });
-    StageSeq<T>(s_dt, pl, lay.cpb, l0, p.seqlen,
-                [&](int64_t d, int64_t l) { return TimeStep(DeltaIn(p, pl.b, d, l), p.delta_softplus); });
-    if (p.z.data) StageSeq<T>(s_z, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return SeqLoad(p.z, pl.b, d, l); });
+    StageSeq<T>(s_u, pl, lay.cpb, l0, p.seqlen,
+                [&](int64_t d, int64_t l) { return SeqLoad(p.u, pl.b, d, l); });
+    StageSeq<T>(s_dt, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) {
+      return TimeStep(DeltaIn(p, pl.b, d, l), p.delta_softplus);
+    });
+    if (p.z.data)
+      StageSeq<T>(s_z, pl, lay.cpb, l0, p.seqlen,
+                  [&](int64_t d, int64_t l) { return SeqLoad(p.z, pl.b, d, l); });
     if (p.B.is_variable) StageBC<T>(s_B, p.B, p, pl, lay.n_alloc, l0);
     if (p.C.is_variable) StageBC<T>(s_C, p.C, p, pl, lay.n_alloc, l0);
     __syncthreads();
@@ -213,7 +226,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int k = 0; k < KS; ++k) {
           if (st.valid[k]) {
-            checkpoints[((pl.b * lay.ck_count + ck) * p.dim + pl.d) * p.dstate + pl.j + k * lay.tpc] = h[k];
+            checkpoints[((pl.b * lay.ck_count + ck) * p.dim + pl.d) * p.dstate + pl.j +
+                        k * lay.tpc] = h[k];
           }
         }
       }
@@ -231,7 +245,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x; i < pl.nch * T; i += blockDim.x) {
       const int c = i / T, t = i % T;
       if (l0 + t < p.seqlen) {
-        StoreF32(p.out.data, p.out.dtype, pl.b * p.out.stride_batch + (pl.d0 + c) * p.out.stride_dim + l0 + t,
+        StoreF32(p.out.data, p.out.dtype,
+                 pl.b * p.out.stride_batch + (pl.d0 + c) * p.out.stride_dim + l0 + t,
                  s_z[c * row + t]);
       }
     }
@@ -240,16 +255,18 @@ __global__ void __launch_bounds__(kThreads)
   const F32View& fs = p.final_state;
 #pragma unroll
   for (int k = 0; k < KS; ++k) {
-    if (st.valid[k]) fs.data[pl.b * fs.stride_batch + pl.d * fs.stride_dim + (pl.j + k * lay.tpc) * fs.stride_state] = h[k];
+    if (st.valid[k])
+      fs.data[pl.b * fs.stride_batch + pl.d * fs.stride_dim +
+              (pl.j + k * lay.tpc) * fs.stride_state] = h[k];
   }
 }
 
 // Partial sums the backward writes, reduced afterwards in a fixed order.
 struct ScanPartials {
-  float* dB = nullptr;  // variable B: (channel blocks, B, N, L); constant: (B, D, N)
-  float* dC = nullptr;  // the same for C
-  float* dA = nullptr;  // (B, D, N)
-  float* dD = nullptr;  // (B, D)
+  float* dB = nullptr;           // variable B: (channel blocks, B, N, L); constant: (B, D, N)
+  float* dC = nullptr;           // the same for C
+  float* dA = nullptr;           // (B, D, N)
+  float* dD = nullptr;           // (B, D)
   float* ddelta_bias = nullptr;  // (B, D)
 };
 
@@ -261,14 +278,14 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ float smem[];
   const Place pl = ThreadPlace(lay);
   const int row = T + 1, bs = lay.n_alloc + 1, red_row = 2 * lay.n_alloc + 1;
-  float* s_u = smem;                   // [cpb][T + 1]; then du
-  float* s_x = s_u + lay.cpb * row;    // delta + bias; then ddelta
-  float* s_z = s_x + lay.cpb * row;    // z; then dz
+  float* s_u = smem;                 // [cpb][T + 1]; then du
+  float* s_x = s_u + lay.cpb * row;  // delta + bias; then ddelta
+  float* s_z = s_x + lay.cpb * row;  // z; then dz
   float* s_dout = s_z + lay.cpb * row;
   float* s_y = s_dout + lay.cpb * row;  // y before D u and the gate
   float* s_B = s_y + lay.cpb * row;     // [T][n_alloc + 1]
   float* s_C = s_B + T * bs;
-  float* s_red = s_C + T * bs;          // [warps][T][2 n_alloc + 1]: per-warp dB, dC sums
+  float* s_red = s_C + T * bs;  // [warps][T][2 n_alloc + 1]: per-warp dB, dC sums
 
   ThreadStates<KS> st;
   st.Load(p, pl, lay.tpc);
@@ -280,7 +297,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < KS; ++k) {
     const F32View& df = p.dfinal_state;
     const int64_t n = pl.j + k * lay.tpc;
-    g[k] = st.valid[k] && df.data ? df.data[pl.b * df.stride_batch + pl.d * df.stride_dim + n * df.stride_state] : 0.0f;
+    g[k] = st.valid[k] && df.data
+               ? df.data[pl.b * df.stride_batch + pl.d * df.stride_dim + n * df.stride_state]
+               : 0.0f;
     dA[k] = dBc[k] = dCc[k] = 0.0f;
   }
   float dD = 0.0f, dbias = 0.0f;
@@ -289,10 +308,15 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t l0 = ck * T;
     const int steps = p.seqlen - l0 < T ? static_cast<int>(p.seqlen - l0) : T;
     __syncthreads();
-    StageSeq<T>(s_u, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return SeqLoad(p.u, pl.b, d, l); });
-    StageSeq<T>(s_x, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return DeltaIn(p, pl.b, d, l); });
-    if (p.z.data) StageSeq<T>(s_z, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return SeqLoad(p.z, pl.b, d, l); });
-    StageSeq<T>(s_dout, pl, lay.cpb, l0, p.seqlen, [&](int64_t d, int64_t l) { return SeqLoad(p.dout, pl.b, d, l); });
+    StageSeq<T>(s_u, pl, lay.cpb, l0, p.seqlen,
+                [&](int64_t d, int64_t l) { return SeqLoad(p.u, pl.b, d, l); });
+    StageSeq<T>(s_x, pl, lay.cpb, l0, p.seqlen,
+                [&](int64_t d, int64_t l) { return DeltaIn(p, pl.b, d, l); });
+    if (p.z.data)
+      StageSeq<T>(s_z, pl, lay.cpb, l0, p.seqlen,
+                  [&](int64_t d, int64_t l) { return SeqLoad(p.z, pl.b, d, l); });
+    StageSeq<T>(s_dout, pl, lay.cpb, l0, p.seqlen,
+                [&](int64_t d, int64_t l) { return SeqLoad(p.dout, pl.b, d, l); });
     if (p.B.is_variable) StageBC<T>(s_B, p.B, p, pl, lay.n_alloc, l0);
     if (p.C.is_variable) StageBC<T>(s_C, p.C, p, pl, lay.n_alloc, l0);
     __syncthreads();
@@ -302,12 +326,16 @@ __global__ void __launch_bounds__(kThreads)
     float h_start[KS], hs[T][KS];
 #pragma unroll
     for (int k = 0; k < KS; ++k) {
-      h_start[k] = st.valid[k] ? checkpoints[((pl.b * lay.ck_count + ck) * p.dim + pl.d) * p.dstate + pl.j + k * lay.tpc] : 0.0f;
+      h_start[k] = st.valid[k]
+                       ? checkpoints[((pl.b * lay.ck_count + ck) * p.dim + pl.d) * p.dstate + pl.j +
+                                     k * lay.tpc]
+                       : 0.0f;
     }
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const float dt = TimeStep(s_x[pl.c * row + t], p.delta_softplus), u = s_u[pl.c * row + t];
-      float y = StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u, t == 0 ? h_start : hs[t > 0 ? t - 1 : 0], hs[t]);
+      float y = StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u,
+                               t == 0 ? h_start : hs[t > 0 ? t - 1 : 0], hs[t]);
       y = ChannelSum(y, lay.tpc);
       if (pl.j == 0) s_y[pl.c * row + t] = y;
     }
@@ -339,8 +367,8 @@ __global__ void __launch_bounds__(kThreads)
         const float a_coef = st.a2[k] * (1.0f / kLog2e);
         g[k] += dy * cv;  // dLoss/dh_l
         const float da = g[k] * prev;
-        vals[k] = g[k] * dt * u;        // dB_l
-        vals[KS + k] = dy * hs[t][k];   // dC_l
+        vals[k] = g[k] * dt * u;       // dB_l
+        vals[KS + k] = dy * hs[t][k];  // dC_l
         du += g[k] * dt * bv;
         ddt += g[k] * bv * u + da * a * a_coef;
         dA[k] += da * a * dt;
@@ -363,7 +391,8 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       // Lane 0 overwrites step t's u, x and z with their gradients: every lane of the warp must
-      // have read them first (the butterflies above order this in practice, not in the memory model).
+      // have read them first (the butterflies above order this in practice, not in the memory
+      // model).
       __syncwarp();
       if (pl.j == 0 && pl.active) {
         const float ddelta = ddt * ddt_dx;
@@ -379,9 +408,15 @@ __global__ void __launch_bounds__(kThreads)
       const int c = i / T, t = i % T;
       const int64_t l = l0 + t, d = pl.d0 + c;
       if (l >= p.seqlen) continue;
-      if (p.du.data) StoreF32(p.du.data, p.du.dtype, pl.b * p.du.stride_batch + d * p.du.stride_dim + l, s_u[c * row + t]);
-      if (p.ddelta.data) StoreF32(p.ddelta.data, p.ddelta.dtype, pl.b * p.ddelta.stride_batch + d * p.ddelta.stride_dim + l, s_x[c * row + t]);
-      if (p.dz.data) StoreF32(p.dz.data, p.dz.dtype, pl.b * p.dz.stride_batch + d * p.dz.stride_dim + l, s_z[c * row + t]);
+      if (p.du.data)
+        StoreF32(p.du.data, p.du.dtype, pl.b * p.du.stride_batch + d * p.du.stride_dim + l,
+                 s_u[c * row + t]);
+      if (p.ddelta.data)
+        StoreF32(p.ddelta.data, p.ddelta.dtype,
+                 pl.b * p.ddelta.stride_batch + d * p.ddelta.stride_dim + l, s_x[c * row + t]);
+      if (p.dz.data)
+        StoreF32(p.dz.data, p.dz.dtype, pl.b * p.dz.stride_batch + d * p.dz.stride_dim + l,
+                 s_z[c * row + t]);
     }
     // This block's share of variable dB / dC: the sum over its warps, in warp order.
     for (int i = threadIdx.x; i < 2 * lay.n_alloc * T; i += blockDim.x) {
@@ -392,7 +427,8 @@ __global__ void __launch_bounds__(kThreads)
       if (!dst || !variable || n >= p.dstate || l0 + t >= p.seqlen) continue;
       float sum = 0.0f;
       for (int w = 0; w < kWarps; ++w) sum += s_red[(w * T + t) * red_row + slot];
-      dst[((blockIdx.x * static_cast<int64_t>(gridDim.y) + pl.b) * p.dstate + n) * p.seqlen + l0 + t] = sum;
+      dst[((blockIdx.x * static_cast<int64_t>(gridDim.y) + pl.b) * p.dstate + n) * p.seqlen + l0 +
+          t] = sum;
     }
   }
 
@@ -402,7 +438,8 @@ __global__ void __launch_bounds__(kThreads)
     if (!st.valid[k]) continue;
     const int64_t n = pl.j + k * lay.tpc, bdn = (pl.b * p.dim + pl.d) * p.dstate + n;
     const F32View& dh0 = p.dinitial_state;
-    if (dh0.data) dh0.data[pl.b * dh0.stride_batch + pl.d * dh0.stride_dim + n * dh0.stride_state] = g[k];
+    if (dh0.data)
+      dh0.data[pl.b * dh0.stride_batch + pl.d * dh0.stride_dim + n * dh0.stride_state] = g[k];
     if (part.dA) part.dA[bdn] = dA[k];
     if (part.dB && !p.B.is_variable) part.dB[bdn] = dBc[k];
     if (part.dC && !p.C.is_variable) part.dC[bdn] = dCc[k];
@@ -425,8 +462,10 @@ __global__ void SumVariableBCKernel(const float* __restrict__ partial, int64_t b
     for (int64_t q = g * blocks_per_group; q < (g + 1) * blocks_per_group; ++q) {
       sum += partial[((q * batch + b) * dstate + n) * seqlen + l];
     }
-    StoreF32(out.data, out.dtype,
-             b * out.stride_batch + g * out.stride_group + n * out.stride_state + l * out.stride_time, sum);
+    StoreF32(
+        out.data, out.dtype,
+        b * out.stride_batch + g * out.stride_group + n * out.stride_state + l * out.stride_time,
+        sum);
   }
 }
 
@@ -447,14 +486,16 @@ ScanLayout MakeLayout(const SelectiveScanParams& p, int ks) {
 Status CheckGrid(const SelectiveScanParams& p, const ScanLayout& lay, dim3* grid) {
   const int64_t x = (p.dim / lay.seg) * lay.tiles_per_seg;
   if (x > 0x7fffffff || p.batch > 65535) {
-    return Status::Unsupported(std::string(kOp) + ": batch above 65535 (or too many channel tiles) on CUDA");
+    return Status::Unsupported(std::string(kOp) +
+                               ": batch above 65535 (or too many channel tiles) on CUDA");
   }
   *grid = dim3(static_cast<unsigned>(x), static_cast<unsigned>(p.batch));
   return Status::Ok();
 }
 
 int ForwardSmem(const ScanLayout& lay) {
-  return static_cast<int>(sizeof(float)) * (3 * lay.cpb * (kFwdSteps + 1) + 2 * kFwdSteps * (lay.n_alloc + 1));
+  return static_cast<int>(sizeof(float)) *
+         (3 * lay.cpb * (kFwdSteps + 1) + 2 * kFwdSteps * (lay.n_alloc + 1));
 }
 
 int BackwardSmem(const ScanLayout& lay, int ks) {
@@ -469,7 +510,8 @@ Status LaunchForward(const SelectiveScanParams& p, const ScanLayout& lay, float*
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(CheckGrid(p, lay, &grid));
   const int smem = ForwardSmem(lay);
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ScanForwardKernel<KS>), smem));
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ScanForwardKernel<KS>), smem));
   ScanForwardKernel<KS><<<grid, kThreads, smem, CurrentStream()>>>(p, lay, checkpoints, ck_every);
   return CheckLaunch(kOp, "ScanForwardKernel");
 }
@@ -510,15 +552,17 @@ Status RunBackward(const SelectiveScanBwdParams& p) {
   SSMKIT_RETURN_IF_ERROR(MaxSharedMemoryPerBlock(kOp, &max_smem));
   if (smem > max_smem) {
     return Status::Unsupported(std::string(kOp) + ": backward needs " + std::to_string(smem) +
-                               " bytes of shared memory per block, the device grants " + std::to_string(max_smem));
+                               " bytes of shared memory per block, the device grants " +
+                               std::to_string(max_smem));
   }
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ScanBackwardKernel<KS>), smem));
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ScanBackwardKernel<KS>), smem));
   ScanBackwardKernel<KS><<<grid, kThreads, smem, CurrentStream()>>>(p, lay, checkpoints, part);
   SSMKIT_RETURN_IF_ERROR(CheckLaunch(kOp, "ScanBackwardKernel"));
 
   // Fixed-order sums of the partials.
-  auto sum_over_batch = [&](const float* partial, void* data, DType dtype, int64_t s_dim, int64_t s_state,
-                            int64_t states) {
+  auto sum_over_batch = [&](const float* partial, void* data, DType dtype, int64_t s_dim,
+                            int64_t s_state, int64_t states) {
     StridedOut out;
     out.data = data;
     out.dtype = dtype;
@@ -530,7 +574,9 @@ Status RunBackward(const SelectiveScanBwdParams& p) {
   };
   auto sum_bc = [&](const float* partial, const BCView& in, const BCView& out) -> Status {
     if (!partial) return Status::Ok();
-    if (!in.is_variable) return sum_over_batch(partial, out.data, out.dtype, out.stride_group, out.stride_state, p.dstate);
+    if (!in.is_variable)
+      return sum_over_batch(partial, out.data, out.dtype, out.stride_group, out.stride_state,
+                            p.dstate);
     const int64_t blocks_per_group = grid.x / in.groups;
     const int64_t count = p.batch * in.groups * p.dstate * p.seqlen;
     const int64_t blocks = std::min<int64_t>(CeilDiv(count, 256), 65535);
@@ -540,10 +586,14 @@ Status RunBackward(const SelectiveScanBwdParams& p) {
   };
   SSMKIT_RETURN_IF_ERROR(sum_bc(part.dB, p.B, p.dB));
   SSMKIT_RETURN_IF_ERROR(sum_bc(part.dC, p.C, p.dC));
-  if (part.dA) SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.dA, p.dA.data, DType::kF32, p.dA.stride_dim, p.dA.stride_state, p.dstate));
-  if (part.dD) SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.dD, p.dD.data, DType::kF32, p.dD.stride_dim, 0, 1));
+  if (part.dA)
+    SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.dA, p.dA.data, DType::kF32, p.dA.stride_dim,
+                                          p.dA.stride_state, p.dstate));
+  if (part.dD)
+    SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.dD, p.dD.data, DType::kF32, p.dD.stride_dim, 0, 1));
   if (part.ddelta_bias) {
-    SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.ddelta_bias, p.ddelta_bias.data, DType::kF32, p.ddelta_bias.stride_dim, 0, 1));
+    SSMKIT_RETURN_IF_ERROR(sum_over_batch(part.ddelta_bias, p.ddelta_bias.data, DType::kF32,
+                                          p.ddelta_bias.stride_dim, 0, 1));
   }
   return Status::Ok();
 }

@@ -18,7 +18,9 @@ int Pad16(int64_t v) { return static_cast<int>(CeilDiv(v, 16) * 16); }
 
 // Shared-memory floats of each kernel (the backward's are in ssd_backward.cu's comment and
 // must match BackwardSmemFloats there).
-int ChunkStateSmemFloats(const SsdLayout& l) { return TimesFloats(l.Q) + l.Q * l.ldp + l.Q * l.ldn; }
+int ChunkStateSmemFloats(const SsdLayout& l) {
+  return TimesFloats(l.Q) + l.Q * l.ldp + l.Q * l.ldn;
+}
 int ChunkScanSmemFloats(const SsdLayout& l) {
   return TimesFloats(l.Q) + 3 * l.Q * l.ldp + 2 * l.Q * l.ldn + l.Pp * l.ldn + l.Q * l.ldq;
 }
@@ -46,14 +48,17 @@ __global__ void __launch_bounds__(kSsdThreads)
 }
 
 __global__ void __launch_bounds__(kSsdThreads)
-    StatePassingKernel(SsdParams p, SsdLayout lay, float* states, const float* decay, bool write_final) {
+    StatePassingKernel(SsdParams p, SsdLayout lay, float* states, const float* decay,
+                       bool write_final) {
   const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t h = blockIdx.y % p.nheads, b = blockIdx.y / p.nheads;
   if (e >= static_cast<int64_t>(lay.Pp) * lay.Np) return;
   const int64_t pp = e / lay.Np, n = e % lay.Np;
   const bool real = pp < p.headdim && n < p.dstate;
   const SsdStateView& h0 = p.initial_states;
-  float state = real && h0.data ? h0.data[b * h0.stride_batch + h * h0.stride_head + pp * h0.stride_p + n] : 0.0f;
+  float state = real && h0.data
+                    ? h0.data[b * h0.stride_batch + h * h0.stride_head + pp * h0.stride_p + n]
+                    : 0.0f;
   const float* dec = decay + (b * p.nheads + h) * lay.nchunks;
   for (int64_t c = 0; c < lay.nchunks; ++c) {
     float* slot = states + StateBlock(lay, p.nheads, b, c, h) + e;
@@ -62,7 +67,8 @@ __global__ void __launch_bounds__(kSsdThreads)
     state = dec[c] * state + s;
   }
   const SsdStateView& fs = p.final_states;
-  if (write_final && real && fs.data) fs.data[b * fs.stride_batch + h * fs.stride_head + pp * fs.stride_p + n] = state;
+  if (write_final && real && fs.data)
+    fs.data[b * fs.stride_batch + h * fs.stride_head + pp * fs.stride_p + n] = state;
 }
 
 __global__ void __launch_bounds__(kSsdThreads)
@@ -72,13 +78,13 @@ __global__ void __launch_bounds__(kSsdThreads)
   const int64_t g = GroupOf(p, h);
   const int Q = lay.Q;
   const ChunkTimes ct = CarveTimes(smem, Q);
-  float* xs = smem + TimesFloats(Q);   // [Q][ldp]
-  float* bt = xs + Q * lay.ldp;        // [Q][ldn]
-  float* ctile = bt + Q * lay.ldn;     // [Q][ldn]
-  float* hs = ctile + Q * lay.ldn;     // [Pp][ldn]: H_{c-1}
-  float* cb = hs + lay.Pp * lay.ldn;   // [Q][ldq]: C B^T, then L o dt o C B^T
-  float* ys = cb + Q * lay.ldq;        // [Q][ldp]
-  float* ch = ys + Q * lay.ldp;        // [Q][ldp]: C H^T
+  float* xs = smem + TimesFloats(Q);  // [Q][ldp]
+  float* bt = xs + Q * lay.ldp;       // [Q][ldn]
+  float* ctile = bt + Q * lay.ldn;    // [Q][ldn]
+  float* hs = ctile + Q * lay.ldn;    // [Pp][ldn]: H_{c-1}
+  float* cb = hs + lay.Pp * lay.ldn;  // [Q][ldq]: C B^T, then L o dt o C B^T
+  float* ys = cb + Q * lay.ldq;       // [Q][ldp]
+  float* ch = ys + Q * lay.ldp;       // [Q][ldp]: C H^T
   ComputeTimes(p, lay, b, c, h, ct);
   const int qc = ChunkLength(p, lay, c);
   const int64_t l0 = c * Q;
@@ -87,7 +93,8 @@ __global__ void __launch_bounds__(kSsdThreads)
   LoadSeqTile(bt, lay.ldn, Q, lay.Np, p.B, b, l0, g, qc, N);
   LoadSeqTile(ctile, lay.ldn, Q, lay.Np, p.C, b, l0, g, qc, N);
   const float* hsrc = states + StateBlock(lay, p.nheads, b, c, h);
-  LoadTile(hs, lay.ldn, lay.Pp, lay.Np, lay.Pp, lay.Np, [&](int r, int col) { return hsrc[r * lay.Np + col]; });
+  LoadTile(hs, lay.ldn, lay.Pp, lay.Np, lay.Pp, lay.Np,
+           [&](int r, int col) { return hsrc[r * lay.Np + col]; });
   __syncthreads();
   BlockGemm<false, true>(cb, lay.ldq, ctile, lay.ldn, bt, lay.ldn, Q, Q, lay.Np, false);
   BlockGemm<false, true>(ch, lay.ldp, ctile, lay.ldn, hs, lay.ldn, Q, lay.Pp, lay.Np, false);
@@ -134,30 +141,34 @@ Status PlanSsd(const SsdParams& p, bool backward, SsdLayout* out) {
     lay.ldn = lay.Np + 8;
     lay.nchunks = CeilDiv(p.seqlen, Q);
     lay.Lpad = lay.nchunks * Q;
-    needed = std::max(ChunkStateSmemFloats(lay), backward ? BackwardSmemFloats(lay) : ChunkScanSmemFloats(lay));
+    needed = std::max(ChunkStateSmemFloats(lay),
+                      backward ? BackwardSmemFloats(lay) : ChunkScanSmemFloats(lay));
     needed *= static_cast<int>(sizeof(float));
     if (needed <= max_smem && lay.nchunks <= 0x7fffffff) {
       *out = lay;
       return Status::Ok();
     }
   }
-  return Status::Unsupported(std::string(kOp) + ": head dim P = " + std::to_string(p.headdim) +
-                             " and state size N = " + std::to_string(p.dstate) + " need " +
-                             std::to_string(needed) + " bytes of shared memory per block at Q = 16; the device grants " +
-                             std::to_string(max_smem));
+  return Status::Unsupported(
+      std::string(kOp) + ": head dim P = " + std::to_string(p.headdim) +
+      " and state size N = " + std::to_string(p.dstate) + " need " + std::to_string(needed) +
+      " bytes of shared memory per block at Q = 16; the device grants " + std::to_string(max_smem));
 }
 
 Status LaunchChunkStates(const SsdParams& p, const SsdLayout& lay, float* states, float* decay) {
   const int smem = ChunkStateSmemFloats(lay) * static_cast<int>(sizeof(float));
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkStateKernel), smem));
-  ChunkStateKernel<<<ChunkGrid(p, lay), kSsdThreads, smem, CurrentStream()>>>(p, lay, states, decay);
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkStateKernel), smem));
+  ChunkStateKernel<<<ChunkGrid(p, lay), kSsdThreads, smem, CurrentStream()>>>(p, lay, states,
+                                                                              decay);
   return CheckLaunch(kOp, "ChunkStateKernel");
 }
 
 Status LaunchStatePassing(const SsdParams& p, const SsdLayout& lay, float* states,
                           const float* decay, bool write_final) {
-  const dim3 grid(static_cast<unsigned>(CeilDiv(static_cast<int64_t>(lay.Pp) * lay.Np, kSsdThreads)),
-                  static_cast<unsigned>(p.batch * p.nheads));
+  const dim3 grid(
+      static_cast<unsigned>(CeilDiv(static_cast<int64_t>(lay.Pp) * lay.Np, kSsdThreads)),
+      static_cast<unsigned>(p.batch * p.nheads));
   StatePassingKernel<<<grid, kSsdThreads, 0, CurrentStream()>>>(p, lay, states, decay, write_final);
   return CheckLaunch(kOp, "StatePassingKernel");
 }
@@ -174,7 +185,8 @@ Status SsdForward(const SsdParams& p) {
   SSMKIT_RETURN_IF_ERROR(LaunchChunkStates(p, lay, states, decay));
   SSMKIT_RETURN_IF_ERROR(LaunchStatePassing(p, lay, states, decay, true));
   const int smem = ChunkScanSmemFloats(lay) * static_cast<int>(sizeof(float));
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkScanKernel), smem));
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkScanKernel), smem));
   ChunkScanKernel<<<ChunkGrid(p, lay), kSsdThreads, smem, CurrentStream()>>>(p, lay, states);
   return CheckLaunch(kOp, "ChunkScanKernel");
 }

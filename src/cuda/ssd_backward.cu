@@ -24,7 +24,8 @@ namespace {
 constexpr const char* kOp = "ssd";
 
 // dy = dout * silu(z) (dout without z) at (b, l, h, p).
-__device__ __forceinline__ float OutputGrad(const SsdBwdParams& p, int64_t b, int64_t l, int64_t h, int col) {
+__device__ __forceinline__ float OutputGrad(const SsdBwdParams& p, int64_t b, int64_t l, int64_t h,
+                                            int col) {
   float dy = LoadF32(p.dout.data, p.dout.dtype, Off(p.dout, b, l, h) + col);
   if (p.z.data) dy *= Silu(LoadF32(p.z.data, p.z.dtype, Off(p.z, b, l, h) + col));
   return dy;
@@ -44,14 +45,16 @@ __global__ void __launch_bounds__(kSsdThreads)
   const int64_t l0 = c * lay.Q;
   LoadTile(dyc, lay.ldp, lay.Q, lay.Pp, qc, static_cast<int>(p.headdim),
            [&](int t, int col) { return ct.co[t] * OutputGrad(p, b, l0 + t, h, col); });
-  LoadSeqTile(ctile, lay.ldn, lay.Q, lay.Np, p.C, b, l0, GroupOf(p, h), qc, static_cast<int>(p.dstate));
+  LoadSeqTile(ctile, lay.ldn, lay.Q, lay.Np, p.C, b, l0, GroupOf(p, h), qc,
+              static_cast<int>(p.dstate));
   __syncthreads();
   BlockGemm<true, false>(dstates + StateBlock(lay, p.nheads, b, c, h), lay.Np, dyc, lay.ldp, ctile,
                          lay.ldn, lay.Pp, lay.Np, lay.Q, false);
 }
 
 // Reverse over chunks per element (p, n): dstates[c] (holding E_c) becomes G_c; writes dh0 and
-// kdec[((b H + h) nchunks + c) * gridDim.x + block] = decay_c * (this block's share of <G_c, H_{c-1}>).
+// kdec[((b H + h) nchunks + c) * gridDim.x + block] = decay_c * (this block's share of <G_c,
+// H_{c-1}>).
 __global__ void __launch_bounds__(kSsdThreads)
     StatePassingBackwardKernel(SsdBwdParams p, SsdLayout lay, const float* states, float* dstates,
                                const float* decay, float* kdec) {
@@ -61,27 +64,31 @@ __global__ void __launch_bounds__(kSsdThreads)
   const int64_t pp = e / lay.Np, n = e % lay.Np;
   const bool real = pp < p.headdim && n < p.dstate;  // Pp * Np is a multiple of the block size
   const SsdStateView& df = p.dfinal_states;
-  float grad = real && df.data ? df.data[b * df.stride_batch + h * df.stride_head + pp * df.stride_p + n] : 0.0f;
+  float grad = real && df.data
+                   ? df.data[b * df.stride_batch + h * df.stride_head + pp * df.stride_p + n]
+                   : 0.0f;
   const float* dec = decay + (b * p.nheads + h) * lay.nchunks;
   for (int64_t c = lay.nchunks - 1; c >= 0; --c) {
     const int64_t slot = StateBlock(lay, p.nheads, b, c, h) + e;
     const float from_chunk = dstates[slot];
     dstates[slot] = grad;
     const float share = BlockSum(grad * states[slot], scratch);
-    if (threadIdx.x == 0) kdec[((b * p.nheads + h) * lay.nchunks + c) * gridDim.x + blockIdx.x] = dec[c] * share;
+    if (threadIdx.x == 0)
+      kdec[((b * p.nheads + h) * lay.nchunks + c) * gridDim.x + blockIdx.x] = dec[c] * share;
     grad = dec[c] * grad + from_chunk;
   }
   const SsdStateView& dh0 = p.dinitial_states;
-  if (real && dh0.data) dh0.data[b * dh0.stride_batch + h * dh0.stride_head + pp * dh0.stride_p + n] = grad;
+  if (real && dh0.data)
+    dh0.data[b * dh0.stride_batch + h * dh0.stride_head + pp * dh0.stride_p + n] = grad;
 }
 
 // Per-head partial outputs of ChunkBackwardKernel.
 struct HeadPartials {
-  float* dB;    // (B, Lpad, H, Np): this head's share of dB
-  float* dC;    // (B, Lpad, H, Np)
-  float* dA;    // (B, nchunks, H)
-  float* dbias; // (B, nchunks, H)
-  float* dD;    // (B, nchunks, H, P or 1)
+  float* dB;          // (B, Lpad, H, Np): this head's share of dB
+  float* dC;          // (B, Lpad, H, Np)
+  float* dA;          // (B, nchunks, H)
+  float* dbias;       // (B, nchunks, H)
+  float* dD;          // (B, nchunks, H, P or 1)
   const float* kdec;  // (B, H, nchunks, kdec_parts)
   int kdec_parts;
 };
@@ -122,11 +129,13 @@ __global__ void __launch_bounds__(kSsdThreads)
   LoadSeqTile(xs, ldp, Q, lay.Pp, p.x, b, l0, h, qc, P);
   LoadSeqTile(bt, ldn, Q, lay.Np, p.B, b, l0, g, qc, N);
   LoadSeqTile(ctile, ldn, Q, lay.Np, p.C, b, l0, g, qc, N);
-  LoadTile(dys, ldp, Q, lay.Pp, qc, P, [&](int t, int col) { return OutputGrad(p, b, l0 + t, h, col); });
-  LoadTile(st, ldn, lay.Pp, lay.Np, lay.Pp, lay.Np, [&](int r, int col) { return states[block + r * lay.Np + col]; });
+  LoadTile(dys, ldp, Q, lay.Pp, qc, P,
+           [&](int t, int col) { return OutputGrad(p, b, l0 + t, h, col); });
+  LoadTile(st, ldn, lay.Pp, lay.Np, lay.Pp, lay.Np,
+           [&](int r, int col) { return states[block + r * lay.Np + col]; });
   __syncthreads();
-  BlockGemm<false, true>(s1, ldq, ctile, ldn, bt, ldn, Q, Q, lay.Np, false);   // C B^T
-  BlockGemm<false, true>(s2, ldq, dys, ldp, xs, ldp, Q, Q, lay.Pp, false);    // M = dY X^T
+  BlockGemm<false, true>(s1, ldq, ctile, ldn, bt, ldn, Q, Q, lay.Np, false);       // C B^T
+  BlockGemm<false, true>(s2, ldq, dys, ldp, xs, ldp, Q, Q, lay.Pp, false);         // M = dY X^T
   BlockGemm<false, true>(t1, ldp, ctile, ldn, st, ldn, Q, lay.Pp, lay.Np, false);  // C H^T
   __syncthreads();
   // K[t,s] = L CB M dt_s: row sums into dcs[t], column sums out of dcs[s]; column sums of
@@ -134,7 +143,8 @@ __global__ void __launch_bounds__(kSsdThreads)
   if (threadIdx.x < Q) {
     const int t = threadIdx.x;
     float sum = 0.0f;
-    for (int s = 0; s <= t; ++s) sum += Decay(ct, t, s) * s1[t * ldq + s] * s2[t * ldq + s] * ct.dt[s];
+    for (int s = 0; s <= t; ++s)
+      sum += Decay(ct, t, s) * s1[t * ldq + s] * s2[t * ldq + s] * ct.dt[s];
     dcs_row[t] = sum;
   } else if (threadIdx.x < 2 * Q) {
     const int s = threadIdx.x - Q;
@@ -185,7 +195,8 @@ __global__ void __launch_bounds__(kSsdThreads)
   __syncthreads();
   BlockGemm<false, false>(dc, ld_part, s2, ldq, bt, ldn, Q, lay.Np, Q, true);  // += Wm B
   // G_c replaces H_{c-1}.
-  LoadTile(st, ldn, lay.Pp, lay.Np, lay.Pp, lay.Np, [&](int r, int col) { return dstates[block + r * lay.Np + col]; });
+  LoadTile(st, ldn, lay.Pp, lay.Np, lay.Pp, lay.Np,
+           [&](int r, int col) { return dstates[block + r * lay.Np + col]; });
   __syncthreads();
   BlockGemm<false, true>(t1, ldp, bt, ldn, st, ldn, Q, lay.Pp, lay.Np, false);  // B G^T
   BlockGemm<true, false>(t2, ldp, s1, ldq, dys, ldp, Q, lay.Pp, Q, false);      // Wt^T dY
@@ -202,7 +213,8 @@ __global__ void __launch_bounds__(kSsdThreads)
   for (int i = threadIdx.x; i < qc * P; i += blockDim.x) {
     const int s = i / P, col = i % P;
     const float d_skip = D.data ? D.data[h * D.stride_head + col * D.stride_p] : 0.0f;
-    const float dx = t2[s * ldp + col] + d_skip * dys[s * ldp + col] + ct.w[s] * ct.dt[s] * t1[s * ldp + col];
+    const float dx =
+        t2[s * ldp + col] + d_skip * dys[s * ldp + col] + ct.w[s] * ct.dt[s] * t1[s * ldp + col];
     if (p.dx.data) StoreF32(p.dx.data, p.dx.dtype, Off(p.dx, b, l0 + s, h) + col, dx);
   }
   __syncthreads();
@@ -213,7 +225,7 @@ __global__ void __launch_bounds__(kSsdThreads)
   __syncthreads();
   BlockGemm<false, false>(db, ld_part, t1, ldp, st, ldn, Q, lay.Np, lay.Pp, false);  // w dt X G
   __syncthreads();
-  BlockGemm<true, false>(db, ld_part, s2, ldq, ctile, ldn, Q, lay.Np, Q, true);      // += Wm^T C
+  BlockGemm<true, false>(db, ld_part, s2, ldq, ctile, ldn, Q, lay.Np, Q, true);  // += Wm^T C
   // dcs -> d(dt A) by a reverse sum -> ddt; per-(b, c, h) partials of dA and ddt_bias.
   if (threadIdx.x == 0) {
     const float A = p.A.data[h * p.A.stride_head];
@@ -235,7 +247,8 @@ __global__ void __launch_bounds__(kSsdThreads)
   }
   __syncthreads();
   if (p.ddt.data && threadIdx.x < qc) {
-    StoreF32(p.ddt.data, p.ddt.dtype, b * p.ddt.stride_batch + (l0 + threadIdx.x) * p.ddt.stride_seq + h, red[threadIdx.x]);
+    StoreF32(p.ddt.data, p.ddt.dtype,
+             b * p.ddt.stride_batch + (l0 + threadIdx.x) * p.ddt.stride_seq + h, red[threadIdx.x]);
   }
   if (!part.dD) return;
   const int64_t at = (b * lay.nchunks + c) * p.nheads + h;
@@ -282,8 +295,8 @@ Status SumGroupHeads(const SsdBwdParams& p, const SsdLayout& lay, const float* p
 }
 
 // Sums (B * nchunks) partial rows of `width` values per head into a per-head output.
-Status SumOverChunks(const SsdBwdParams& p, const SsdLayout& lay, const float* partial, int64_t width,
-                     const SsdHeadView& out) {
+Status SumOverChunks(const SsdBwdParams& p, const SsdLayout& lay, const float* partial,
+                     int64_t width, const SsdHeadView& out) {
   if (!out.data) return Status::Ok();
   StridedOut o;
   o.data = out.data;
@@ -306,7 +319,8 @@ Status SsdBackward(const SsdBwdParams& p) {
   const int kdec_parts = static_cast<int>(static_cast<int64_t>(lay.Pp) * lay.Np / kSsdThreads);
   const int64_t part_floats = p.batch * lay.Lpad * p.nheads * lay.Np;
   const int64_t d_width = p.d_per_channel ? p.headdim : 1;
-  const int64_t total = 2 * state_floats + bhc * (1 + kdec_parts) + 2 * part_floats + bhc * (2 + d_width);
+  const int64_t total =
+      2 * state_floats + bhc * (1 + kdec_parts) + 2 * part_floats + bhc * (2 + d_width);
   Workspace ws;
   SSMKIT_RETURN_IF_ERROR(ws.Allocate(kOp, total * 4));
   float* states = ws.as<float>();
@@ -324,17 +338,23 @@ Status SsdBackward(const SsdBwdParams& p) {
 
   SSMKIT_RETURN_IF_ERROR(LaunchChunkStates(p, lay, states, decay));
   SSMKIT_RETURN_IF_ERROR(LaunchStatePassing(p, lay, states, decay, false));
-  const dim3 chunk_grid(static_cast<unsigned>(lay.nchunks), static_cast<unsigned>(p.batch * p.nheads));
+  const dim3 chunk_grid(static_cast<unsigned>(lay.nchunks),
+                        static_cast<unsigned>(p.batch * p.nheads));
   const int dstate_smem = (TimesFloats(lay.Q) + lay.Q * lay.ldp + lay.Q * lay.ldn) * 4;
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkDstateKernel), dstate_smem));
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkDstateKernel), dstate_smem));
   ChunkDstateKernel<<<chunk_grid, kSsdThreads, dstate_smem, CurrentStream()>>>(p, lay, dstates);
   SSMKIT_RETURN_IF_ERROR(CheckLaunch(kOp, "ChunkDstateKernel"));
-  const dim3 pass_grid(static_cast<unsigned>(kdec_parts), static_cast<unsigned>(p.batch * p.nheads));
-  StatePassingBackwardKernel<<<pass_grid, kSsdThreads, 0, CurrentStream()>>>(p, lay, states, dstates, decay, kdec);
+  const dim3 pass_grid(static_cast<unsigned>(kdec_parts),
+                       static_cast<unsigned>(p.batch * p.nheads));
+  StatePassingBackwardKernel<<<pass_grid, kSsdThreads, 0, CurrentStream()>>>(p, lay, states,
+                                                                             dstates, decay, kdec);
   SSMKIT_RETURN_IF_ERROR(CheckLaunch(kOp, "StatePassingBackwardKernel"));
   const int smem = ChunkBackwardSmemFloats(lay) * 4;
-  SSMKIT_RETURN_IF_ERROR(AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkBackwardKernel), smem));
-  ChunkBackwardKernel<<<chunk_grid, kSsdThreads, smem, CurrentStream()>>>(p, lay, states, dstates, part);
+  SSMKIT_RETURN_IF_ERROR(
+      AllowSharedMemory(kOp, reinterpret_cast<const void*>(&ChunkBackwardKernel), smem));
+  ChunkBackwardKernel<<<chunk_grid, kSsdThreads, smem, CurrentStream()>>>(p, lay, states, dstates,
+                                                                          part);
   SSMKIT_RETURN_IF_ERROR(CheckLaunch(kOp, "ChunkBackwardKernel"));
 
   SSMKIT_RETURN_IF_ERROR(SumGroupHeads(p, lay, part.dB, p.dB));

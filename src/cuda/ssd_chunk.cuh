@@ -29,11 +29,11 @@ constexpr int kSsdWarps = kSsdThreads / 32;
 // 16 (the WMMA tile), leading dimensions by 8 more floats (keeps rows 32-byte aligned, as WMMA
 // needs, and spreads rows over the shared-memory banks).
 struct SsdLayout {
-  int Q = 64;             // chunk length
-  int Pp = 16, Np = 16;   // P and N padded to multiples of 16
+  int Q = 64;                        // chunk length
+  int Pp = 16, Np = 16;              // P and N padded to multiples of 16
   int ldq = 72, ldp = 24, ldn = 24;  // shared-memory leading dimensions of Q-, P-, N-wide tiles
   int64_t nchunks = 1;
-  int64_t Lpad = 64;      // nchunks * Q
+  int64_t Lpad = 64;  // nchunks * Q
 };
 
 // The time quantities of one chunk, in shared memory.
@@ -59,7 +59,9 @@ __device__ __forceinline__ ChunkTimes CarveTimes(float* smem, int Q) {
 }
 
 // Floats of shared memory CarveTimes uses (rounded to keep what follows 32-byte aligned).
-__host__ __device__ inline int TimesFloats(int Q) { return ((ChunkTimes::kFloats + ChunkTimes::kInts) * Q + 7) / 8 * 8; }
+__host__ __device__ inline int TimesFloats(int Q) {
+  return ((ChunkTimes::kFloats + ChunkTimes::kInts) * Q + 7) / 8 * 8;
+}
 
 // Element (b, l, k, 0) of a (B, L, K, M) operand (SsdSeqView::Offset is host-only).
 __device__ __forceinline__ int64_t Off(const SsdSeqView& v, int64_t b, int64_t l, int64_t k) {
@@ -95,7 +97,8 @@ __device__ inline void ComputeTimes(const SsdParams& p, const SsdLayout& lay, in
     float dt = 0.0f, mask = 0.0f;
     if (t < qc) {
       const int64_t l = c * lay.Q + t;
-      const float raw = LoadF32(p.dt.data, p.dt.dtype, b * p.dt.stride_batch + l * p.dt.stride_seq + h) + bias;
+      const float raw =
+          LoadF32(p.dt.data, p.dt.dtype, b * p.dt.stride_batch + l * p.dt.stride_seq + h) + bias;
       float v = raw, grad = 1.0f;
       if (p.dt_softplus && raw <= 20.0f) {
         v = log1pf(__expf(raw));
@@ -166,12 +169,11 @@ __device__ __forceinline__ void LoadTile(float* dst, int ld, int rows, int cols,
 }
 
 // The rows of chunk (b, c) of an (B, L, K, M) operand at head/group k, M = valid_cols.
-__device__ __forceinline__ void LoadSeqTile(float* dst, int ld, int rows, int cols, const SsdSeqView& v,
-                                            int64_t b, int64_t l0, int64_t k, int valid_rows,
-                                            int valid_cols) {
-  LoadTile(dst, ld, rows, cols, valid_rows, valid_cols, [&](int r, int col) {
-    return LoadF32(v.data, v.dtype, Off(v, b, l0 + r, k) + col);
-  });
+__device__ __forceinline__ void LoadSeqTile(float* dst, int ld, int rows, int cols,
+                                            const SsdSeqView& v, int64_t b, int64_t l0, int64_t k,
+                                            int valid_rows, int valid_cols) {
+  LoadTile(dst, ld, rows, cols, valid_rows, valid_cols,
+           [&](int r, int col) { return LoadF32(v.data, v.dtype, Off(v, b, l0 + r, k) + col); });
 }
 
 // C (M x N) = [C +] op(A) (M x K) op(B) (K x N), every dimension a multiple of 16 (K of 8).

@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kThreads) StateUpdateKernel(StateUpdateParams 
     // Head h reads group h / (H / G) (HeadGroup, a host function).
     const int64_t b_off = b * p.B.stride_batch + h / (p.heads / p.B.groups) * p.B.stride_group;
     const int64_t c_off = b * p.C.stride_batch + h / (p.heads / p.C.groups) * p.C.stride_group;
-    float* state = p.state + s * p.state_stride_batch + h * p.state_stride_head + pp * p.state_stride_p;
+    float* state =
+        p.state + s * p.state_stride_batch + h * p.state_stride_head + pp * p.state_stride_p;
     const float* A = p.A.data + h * p.A.stride_head;
     for (int64_t n = lane_in_row; n < p.dstate; n += tpr) {
       const float decay = __expf(dt * A[n * p.A.stride_inner]);
@@ -53,7 +54,8 @@ __global__ void __launch_bounds__(kThreads) StateUpdateKernel(StateUpdateParams 
   for (int offset = tpr / 2; offset > 0; offset >>= 1) y += __shfl_xor_sync(0xffffffffu, y, offset);
   if (!run || lane_in_row != 0) return;
   if (p.D.data) y += p.D.data[h * p.D.stride_head + pp * p.D.stride_inner] * x;
-  if (p.z.data) y *= Silu(LoadF32(p.z.data, p.z.dtype, b * p.z.stride_batch + h * p.z.stride_head + pp));
+  if (p.z.data)
+    y *= Silu(LoadF32(p.z.data, p.z.dtype, b * p.z.stride_batch + h * p.z.stride_head + pp));
   StoreF32(p.out.data, p.out.dtype, b * p.out.stride_batch + h * p.out.stride_head + pp, y);
 }
 
@@ -63,7 +65,8 @@ Status SelectiveStateUpdate(const StateUpdateParams& p) {
   int tpr = 1;
   while (tpr < p.dstate && tpr < 32) tpr *= 2;
   const int64_t blocks = CeilDiv(p.batch * p.heads * p.headdim * tpr, kThreads);
-  if (blocks > 0x7fffffff) return Status::Unsupported("selective_state_update: too many rows on CUDA");
+  if (blocks > 0x7fffffff)
+    return Status::Unsupported("selective_state_update: too many rows on CUDA");
   StateUpdateKernel<<<static_cast<unsigned>(blocks), kThreads, 0, CurrentStream()>>>(p, tpr);
   return CheckLaunch("selective_state_update", "StateUpdateKernel");
 }

@@ -17,9 +17,7 @@ Status SelectiveScanForward(const SelectiveScanParams&) { return NotBuilt("selec
 Status SelectiveScanBackward(const SelectiveScanBwdParams&) { return NotBuilt("selective_scan"); }
 Status SsdForward(const SsdParams&) { return NotBuilt("ssd"); }
 Status SsdBackward(const SsdBwdParams&) { return NotBuilt("ssd"); }
-Status SelectiveStateUpdate(const StateUpdateParams&) {
-  return NotBuilt("selective_state_update");
-}
+Status SelectiveStateUpdate(const StateUpdateParams&) { return NotBuilt("selective_state_update"); }
 Status CausalConv1dForward(const CausalConv1dParams&) { return NotBuilt("causal_conv1d"); }
 Status CausalConv1dBackward(const CausalConv1dBwdParams&) { return NotBuilt("causal_conv1d"); }
 Status CausalConv1dUpdate(const CausalConv1dUpdateParams&) {

@@ -1,5 +1,6 @@
 // Hugging Face tokenizer.json, byte-level BPE: reading the file and encoding / decoding.
-// The steps and their order are those of the `tokenizers` package (see include/ssmkit/tokenizer.hpp).
+// The steps and their order are those of the `tokenizers` package (see
+// include/ssmkit/tokenizer.hpp).
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -17,7 +18,7 @@ using Json = nlohmann::json;
 // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 (controls,
 // space, DEL, NBSP, soft hyphen, ...) for U+0100 onwards, so every byte is a visible character.
 struct ByteMap {
-  std::string byte_to_utf8[256];                  // byte -> UTF-8 of its character
+  std::string byte_to_utf8[256];                       // byte -> UTF-8 of its character
   std::unordered_map<uint32_t, uint8_t> char_to_byte;  // code point -> byte
   ByteMap() {
     uint32_t next = 256;
@@ -46,7 +47,8 @@ uint32_t NextCodePoint(std::string_view s, size_t* i) {
   const uint8_t b = static_cast<uint8_t>(s[*i]);
   const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
   uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-  for (int k = 1; k < len && *i + k < s.size(); ++k) cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
+  for (int k = 1; k < len && *i + k < s.size(); ++k)
+    cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
   *i += len;
   return cp;
 }
@@ -59,7 +61,9 @@ struct AddedToken {
   bool lstrip = false, rstrip = false;
 };
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 class BpeTokenizer final : public Tokenizer {
  public:
@@ -75,7 +79,9 @@ class BpeTokenizer final : public Tokenizer {
   std::string name() const override { return "bpe (" + path_ + ")"; }
 
  private:
-  Status Fail(const std::string& what) const { return Status::InvalidArgument(path_ + ": " + what); }
+  Status Fail(const std::string& what) const {
+    return Status::InvalidArgument(path_ + ": " + what);
+  }
   Status Unsupported(const std::string& what) const {
     return Status::Unsupported(path_ + ": " + what + " (docs/model.md lists what is supported)");
   }
@@ -86,7 +92,8 @@ class BpeTokenizer final : public Tokenizer {
   // Splits `text` by the added tokens with normalized == `normalized`, leftmost-longest;
   // calls piece(text) for the stretches between them and emits the tokens' ids.
   template <class Piece>
-  Status SplitAdded(std::string_view text, bool normalized, std::vector<int32_t>* ids, Piece&& piece) const;
+  Status SplitAdded(std::string_view text, bool normalized, std::vector<int32_t>* ids,
+                    Piece&& piece) const;
   Status EncodeNormalizedPiece(std::string_view text, std::vector<int32_t>* ids) const;
   void EncodeWord(const std::string& mapped, std::vector<int32_t>* ids) const;
 
@@ -111,14 +118,16 @@ Status BpeTokenizer::ReadModel(const Json& model) {
     return Unsupported("\"model.type\" must be \"BPE\"");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix", "dropout"}) {
-    if (model.contains(key) && !model.at(key).is_null()) return Unsupported(std::string("\"model.") + key + "\"");
+    if (model.contains(key) && !model.at(key).is_null())
+      return Unsupported(std::string("\"model.") + key + "\"");
   }
   if (model.value("byte_fallback", false)) return Unsupported("\"model.byte_fallback\": true");
   ignore_merges_ = model.value("ignore_merges", false);
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) return Fail("\"model.vocab\" must be an object");
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
       return Fail("\"model.vocab\": the id of '" + token + "' is not a non-negative integer");
     }
     const int32_t i = static_cast<int32_t>(id.get<int64_t>());
@@ -127,7 +136,8 @@ Status BpeTokenizer::ReadModel(const Json& model) {
     token_to_id_[token] = i;
   }
   const auto merges = model.find("merges");
-  if (merges == model.end() || !merges->is_array()) return Fail("\"model.merges\" must be an array");
+  if (merges == model.end() || !merges->is_array())
+    return Fail("\"model.merges\" must be an array");
   int32_t rank = 0;
   for (const Json& m : *merges) {
     std::string left, right;
@@ -137,15 +147,18 @@ Status BpeTokenizer::ReadModel(const Json& model) {
       if (space == std::string::npos) return Fail("merge \"" + s + "\" is not \"left right\"");
       left = s.substr(0, space);
       right = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["a", "b"]
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
+               m[1].is_string()) {  // ["a", "b"]
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
     } else {
       return Fail("merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    const auto l = token_to_id_.find(left), r = token_to_id_.find(right), lr = token_to_id_.find(left + right);
+    const auto l = token_to_id_.find(left), r = token_to_id_.find(right),
+               lr = token_to_id_.find(left + right);
     if (l == token_to_id_.end() || r == token_to_id_.end() || lr == token_to_id_.end()) {
-      return Fail("merge " + std::to_string(rank) + " (\"" + left + "\", \"" + right + "\") names a token not in the vocab");
+      return Fail("merge " + std::to_string(rank) + " (\"" + left + "\", \"" + right +
+                  "\") names a token not in the vocab");
     }
     const uint64_t key = static_cast<uint64_t>(l->second) << 32 | static_cast<uint32_t>(r->second);
     merges_.emplace(key, std::make_pair(rank++, lr->second));
@@ -160,8 +173,9 @@ Status BpeTokenizer::ReadAddedTokens(const Json& added) {
   if (added.is_null()) return Status::Ok();
   if (!added.is_array()) return Fail("\"added_tokens\" must be an array");
   for (const Json& t : added) {
-    if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t.at("content").is_string() ||
-        !t.at("id").is_number_integer() || t.at("id").get<int64_t>() < 0) {
+    if (!t.is_object() || !t.contains("id") || !t.contains("content") ||
+        !t.at("content").is_string() || !t.at("id").is_number_integer() ||
+        t.at("id").get<int64_t>() < 0) {
       return Fail("\"added_tokens\": each entry needs an integer \"id\" and a string \"content\"");
     }
     AddedToken a;
@@ -171,8 +185,10 @@ Status BpeTokenizer::ReadAddedTokens(const Json& added) {
     a.normalized = t.value("normalized", !a.special);
     a.lstrip = t.value("lstrip", false);
     a.rstrip = t.value("rstrip", false);
-    if (t.value("single_word", false)) return Unsupported("added token '" + a.content + "' with single_word");
-    if (a.content.empty()) return Fail("\"added_tokens\": empty content for id " + std::to_string(a.id));
+    if (t.value("single_word", false))
+      return Unsupported("added token '" + a.content + "' with single_word");
+    if (a.content.empty())
+      return Fail("\"added_tokens\": empty content for id " + std::to_string(a.id));
     if (static_cast<size_t>(a.id) >= id_to_token_.size()) id_to_token_.resize(a.id + 1);
     id_to_token_[a.id] = a.content;
     token_to_id_[a.content] = a.id;
@@ -196,15 +212,18 @@ Status BpeTokenizer::ReadPipeline(const Json& root) {
   }
   const Json& pre = root.contains("pre_tokenizer") ? root.at("pre_tokenizer") : Json();
   if (!pre.is_object() || pre.value("type", "") != "ByteLevel") {
-    return Unsupported("pre_tokenizer " + (pre.is_object() ? "\"" + pre.value("type", "") + "\"" : std::string("none")) +
-                       " (ByteLevel is supported)");
+    return Unsupported(
+        "pre_tokenizer " +
+        (pre.is_object() ? "\"" + pre.value("type", "") + "\"" : std::string("none")) +
+        " (ByteLevel is supported)");
   }
   add_prefix_space_ = pre.value("add_prefix_space", false);
   use_regex_ = pre.value("use_regex", true);
   const Json& dec = root.contains("decoder") ? root.at("decoder") : Json();
   if (!dec.is_object() || dec.value("type", "") != "ByteLevel") {
-    return Unsupported("decoder " + (dec.is_object() ? "\"" + dec.value("type", "") + "\"" : std::string("none")) +
-                       " (ByteLevel is supported)");
+    return Unsupported(
+        "decoder " + (dec.is_object() ? "\"" + dec.value("type", "") + "\"" : std::string("none")) +
+        " (ByteLevel is supported)");
   }
   const Json& post = root.contains("post_processor") ? root.at("post_processor") : Json();
   if (!post.is_null() && post.value("type", "") != "ByteLevel") {
@@ -220,7 +239,8 @@ Status BpeTokenizer::Load(const std::string& path) {
   SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
   const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Fail("not valid JSON");
-  if (!root.is_object() || !root.contains("model")) return Fail("expected an object with a \"model\"");
+  if (!root.is_object() || !root.contains("model"))
+    return Fail("expected an object with a \"model\"");
   SSMKIT_RETURN_IF_ERROR(ReadPipeline(root));
   SSMKIT_RETURN_IF_ERROR(ReadModel(root.at("model")));
   return ReadAddedTokens(root.contains("added_tokens") ? root.at("added_tokens") : Json());
@@ -234,7 +254,8 @@ Status BpeTokenizer::SplitAdded(std::string_view text, bool normalized, std::vec
   while (i < text.size()) {
     const AddedToken* best = nullptr;
     for (const AddedToken& a : added_tokens_) {
-      if (a.normalized != normalized || a.content.size() <= (best ? best->content.size() : 0)) continue;
+      if (a.normalized != normalized || a.content.size() <= (best ? best->content.size() : 0))
+        continue;
       if (text.compare(i, a.content.size(), a.content) == 0) best = &a;
     }
     if (best == nullptr) {
@@ -281,7 +302,8 @@ void BpeTokenizer::EncodeWord(const std::string& mapped, std::vector<int32_t>* i
     int32_t best_rank = std::numeric_limits<int32_t>::max(), merged = -1;
     size_t best = 0;
     for (size_t k = 0; k + 1 < symbols.size(); ++k) {
-      const uint64_t key = static_cast<uint64_t>(symbols[k]) << 32 | static_cast<uint32_t>(symbols[k + 1]);
+      const uint64_t key =
+          static_cast<uint64_t>(symbols[k]) << 32 | static_cast<uint32_t>(symbols[k + 1]);
       const auto it = merges_.find(key);
       if (it != merges_.end() && it->second.first < best_rank) {
         best_rank = it->second.first;

@@ -6,7 +6,9 @@
 
 namespace ssmkit {
 
-const char* ModelArchName(ModelArch arch) { return arch == ModelArch::kMamba2 ? "mamba2" : "mamba1"; }
+const char* ModelArchName(ModelArch arch) {
+  return arch == ModelArch::kMamba2 ? "mamba2" : "mamba1";
+}
 
 int64_t ModelConfig::conv_dim() const {
   return arch == ModelArch::kMamba2 ? d_inner + 2 * ngroups * d_state : d_inner;
@@ -17,7 +19,9 @@ int64_t ModelConfig::in_proj_dim() const {
 }
 
 Status ModelConfig::Validate() const {
-  auto bad = [](const std::string& what) { return Status::InvalidArgument("model config: " + what); };
+  auto bad = [](const std::string& what) {
+    return Status::InvalidArgument("model config: " + what);
+  };
   if (d_model < 1 || n_layer < 1 || vocab_size < 1 || d_inner < 1 || d_state < 1) {
     return bad("d_model, n_layer, vocab_size, d_inner and d_state must be >= 1 (given " +
                std::to_string(d_model) + ", " + std::to_string(n_layer) + ", " +
@@ -28,7 +32,8 @@ Status ModelConfig::Validate() const {
     return bad("the stated vocab size " + std::to_string(config_vocab_size) + " must be in [1, " +
                std::to_string(vocab_size) + "]");
   }
-  if (d_conv < 2 || d_conv > 8) return bad("conv width " + std::to_string(d_conv) + " outside [2, 8]");
+  if (d_conv < 2 || d_conv > 8)
+    return bad("conv width " + std::to_string(d_conv) + " outside [2, 8]");
   if (d_state > 256) return bad("state size " + std::to_string(d_state) + " above 256");
   if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) return bad("the norm epsilon must be > 0");
   if (arch == ModelArch::kMamba1) {
@@ -36,11 +41,12 @@ Status ModelConfig::Validate() const {
     return Status::Ok();
   }
   if (nheads < 1 || headdim < 1 || nheads * headdim != d_inner) {
-    return bad("heads H = " + std::to_string(nheads) + " times head dim P = " + std::to_string(headdim) +
-               " must equal d_inner = " + std::to_string(d_inner));
+    return bad("heads H = " + std::to_string(nheads) + " times head dim P = " +
+               std::to_string(headdim) + " must equal d_inner = " + std::to_string(d_inner));
   }
   if (ngroups < 1 || nheads % ngroups != 0) {
-    return bad("n_groups " + std::to_string(ngroups) + " must divide the heads " + std::to_string(nheads));
+    return bad("n_groups " + std::to_string(ngroups) + " must divide the heads " +
+               std::to_string(nheads));
   }
   if (chunk_size < 1) return bad("chunk_size must be >= 1");
   if (!(dt_min <= dt_max)) return bad("time_step_limit must be [min, max] with min <= max");
@@ -157,7 +163,8 @@ class Reader {
     if (!Has(key)) return Status::Ok();
     const Json& x = j_.at(key);
     const Json& first = x.is_array() && !x.empty() ? x[0] : x;
-    if (!first.is_number_integer() && !first.is_number_unsigned()) return Wrong(key, "a token id", x);
+    if (!first.is_number_integer() && !first.is_number_unsigned())
+      return Wrong(key, "a token id", x);
     *v = first.get<int64_t>();
     return Status::Ok();
   }
@@ -214,7 +221,8 @@ Status DtRank(const Reader& r, const Json& j, const char* key, int64_t d_model, 
   return r.Int(key, rank);
 }
 
-Status ParseHf(const Json& j, const std::string& file, const std::string& model_type, ModelConfig* c) {
+Status ParseHf(const Json& j, const std::string& file, const std::string& model_type,
+               ModelConfig* c) {
   const Reader r(j, file);
   c->format = "hf";
   c->arch = model_type == "mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
@@ -258,7 +266,8 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   SSMKIT_RETURN_IF_ERROR(r.Int("vocab_size", &c->config_vocab_size, true));
   int64_t pad_multiple = 8, d_intermediate = 0;
   SSMKIT_RETURN_IF_ERROR(r.Int("pad_vocab_size_multiple", &pad_multiple));
-  if (pad_multiple < 1) return r.Wrong("pad_vocab_size_multiple", "an integer >= 1", j.at("pad_vocab_size_multiple"));
+  if (pad_multiple < 1)
+    return r.Wrong("pad_vocab_size_multiple", "an integer >= 1", j.at("pad_vocab_size_multiple"));
   c->vocab_size = (c->config_vocab_size + pad_multiple - 1) / pad_multiple * pad_multiple;
   SSMKIT_RETURN_IF_ERROR(r.Bool("tie_embeddings", &c->tie_embeddings));
   SSMKIT_RETURN_IF_ERROR(r.Int("d_intermediate", &d_intermediate));
@@ -266,12 +275,14 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
     return Status::Unsupported(file + ": \"d_intermediate\" = " + std::to_string(d_intermediate) +
                                ": MLP layers between the Mamba blocks are not supported");
   }
-  if (r.Has("attn_layer_idx") && !(j.at("attn_layer_idx").is_array() && j.at("attn_layer_idx").empty())) {
+  if (r.Has("attn_layer_idx") &&
+      !(j.at("attn_layer_idx").is_array() && j.at("attn_layer_idx").empty())) {
     return Status::Unsupported(file + ": \"attn_layer_idx\": attention layers are not supported");
   }
   bool rms_norm = true;
   SSMKIT_RETURN_IF_ERROR(r.Bool("rms_norm", &rms_norm));
-  if (!rms_norm) return r.Wrong("rms_norm", "true (LayerNorm models are not supported)", j.at("rms_norm"));
+  if (!rms_norm)
+    return r.Wrong("rms_norm", "true (LayerNorm models are not supported)", j.at("rms_norm"));
   SSMKIT_RETURN_IF_ERROR(r.Float("norm_epsilon", &c->norm_eps));
   SSMKIT_RETURN_IF_ERROR(SpecialTokens(r, c));
   const Json empty = Json::object();
@@ -280,7 +291,8 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   const Reader s(ssm, file, "ssm_cfg.");
   std::string layer = "Mamba1";
   SSMKIT_RETURN_IF_ERROR(s.String("layer", &layer));
-  if (layer != "Mamba1" && layer != "Mamba2") return s.Wrong("layer", "\"Mamba1\" or \"Mamba2\"", ssm.at("layer"));
+  if (layer != "Mamba1" && layer != "Mamba2")
+    return s.Wrong("layer", "\"Mamba1\" or \"Mamba2\"", ssm.at("layer"));
   c->arch = layer == "Mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
   c->d_state = c->arch == ModelArch::kMamba2 ? 128 : 16;  // mamba_ssm's defaults
   SSMKIT_RETURN_IF_ERROR(s.Int("d_state", &c->d_state));
@@ -308,7 +320,9 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   SSMKIT_RETURN_IF_ERROR(s.Bool("rmsnorm", &rmsnorm));
   SSMKIT_RETURN_IF_ERROR(s.Bool("norm_before_gate", &norm_before_gate));
   if (!rmsnorm) return s.Wrong("rmsnorm", "true", ssm.at("rmsnorm"));
-  if (norm_before_gate) return s.Wrong("norm_before_gate", "false (the pretrained models' setting)", ssm.at("norm_before_gate"));
+  if (norm_before_gate)
+    return s.Wrong("norm_before_gate", "false (the pretrained models' setting)",
+                   ssm.at("norm_before_gate"));
   if (c->headdim > 0) c->nheads = c->d_inner / c->headdim;
   return Status::Ok();
 }
@@ -329,9 +343,10 @@ Status ParseConfigJson(const std::string& text, const std::string& file, ModelCo
       model_type = a == "MambaForCausalLM" ? "mamba" : a == "Mamba2ForCausalLM" ? "mamba2" : a;
     }
     if (model_type != "mamba" && model_type != "mamba2") {
-      return Status::Unsupported(file + ": model_type \"" + model_type +
-                                 "\": expected \"mamba\" or \"mamba2\" (MambaForCausalLM, "
-                                 "Mamba2ForCausalLM), or a state-spaces config with d_model and n_layer");
+      return Status::Unsupported(
+          file + ": model_type \"" + model_type +
+          "\": expected \"mamba\" or \"mamba2\" (MambaForCausalLM, "
+          "Mamba2ForCausalLM), or a state-spaces config with d_model and n_layer");
     }
     SSMKIT_RETURN_IF_ERROR(ParseHf(j, file, model_type, &c));
   }

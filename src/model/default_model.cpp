@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 
 bool IsModelDir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) && fs::is_regular_file(dir / "model.safetensors", ec);
+  return fs::is_regular_file(dir / "config.json", ec) &&
+         fs::is_regular_file(dir / "model.safetensors", ec);
 }
 
 // The directories of the binaries this code may sit in: the file the library's code was loaded
@@ -24,8 +25,8 @@ std::vector<fs::path> BinaryDirs() {
   std::vector<fs::path> dirs;
   std::error_code ec;
   Dl_info info;
-  if (dladdr(reinterpret_cast<const void*>(&DefaultModelDir), &info) != 0 && info.dli_fname != nullptr &&
-      fs::path(info.dli_fname).has_parent_path()) {
+  if (dladdr(reinterpret_cast<const void*>(&DefaultModelDir), &info) != 0 &&
+      info.dli_fname != nullptr && fs::path(info.dli_fname).has_parent_path()) {
     const fs::path file = fs::weakly_canonical(fs::absolute(info.dli_fname, ec), ec);
     if (!ec) dirs.push_back(file.parent_path());
   }

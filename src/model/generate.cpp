@@ -16,10 +16,12 @@ double SecondsSince(Clock::time_point t0) {
 
 }  // namespace
 
-Status Generator::Start(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& options) {
+Status Generator::Start(Session& session, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& options) {
   finished_ = true;
   if (options.max_tokens < 0) {
-    return Status::InvalidArgument("generate: max_tokens: expected >= 0, given " + std::to_string(options.max_tokens));
+    return Status::InvalidArgument("generate: max_tokens: expected >= 0, given " +
+                                   std::to_string(options.max_tokens));
   }
   stats_ = GenerateStats{};
   stats_.prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -56,7 +58,8 @@ Status Generator::Next(int32_t* token, bool* done) {
   }
   last_token_ = sampler_.Sample(std::span<const float>(logits_).first(sampled_vocab_));
   // The first token's sampling counts with the prefill that produced its logits.
-  (stats_.generated_tokens == 0 ? stats_.prefill_seconds : stats_.decode_seconds) += SecondsSince(t0);
+  (stats_.generated_tokens == 0 ? stats_.prefill_seconds : stats_.decode_seconds) +=
+      SecondsSince(t0);
   ++stats_.generated_tokens;
   if (last_token_ == options_.eos_token_id) {
     stats_.stopped_at_eos = true;
@@ -68,8 +71,9 @@ Status Generator::Next(int32_t* token, bool* done) {
   return Status::Ok();
 }
 
-Status Generate(Session& session, const std::vector<int32_t>& prompt, const GenerateOptions& options,
-                const std::function<void(int32_t)>& on_token, GenerateStats* stats) {
+Status Generate(Session& session, const std::vector<int32_t>& prompt,
+                const GenerateOptions& options, const std::function<void(int32_t)>& on_token,
+                GenerateStats* stats) {
   Generator generator;
   Status status = generator.Start(session, prompt, options);
   for (bool done = !status.ok(); !done;) {
@@ -86,7 +90,8 @@ Status StartFromBeginningOfText(const ModelConfig& config, std::vector<int32_t>*
   if (!prompt->empty()) return Status::Ok();
   const int64_t start = config.bos_token_id >= 0 ? config.bos_token_id : config.eos_token_id;
   if (start < 0) {
-    return Status::InvalidArgument("generate: the prompt is empty and the model names no bos or eos token to start from");
+    return Status::InvalidArgument(
+        "generate: the prompt is empty and the model names no bos or eos token to start from");
   }
   prompt->push_back(static_cast<int32_t>(start));
   return Status::Ok();

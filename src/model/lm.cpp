@@ -56,7 +56,8 @@ std::string Model::weight_dtype_name() const {
   DType dtype = w.lm_head.dtype;
   bool mixed = w.embedding.dtype != dtype;
   for (const auto& l : w.mamba1) {
-    for (const Tensor* t : {&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj}) mixed |= t->dtype != dtype;
+    for (const Tensor* t : {&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj})
+      mixed |= t->dtype != dtype;
   }
   for (const auto& l : w.mamba2) {
     for (const Tensor* t : {&l.in_proj, &l.out_proj}) mixed |= t->dtype != dtype;

@@ -43,14 +43,17 @@ Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Layer& w, int64_t B,
   // (B, features, L) view of a channel-major (features, T) buffer.
   auto seq = [&](const float* p, int64_t features) { return View(p, {B, features, L}, {L, T, 1}); };
 
-  SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias}, Columns(a.xz, T, 2 * D, T)));
+  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias},
+                                       Columns(a.xz, T, 2 * D, T)));
   ZeroPadColumns(a.xz, D, B, L, pad);
-  CausalConv1dInputs conv{seq(a.xz, D), w.conv_weight, w.conv_bias, Tensor{}, Conv1dActivation::kSilu};
+  CausalConv1dInputs conv{seq(a.xz, D), w.conv_weight, w.conv_bias, Tensor{},
+                          Conv1dActivation::kSilu};
   SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(conv, seq(a.xc, D), conv_state));
   ZeroPadColumns(a.xc, D, B, L, pad);
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Columns(a.xdbl, T, E, T)));
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Columns(a.xdbl, T, R, T), w.dt_proj, Tensor{}}, Columns(a.delta, T, D, T)));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Columns(a.xdbl, T, E, T)));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({Columns(a.xdbl, T, R, T), w.dt_proj, Tensor{}}, Columns(a.delta, T, D, T)));
   SelectiveScanInputs scan;
   scan.u = seq(a.xc, D);
   scan.delta = seq(a.delta, D);
@@ -69,11 +72,14 @@ Status Mamba1MixerDecode(const ModelConfig& c, const Mamba1Layer& w, int64_t B, 
                          const Mamba1DecodeActs& a, const Tensor& conv_state,
                          const Tensor& ssm_state, float* out) {
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, E = R + 2 * N;
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias}, Rows(a.xz, B, 2 * D, 2 * D)));
+  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias},
+                                       Rows(a.xz, B, 2 * D, 2 * D)));
   const Tensor x = Rows(a.xz, B, D, 2 * D);
-  SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate({x, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, x));
+  SSMKIT_RETURN_IF_ERROR(
+      CausalConv1dUpdate({x, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, x));
   SSMKIT_RETURN_IF_ERROR(LinearForward({x, w.x_proj, Tensor{}}, Rows(a.xdbl, B, E, E)));
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(a.xdbl, B, R, E), w.dt_proj, Tensor{}}, Rows(a.dt, B, D, D)));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({Rows(a.xdbl, B, R, E), w.dt_proj, Tensor{}}, Rows(a.dt, B, D, D)));
   StateUpdateInputs step;
   step.x = x;
   step.dt = Rows(a.dt, B, D, D);

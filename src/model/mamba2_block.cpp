@@ -63,14 +63,16 @@ Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Layer& w, int64_t B,
                           const Tensor& conv_state, const Tensor& ssm_state, float* out) {
   const int64_t T = B * L, d = c.d_model, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, T, I, I)));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, T, I, I)));
   // The conv op reads (B, C, L) with unit stride over L: to channel-major and back.
   Transpose(a.zxbcdt + D, I, T, C, a.xbc_t, T);
   ZeroPadColumns(a.xbc_t, C, B, L, pad);
   const Tensor conv_in = View(a.xbc_t, {B, C, L}, {L, T, 1});
   const Tensor conv_out = View(a.conv_t, {B, C, L}, {L, T, 1});
-  SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(
-      {conv_in, w.conv_weight, w.conv_bias, Tensor{}, Conv1dActivation::kSilu}, conv_out, conv_state));
+  SSMKIT_RETURN_IF_ERROR(
+      CausalConv1dForward({conv_in, w.conv_weight, w.conv_bias, Tensor{}, Conv1dActivation::kSilu},
+                          conv_out, conv_state));
   ZeroPadColumns(a.conv_t, C, B, L, pad);
   Transpose(a.conv_t, T, C, T, a.xbc, C);
 
@@ -86,8 +88,9 @@ Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Layer& w, int64_t B,
   ssd.dt_min = c.dt_min;
   ssd.dt_max = c.dt_max;
   SSMKIT_RETURN_IF_ERROR(SsdForward(ssd, View(a.y, {B, L, H, P}, {L * D, D, P, 1}), ssm_state));
-  SSMKIT_RETURN_IF_ERROR(RmsNormForward({Rows(a.y, T, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, T, D, I)},
-                                        Rows(a.yn, T, D, D), GatedNormOptions(c)));
+  SSMKIT_RETURN_IF_ERROR(
+      RmsNormForward({Rows(a.y, T, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, T, D, I)},
+                     Rows(a.yn, T, D, D), GatedNormOptions(c)));
   return LinearForward({Rows(a.yn, T, D, D), w.out_proj, w.out_proj_bias}, Rows(out, T, d, d));
 }
 
@@ -96,10 +99,11 @@ Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Layer& w, int64_t B, 
                          const Tensor& ssm_state, float* out) {
   const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, B, I, I)));
-  const Tensor xbc = Rows(a.zxbcdt + D, B, C, I);
   SSMKIT_RETURN_IF_ERROR(
-      CausalConv1dUpdate({xbc, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, xbc));
+      LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, B, I, I)));
+  const Tensor xbc = Rows(a.zxbcdt + D, B, C, I);
+  SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate(
+      {xbc, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, xbc));
   StateUpdateInputs step;
   step.x = View(a.zxbcdt + D, {B, H, P}, {I, P, 1});
   step.A = w.A;
@@ -124,8 +128,9 @@ Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Layer& w, int64_t B, 
     step.dt_softplus = true;
   }
   SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, View(a.y, {B, H, P}, {D, P, 1})));
-  SSMKIT_RETURN_IF_ERROR(RmsNormForward({Rows(a.y, B, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, B, D, I)},
-                                        Rows(a.yn, B, D, D), GatedNormOptions(c)));
+  SSMKIT_RETURN_IF_ERROR(
+      RmsNormForward({Rows(a.y, B, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, B, D, I)},
+                     Rows(a.yn, B, D, D), GatedNormOptions(c)));
   return LinearForward({Rows(a.yn, B, D, D), w.out_proj, w.out_proj_bias}, Rows(out, B, d, d));
 }
 

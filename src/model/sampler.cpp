@@ -13,14 +13,16 @@ Status Sampler::Create(const SamplerOptions& options, int64_t vocab_size, Sample
                                    std::to_string(options.temperature));
   }
   if (options.top_k < 0) {
-    return Status::InvalidArgument("sampler: top_k: expected >= 0, given " + std::to_string(options.top_k));
+    return Status::InvalidArgument("sampler: top_k: expected >= 0, given " +
+                                   std::to_string(options.top_k));
   }
   if (!(options.top_p > 0.0f && options.top_p <= 1.0f)) {
     return Status::InvalidArgument("sampler: top_p: expected a value in (0, 1], given " +
                                    std::to_string(options.top_p));
   }
   if (vocab_size < 1) {
-    return Status::InvalidArgument("sampler: vocab_size: expected >= 1, given " + std::to_string(vocab_size));
+    return Status::InvalidArgument("sampler: vocab_size: expected >= 1, given " +
+                                   std::to_string(vocab_size));
   }
   try {
     sampler->options_ = options;
@@ -59,7 +61,8 @@ void Sampler::SortLargest(std::span<const float> logits, int64_t m, int64_t with
 
 int32_t Sampler::Sample(std::span<const float> logits) {
   const SamplerOptions& o = options_;
-  const int64_t n = std::min<int64_t>(static_cast<int64_t>(logits.size()), static_cast<int64_t>(order_.size()));
+  const int64_t n =
+      std::min<int64_t>(static_cast<int64_t>(logits.size()), static_cast<int64_t>(order_.size()));
   if (o.temperature == 0.0f || o.top_k == 1 || n <= 1) return Greedy(logits.first(n));
   // The candidates: every id with a number for a logit.
   order_.resize(static_cast<size_t>(n));  // within capacity: no allocation
@@ -77,7 +80,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   if (k < count) SortLargest(logits, k, count);  // order_[0, k): the k largest
   const double inv_t = 1.0 / o.temperature;
   double total = 0.0;
-  for (int64_t i = 0; i < k; ++i) total += std::exp((static_cast<double>(logits[order_[i]]) - max_logit) * inv_t);
+  for (int64_t i = 0; i < k; ++i)
+    total += std::exp((static_cast<double>(logits[order_[i]]) - max_logit) * inv_t);
   int64_t kept = k;
   if (o.top_p < 1.0f) {
     // The nucleus lies within the m most likely tokens once their mass reaches top_p: sort a

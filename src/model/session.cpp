@@ -66,7 +66,8 @@ struct Session::Impl {
     for (int64_t t = 0; t < n; ++t) {
       if (ids[t] < 0 || ids[t] >= config().vocab_size) {
         return Status::InvalidArgument(std::string(what) + ": token " + std::to_string(ids[t]) +
-                                       " at position " + std::to_string(t) + " outside the vocabulary [0, " +
+                                       " at position " + std::to_string(t) +
+                                       " outside the vocabulary [0, " +
                                        std::to_string(config().vocab_size) + ")");
       }
     }
@@ -75,7 +76,8 @@ struct Session::Impl {
 
   // The layers and the final norm over rows of (rows, d): hidden in, normed out.
   template <class Mixer>
-  Status RunLayers(int64_t rows, float* hidden, float* residual, float* normed, Mixer&& mixer) const {
+  Status RunLayers(int64_t rows, float* hidden, float* residual, float* normed,
+                   Mixer&& mixer) const {
     const ModelConfig& c = config();
     const int64_t d = c.d_model;
     AddRmsNormOptions options;
@@ -83,7 +85,8 @@ struct Session::Impl {
     const Tensor h = model::Rows(hidden, rows, d, d), r = model::Rows(residual, rows, d, d);
     const Tensor n = model::Rows(normed, rows, d, d);
     for (int64_t i = 0; i < c.n_layer; ++i) {
-      SSMKIT_RETURN_IF_ERROR(AddRmsNormForward({h, i == 0 ? Tensor{} : r, LayerNorm(i), Tensor{}}, n, r, options));
+      SSMKIT_RETURN_IF_ERROR(
+          AddRmsNormForward({h, i == 0 ? Tensor{} : r, LayerNorm(i), Tensor{}}, n, r, options));
       SSMKIT_RETURN_IF_ERROR(mixer(i, normed, hidden));
     }
     return AddRmsNormForward({h, r, weights().norm_f, Tensor{}}, n, r, options);
@@ -95,7 +98,8 @@ Session::~Session() = default;
 
 Status Session::Create(const Model& model, int64_t max_batch, std::unique_ptr<Session>* session) {
   if (max_batch < 1) {
-    return Status::InvalidArgument("session: max_batch: expected >= 1, given " + std::to_string(max_batch));
+    return Status::InvalidArgument("session: max_batch: expected >= 1, given " +
+                                   std::to_string(max_batch));
   }
   try {
     auto impl = std::make_unique<Impl>();
@@ -106,7 +110,8 @@ Status Session::Create(const Model& model, int64_t max_batch, std::unique_ptr<Se
     session->reset(new Session(std::move(impl)));
     return Status::Ok();
   } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory("session: out of memory for a batch of " + std::to_string(max_batch));
+    return Status::OutOfMemory("session: out of memory for a batch of " +
+                               std::to_string(max_batch));
   }
 }
 
@@ -123,22 +128,26 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
   const int64_t B = static_cast<int64_t>(prompts.size()), d = c.d_model, V = c.vocab_size;
   if (B < 1 || B > s.max_batch) {
     return Status::InvalidArgument("prefill: expected 1 to " + std::to_string(s.max_batch) +
-                                   " prompts (the session's max_batch), given " + std::to_string(B));
+                                   " prompts (the session's max_batch), given " +
+                                   std::to_string(B));
   }
   int64_t L = 0;
   for (int64_t b = 0; b < B; ++b) {
-    if (prompts[b].empty()) return Status::InvalidArgument("prefill: prompt " + std::to_string(b) + " is empty");
+    if (prompts[b].empty())
+      return Status::InvalidArgument("prefill: prompt " + std::to_string(b) + " is empty");
     SSMKIT_RETURN_IF_ERROR(s.CheckTokens(prompts[b].data(), static_cast<int64_t>(prompts[b].size()),
                                          ("prefill: prompt " + std::to_string(b)).c_str()));
     L = std::max<int64_t>(L, static_cast<int64_t>(prompts[b].size()));
   }
   if (static_cast<int64_t>(logits.size()) < B * V) {
-    return Status::InvalidArgument("prefill: logits: expected (B, V) = (" + std::to_string(B) + ", " +
-                                   std::to_string(V) + ") floats, given " + std::to_string(logits.size()));
+    return Status::InvalidArgument("prefill: logits: expected (B, V) = (" + std::to_string(B) +
+                                   ", " + std::to_string(V) + ") floats, given " +
+                                   std::to_string(logits.size()));
   }
   if (!all_logits.empty() && static_cast<int64_t>(all_logits.size()) < B * L * V) {
-    return Status::InvalidArgument("prefill: all_logits: expected (B, L, V) = (" + std::to_string(B) + ", " +
-                                   std::to_string(L) + ", " + std::to_string(V) + ") floats, given " +
+    return Status::InvalidArgument("prefill: all_logits: expected (B, L, V) = (" +
+                                   std::to_string(B) + ", " + std::to_string(L) + ", " +
+                                   std::to_string(V) + ") floats, given " +
                                    std::to_string(all_logits.size()));
   }
   const int64_t T = B * L;
@@ -152,7 +161,8 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
     const size_t floats = static_cast<size_t>(s.PrefillFloats(B, T));
     if (s.prefill_buffer.size() < floats) s.prefill_buffer.resize(floats);
   } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory("prefill: out of memory for " + std::to_string(B) + " x " + std::to_string(L) + " tokens");
+    return Status::OutOfMemory("prefill: out of memory for " + std::to_string(B) + " x " +
+                               std::to_string(L) + " tokens");
   }
   s.batch = 0;  // a failure below leaves no usable state
   float* hidden = s.prefill_buffer.data();
@@ -164,18 +174,23 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
   const int64_t* pad = s.pad.data();
   if (c.arch == ModelArch::kMamba1) {
     const model::Mamba1PrefillActs a = model::CarveMamba1Prefill(c, T, acts);
-    SSMKIT_RETURN_IF_ERROR(s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-      return model::Mamba1MixerPrefill(c, w.mamba1[i], B, L, pad, in, a, s.cache.conv(i, B), s.cache.ssm(i, B), out);
-    }));
+    SSMKIT_RETURN_IF_ERROR(
+        s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
+          return model::Mamba1MixerPrefill(c, w.mamba1[i], B, L, pad, in, a, s.cache.conv(i, B),
+                                           s.cache.ssm(i, B), out);
+        }));
   } else {
     const model::Mamba2PrefillActs a = model::CarveMamba2Prefill(c, T, acts);
-    SSMKIT_RETURN_IF_ERROR(s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-      return model::Mamba2MixerPrefill(c, w.mamba2[i], B, L, pad, in, a, s.cache.conv(i, B), s.cache.ssm(i, B), out);
-    }));
+    SSMKIT_RETURN_IF_ERROR(
+        s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
+          return model::Mamba2MixerPrefill(c, w.mamba2[i], B, L, pad, in, a, s.cache.conv(i, B),
+                                           s.cache.ssm(i, B), out);
+        }));
   }
   // Left padding puts every prompt's last token at position L - 1.
   for (int64_t b = 0; b < B; ++b) std::copy_n(normed + (b * L + L - 1) * d, d, last + b * d);
-  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(last, B, d, d), w.lm_head, Tensor{}}, model::Rows(logits.data(), B, V, V)));
+  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(last, B, d, d), w.lm_head, Tensor{}},
+                                       model::Rows(logits.data(), B, V, V)));
   if (!all_logits.empty()) {
     std::vector<float> every;
     try {
@@ -183,7 +198,8 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("prefill: out of memory for all_logits");
     }
-    SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, T, d, d), w.lm_head, Tensor{}}, model::Rows(every.data(), T, V, V)));
+    SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, T, d, d), w.lm_head, Tensor{}},
+                                         model::Rows(every.data(), T, V, V)));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t n = L - s.pad[b];
       std::copy_n(every.data() + (b * L + s.pad[b]) * V, n * V, all_logits.data() + b * L * V);
@@ -200,12 +216,13 @@ Status Session::Decode(std::span<const int32_t> tokens, std::span<float> logits)
   const int64_t B = s.batch, d = c.d_model, V = c.vocab_size;
   if (B == 0) return Status::InvalidArgument("decode: no sequences: call Prefill first");
   if (static_cast<int64_t>(tokens.size()) != B) {
-    return Status::InvalidArgument("decode: tokens: expected one per sequence (" + std::to_string(B) +
-                                   "), given " + std::to_string(tokens.size()));
+    return Status::InvalidArgument("decode: tokens: expected one per sequence (" +
+                                   std::to_string(B) + "), given " + std::to_string(tokens.size()));
   }
   if (static_cast<int64_t>(logits.size()) < B * V) {
-    return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(B) + ", " +
-                                   std::to_string(V) + ") floats, given " + std::to_string(logits.size()));
+    return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(B) +
+                                   ", " + std::to_string(V) + ") floats, given " +
+                                   std::to_string(logits.size()));
   }
   SSMKIT_RETURN_IF_ERROR(s.CheckTokens(tokens.data(), B, "decode"));
   float* hidden = s.decode_buffer.data();
@@ -215,16 +232,21 @@ Status Session::Decode(std::span<const int32_t> tokens, std::span<float> logits)
   s.Embed(tokens.data(), B, hidden);
   if (c.arch == ModelArch::kMamba1) {
     const model::Mamba1DecodeActs a = model::CarveMamba1Decode(c, B, acts);
-    SSMKIT_RETURN_IF_ERROR(s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-      return model::Mamba1MixerDecode(c, w.mamba1[i], B, in, a, s.cache.conv(i, B), s.cache.ssm(i, B), out);
-    }));
+    SSMKIT_RETURN_IF_ERROR(
+        s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
+          return model::Mamba1MixerDecode(c, w.mamba1[i], B, in, a, s.cache.conv(i, B),
+                                          s.cache.ssm(i, B), out);
+        }));
   } else {
     const model::Mamba2DecodeActs a = model::CarveMamba2Decode(c, B, acts);
-    SSMKIT_RETURN_IF_ERROR(s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-      return model::Mamba2MixerDecode(c, w.mamba2[i], B, in, a, s.cache.conv(i, B), s.cache.ssm(i, B), out);
-    }));
+    SSMKIT_RETURN_IF_ERROR(
+        s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
+          return model::Mamba2MixerDecode(c, w.mamba2[i], B, in, a, s.cache.conv(i, B),
+                                          s.cache.ssm(i, B), out);
+        }));
   }
-  return LinearForward({model::Rows(normed, B, d, d), w.lm_head, Tensor{}}, model::Rows(logits.data(), B, V, V));
+  return LinearForward({model::Rows(normed, B, d, d), w.lm_head, Tensor{}},
+                       model::Rows(logits.data(), B, V, V));
 }
 
 }  // namespace ssmkit

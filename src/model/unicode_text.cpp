@@ -15,7 +15,8 @@ constexpr const char* kGptPattern =
 #undef SSMKIT_WS
 
 icu::UnicodeString FromUtf8(std::string_view text) {
-  return icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  return icu::UnicodeString::fromUTF8(
+      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
 }
 
 }  // namespace
@@ -38,7 +39,8 @@ struct GptSplitter::Impl {
 GptSplitter::GptSplitter() : impl_(std::make_unique<Impl>()) {
   UErrorCode err = U_ZERO_ERROR;
   UParseError parse{};
-  impl_->pattern.reset(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(kGptPattern), parse, err));
+  impl_->pattern.reset(
+      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(kGptPattern), parse, err));
   if (U_FAILURE(err)) status_ = Status::Internal(std::string("ICU regex: ") + u_errorName(err));
 }
 

@@ -38,7 +38,8 @@ inline Tensor Columns(const float* data, int64_t rows, int64_t cols, int64_t ld)
 
 // dst (cols, rows) with row stride ldd = the transpose of src (rows, cols) with row stride lds,
 // in cache-sized tiles: token-major (T, C) to channel-major (C, T) and back.
-inline void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+inline void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
+                      int64_t ldd) {
   constexpr int64_t kTile = 32;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {

@@ -11,9 +11,9 @@ namespace {
 
 // How a checkpoint tensor becomes a model parameter.
 enum class Kind {
-  kMatrix,     // kept as a view in the checkpoint's dtype
-  kVector,     // copied to f32
-  kNegExp,     // copied to f32 as -exp(v): A from A_log (the view of A_log is kept too)
+  kMatrix,  // kept as a view in the checkpoint's dtype
+  kVector,  // copied to f32
+  kNegExp,  // copied to f32 as -exp(v): A from A_log (the view of A_log is kept too)
 };
 
 // One expected tensor: its name, shape, and where the bound view goes.
@@ -73,7 +73,8 @@ std::vector<Slot> ExpectedSlots(const ModelConfig& c, ModelWeights* w, bool lm_h
                         Tensor* conv_w, Tensor* conv_b, Tensor* out_proj, Tensor* out_bias) {
     slots.push_back({p + "norm.weight", {d}, Kind::kVector, norm});
     slots.push_back({p + "mixer.in_proj.weight", {c.in_proj_dim(), d}, Kind::kMatrix, in_proj});
-    if (c.proj_bias) slots.push_back({p + "mixer.in_proj.bias", {c.in_proj_dim()}, Kind::kVector, in_bias});
+    if (c.proj_bias)
+      slots.push_back({p + "mixer.in_proj.bias", {c.in_proj_dim()}, Kind::kVector, in_bias});
     slots.push_back({p + "mixer.conv1d.weight", {C, 1, K}, Kind::kVector, conv_w, nullptr, {C, K}});
     if (c.conv_bias) slots.push_back({p + "mixer.conv1d.bias", {C}, Kind::kVector, conv_b});
     slots.push_back({p + "mixer.out_proj.weight", {d, D}, Kind::kMatrix, out_proj});
@@ -136,19 +137,22 @@ Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& check
   // A tied model may still carry lm_head.weight (mamba_ssm saves both names of the one
   // tensor); it is checked and then unused, as transformers does.
   const bool lm_head_stored = checkpoint.Find("lm_head.weight") != nullptr;
-  const std::vector<Slot> slots = ExpectedSlots(config, &w, !config.tie_embeddings || lm_head_stored);
+  const std::vector<Slot> slots =
+      ExpectedSlots(config, &w, !config.tie_embeddings || lm_head_stored);
   std::set<std::string> used;
   const std::string files = checkpoint.description();
   for (const Slot& s : slots) {
     const SafetensorsTensor* t = checkpoint.Find(s.name);
     if (t == nullptr) {
-      return Status::InvalidArgument(files + ": missing tensor '" + s.name + "' " + ShapeString(s.shape) +
-                                     " (a " + ModelArchName(config.arch) + " model with " +
-                                     std::to_string(config.n_layer) + " layers, from config.json)");
+      return Status::InvalidArgument(files + ": missing tensor '" + s.name + "' " +
+                                     ShapeString(s.shape) + " (a " + ModelArchName(config.arch) +
+                                     " model with " + std::to_string(config.n_layer) +
+                                     " layers, from config.json)");
     }
     const std::string where = t->file + ": tensor '" + s.name + "': ";
     if (!t->float_dtype) {
-      return Status::InvalidArgument(where + "dtype " + t->dtype_name + ", expected F32, BF16 or F16");
+      return Status::InvalidArgument(where + "dtype " + t->dtype_name +
+                                     ", expected F32, BF16 or F16");
     }
     if (t->shape != s.shape) {
       return Status::InvalidArgument(where + "shape " + t->shape_string() + ", expected " +
@@ -161,12 +165,14 @@ Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& check
       continue;
     }
     if (s.raw != nullptr) *s.raw = t->view();
-    BindVector(s, [t](int64_t i) { return LoadAsF32(t->data, t->dtype, i); }, &w);
+    BindVector(
+        s, [t](int64_t i) { return LoadAsF32(t->data, t->dtype, i); }, &w);
   }
   for (const auto& [name, t] : checkpoint.tensors()) {
     if (!used.count(name)) {
-      return Status::InvalidArgument(t.file + ": unexpected tensor '" + name + "' " + t.shape_string() +
-                                     ": not part of a " + ModelArchName(config.arch) + " model with " +
+      return Status::InvalidArgument(t.file + ": unexpected tensor '" + name + "' " +
+                                     t.shape_string() + ": not part of a " +
+                                     ModelArchName(config.arch) + " model with " +
                                      std::to_string(config.n_layer) + " layers (config.json)");
     }
   }
@@ -201,18 +207,23 @@ Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, Mode
     }
     const bool is_a = s.kind == Kind::kNegExp;
     const bool is_conv = s.name.find("conv1d.weight") != std::string::npos;
-    const bool is_dt_bias = s.name.find("dt_bias") != std::string::npos || s.name.find("dt_proj.bias") != std::string::npos;
+    const bool is_dt_bias = s.name.find("dt_bias") != std::string::npos ||
+                            s.name.find("dt_proj.bias") != std::string::npos;
     const bool is_bias = s.name.find(".bias") != std::string::npos && !is_dt_bias;
     const int64_t inner = s.shape.back();
-    BindVector(s, [&](int64_t i) -> float {
-      if (is_a) return std::log(static_cast<float>(i % inner + 1));
-      if (is_conv) return (2.0f * unit() - 1.0f) * conv_bound;
-      if (is_dt_bias) {
-        const float dt = std::exp(unit() * (std::log(0.1f) - std::log(1e-3f)) + std::log(1e-3f));
-        return dt + std::log(-std::expm1(-dt));  // softplus^-1(dt)
-      }
-      return is_bias ? 0.0f : 1.0f;  // norms and D
-    }, &w);
+    BindVector(
+        s,
+        [&](int64_t i) -> float {
+          if (is_a) return std::log(static_cast<float>(i % inner + 1));
+          if (is_conv) return (2.0f * unit() - 1.0f) * conv_bound;
+          if (is_dt_bias) {
+            const float dt =
+                std::exp(unit() * (std::log(0.1f) - std::log(1e-3f)) + std::log(1e-3f));
+            return dt + std::log(-std::expm1(-dt));  // softplus^-1(dt)
+          }
+          return is_bias ? 0.0f : 1.0f;  // norms and D
+        },
+        &w);
   }
   if (config.tie_embeddings) w.lm_head = w.embedding;
   *weights = std::move(w);

@@ -52,11 +52,11 @@ struct Mamba2Layer {
 };
 
 struct ModelWeights {
-  Tensor embedding;  // (V, d)
+  Tensor embedding;                 // (V, d)
   std::vector<Mamba1Layer> mamba1;  // n_layer entries for a Mamba-1 model
   std::vector<Mamba2Layer> mamba2;  // n_layer entries for a Mamba-2 model
-  Tensor norm_f;     // (d) f32
-  Tensor lm_head;    // (V, d): the embedding when tied
+  Tensor norm_f;                    // (d) f32
+  Tensor lm_head;                   // (V, d): the embedding when tied
 
   // Storage of the f32 copies and of random weights; views above point into it.
   std::vector<std::unique_ptr<uint8_t[]>> owned;

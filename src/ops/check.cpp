@@ -58,7 +58,8 @@ Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
 
 Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSpec shape,
               std::initializer_list<DType> dtypes) {
-  if (!t.defined()) return Mismatch(op, name, "a tensor of shape " + ShapeWithLegend(shape), "null");
+  if (!t.defined())
+    return Mismatch(op, name, "a tensor of shape " + ShapeWithLegend(shape), "null");
   bool shape_ok = t.rank == static_cast<int>(shape.dims.size());
   int i = 0;
   for (int64_t d : shape.dims) shape_ok = shape_ok && t.shape[i++] == d;
@@ -75,8 +76,9 @@ Status Tensor(const char* op, const char* name, const ssmkit::Tensor& t, ShapeSp
   }
   for (int d = 0; d < t.rank; ++d) {
     if (t.strides[d] < 0) {
-      return Mismatch(op, name, "non-negative strides",
-                      "stride " + std::to_string(t.strides[d]) + " on dimension " + std::to_string(d));
+      return Mismatch(
+          op, name, "non-negative strides",
+          "stride " + std::to_string(t.strides[d]) + " on dimension " + std::to_string(d));
     }
   }
   if (t.rank > 0 && t.shape[t.rank - 1] > 1 && t.strides[t.rank - 1] != 1) {

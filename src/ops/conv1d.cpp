@@ -58,7 +58,8 @@ Status CheckInputs(const CausalConv1dInputs& in, CausalConv1dParams* p) {
     return check::Mismatch(kOp, "x", "sequence length L >= 1", "L = " + std::to_string(seqlen));
   }
   const auto io_dtypes = {DType::kF32, DType::kBF16};
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "x", in.x, {"(B, D, L)", {batch, dim, seqlen}}, io_dtypes));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, "x", in.x, {"(B, D, L)", {batch, dim, seqlen}}, io_dtypes));
   int64_t width = 0;
   SSMKIT_RETURN_IF_ERROR(CheckWeight(kOp, in.weight, dim, &width));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "bias", in.bias, {"(D)", {dim}}, {DType::kF32}));
@@ -86,7 +87,9 @@ Status CheckStates(const char* name, const Tensor& t, const CausalConv1dParams& 
 Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
   return check::Devices(kOp,
-                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias},
+                        {{"x", in.x},
+                         {"weight", in.weight},
+                         {"bias", in.bias},
                          {"initial_states", in.initial_states}},
                         more, device);
 }
@@ -100,8 +103,8 @@ Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
   SSMKIT_RETURN_IF_ERROR(
       CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
-                                       {inputs.x.dtype}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("final_states", final_states, p));
   p.out = MakeSeqView(out);
   p.final_states = MakeSeqView(final_states);
@@ -113,11 +116,14 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
                             const Tensor& dfinal_states, const CausalConv1dGrads& grads) {
   CausalConv1dBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(
-      inputs,
-      {{"dout", dout}, {"dfinal_states", dfinal_states}, {"dx", grads.dx},
-       {"dweight", grads.dweight}, {"dbias", grads.dbias}, {"dinitial_states", grads.dinitial_states}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
+                                      {{"dout", dout},
+                                       {"dfinal_states", dfinal_states},
+                                       {"dx", grads.dx},
+                                       {"dweight", grads.dweight},
+                                       {"dbias", grads.dbias},
+                                       {"dinitial_states", grads.dinitial_states}},
+                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
@@ -125,8 +131,8 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dweight", grads.dweight, "weight", inputs.weight));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dbias", grads.dbias, "bias", inputs.bias));
-  SSMKIT_RETURN_IF_ERROR(
-      check::GradLike(kOp, "dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_states", grads.dinitial_states,
+                                         "initial_states", inputs.initial_states));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeSeqView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);
@@ -144,20 +150,25 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& 
   SSMKIT_RETURN_IF_ERROR(check::Devices(kUpdateOp,
                                         {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}},
                                         {{"conv_state", conv_state}, {"out", out}}, &device));
-  if (!in.x.defined()) return check::Mismatch(kUpdateOp, "x", "a tensor (B, D) or (B, D, T)", "null");
+  if (!in.x.defined())
+    return check::Mismatch(kUpdateOp, "x", "a tensor (B, D) or (B, D, T)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kUpdateOp, "x", in.x, {2, 3}));
   const bool steps_dim = in.x.rank == 3;
   const int64_t batch = in.x.shape[0], dim = in.x.shape[1], steps = steps_dim ? in.x.shape[2] : 1;
-  if (batch < 1) return check::Mismatch(kUpdateOp, "x", "batch B >= 1", "B = " + std::to_string(batch));
-  if (dim < 1) return check::Mismatch(kUpdateOp, "x", "channels D >= 1", "D = " + std::to_string(dim));
-  if (steps < 1) return check::Mismatch(kUpdateOp, "x", "steps T >= 1", "T = " + std::to_string(steps));
+  if (batch < 1)
+    return check::Mismatch(kUpdateOp, "x", "batch B >= 1", "B = " + std::to_string(batch));
+  if (dim < 1)
+    return check::Mismatch(kUpdateOp, "x", "channels D >= 1", "D = " + std::to_string(dim));
+  if (steps < 1)
+    return check::Mismatch(kUpdateOp, "x", "steps T >= 1", "T = " + std::to_string(steps));
   const auto io_dtypes = {DType::kF32, DType::kBF16};
   const check::ShapeSpec x_spec = steps_dim ? check::ShapeSpec{"(B, D, T)", {batch, dim, steps}}
                                             : check::ShapeSpec{"(B, D)", {batch, dim}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kUpdateOp, "x", in.x, x_spec, io_dtypes));
   int64_t width = 0;
   SSMKIT_RETURN_IF_ERROR(CheckWeight(kUpdateOp, in.weight, dim, &width));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kUpdateOp, "bias", in.bias, {"(D)", {dim}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Optional(kUpdateOp, "bias", in.bias, {"(D)", {dim}}, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(CheckActivation(kUpdateOp, in.activation));
   if (!conv_state.defined()) {
     return check::Mismatch(kUpdateOp, "conv_state", "a tensor (B, D, S), S >= K-1", "null");

@@ -40,11 +40,11 @@ struct CausalConv1dBwdParams : CausalConv1dParams {
 struct CausalConv1dUpdateParams {
   int64_t batch = 0, dim = 0, steps = 0, width = 0, state_len = 0;  // B, D, T, K, S
   bool silu = false;
-  SeqView x;             // (B, D, T) f32 | bf16 ((B, D) is T = 1)
-  ChannelView weight;    // (D, K) f32
-  ChannelView bias;      // optional (D) f32
-  SeqView conv_state;    // (B, D, S) f32, in place
-  SeqView out;           // (B, D, T), x's dtype
+  SeqView x;           // (B, D, T) f32 | bf16 ((B, D) is T = 1)
+  ChannelView weight;  // (D, K) f32
+  ChannelView bias;    // optional (D) f32
+  SeqView conv_state;  // (B, D, S) f32, in place
+  SeqView out;         // (B, D, T), x's dtype
 };
 
 }  // namespace ssmkit

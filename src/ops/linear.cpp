@@ -24,7 +24,8 @@ Status CheckMatrix(const char* name, const Tensor& t, const char* legend, int64_
   Tensor shape_only = t;
   shape_only.strides = {};
   if (t.rank == 2) shape_only.strides = {cols, 1};
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, name, shape_only, {legend, {rows, cols}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, name, shape_only, {legend, {rows, cols}}, {DType::kF32}));
   const int64_t s0 = t.strides[0], s1 = t.strides[1];
   const bool row_major = (s1 == 1 || cols == 1) && (s0 >= cols || rows == 1);
   const bool feature_major = (s0 == 1 || rows == 1) && (s1 >= rows || cols == 1);
@@ -36,8 +37,8 @@ Status CheckMatrix(const char* name, const Tensor& t, const char* legend, int64_
     *stride_feature = cols == 1 ? rows : s1;
   } else {
     return check::Mismatch(kOp, name,
-                           "strides (ld >= " + std::to_string(cols) + ", 1) or (1, ld >= " +
-                               std::to_string(rows) + ")",
+                           "strides (ld >= " + std::to_string(cols) +
+                               ", 1) or (1, ld >= " + std::to_string(rows) + ")",
                            "(" + std::to_string(s0) + ", " + std::to_string(s1) + ")");
   }
   return Status::Ok();
@@ -50,7 +51,8 @@ struct Span {
 };
 Span SpanOf(const void* data, int64_t rows, int64_t cols, int64_t s_row, int64_t s_col) {
   const char* base = static_cast<const char*>(data);
-  const int64_t last = ((rows - 1) * s_row + (cols - 1) * s_col) * static_cast<int64_t>(sizeof(float));
+  const int64_t last =
+      ((rows - 1) * s_row + (cols - 1) * s_col) * static_cast<int64_t>(sizeof(float));
   return {base, base + last + static_cast<int64_t>(sizeof(float)) - 1};
 }
 
@@ -63,9 +65,9 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "weight", w, {"(M, K)", {M, K}},
                                        {DType::kF32, DType::kBF16, DType::kF16}));
   if (!w.is_contiguous()) {
-    return check::Mismatch(kOp, "weight", "a contiguous row-major (M, K) tensor",
-                           "strides (" + std::to_string(w.strides[0]) + ", " +
-                               std::to_string(w.strides[1]) + ")");
+    return check::Mismatch(
+        kOp, "weight", "a contiguous row-major (M, K) tensor",
+        "strides (" + std::to_string(w.strides[0]) + ", " + std::to_string(w.strides[1]) + ")");
   }
   if (!in.x.defined()) return check::Mismatch(kOp, "x", "a tensor (T, K)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "x", in.x, {2}));
@@ -74,7 +76,8 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "bias", in.bias, {"(M)", {M}}, {DType::kF32}));
   if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
-  SSMKIT_RETURN_IF_ERROR(CheckMatrix("x", in.x, "(T, K)", T, K, &p->x_stride_row, &p->x_stride_feature));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckMatrix("x", in.x, "(T, K)", T, K, &p->x_stride_row, &p->x_stride_feature));
   SSMKIT_RETURN_IF_ERROR(
       CheckMatrix("out", out, "(T, M)", T, M, &p->out_stride_row, &p->out_stride_feature));
   const Span xs = SpanOf(in.x.data, T, K, p->x_stride_row, p->x_stride_feature);
@@ -97,8 +100,9 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
 
 Status LinearForward(const LinearInputs& inputs, const Tensor& out) {
   Device device;
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kOp, {{"x", inputs.x}, {"weight", inputs.weight}, {"bias", inputs.bias}}, {{"out", out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Devices(kOp, {{"x", inputs.x}, {"weight", inputs.weight}, {"bias", inputs.bias}},
+                     {{"out", out}}, &device));
   if (device != Device::kCpu) {
     return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
   }

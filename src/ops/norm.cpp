@@ -120,9 +120,8 @@ Status CheckRowsGrad(const char* op, const char* grad_name, const Tensor& grad,
 
 Status CheckGatedDevices(const RmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
                          Device* device) {
-  return check::Devices(kGatedOp,
-                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}, {"z", in.z}}, more,
-                        device);
+  return check::Devices(
+      kGatedOp, {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}, {"z", in.z}}, more, device);
 }
 
 Status CheckAddDevices(const AddRmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
@@ -160,11 +159,13 @@ Status RmsNormBackward(const RmsNormInputs& inputs, const Tensor& dout, const Rm
                        const RmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(
-      inputs,
-      {{"dout", dout}, {"dx", grads.dx}, {"dweight", grads.dweight}, {"dbias", grads.dbias},
-       {"dz", grads.dz}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(inputs,
+                                           {{"dout", dout},
+                                            {"dx", grads.dx},
+                                            {"dweight", grads.dweight},
+                                            {"dbias", grads.dbias},
+                                            {"dz", grads.dz}},
+                                           &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kGatedOp, "dout", dout, {"(M, E)", {p.rows, p.features}}, {inputs.x.dtype}));
@@ -203,11 +204,14 @@ Status AddRmsNormBackward(const AddRmsNormInputs& inputs, const Tensor& dout,
                           const AddRmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckAddDevices(
-      inputs,
-      {{"dout", dout}, {"dresidual_out", dresidual_out}, {"dx", grads.dx},
-       {"dresidual", grads.dresidual}, {"dweight", grads.dweight}, {"dbias", grads.dbias}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckAddDevices(inputs,
+                                         {{"dout", dout},
+                                          {"dresidual_out", dresidual_out},
+                                          {"dx", grads.dx},
+                                          {"dresidual", grads.dresidual},
+                                          {"dweight", grads.dweight},
+                                          {"dbias", grads.dbias}},
+                                         &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   const check::ShapeSpec rows{"(M, E)", {p.rows, p.features}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kAddOp, "dout", dout, rows, {inputs.x.dtype}));

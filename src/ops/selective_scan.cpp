@@ -32,7 +32,12 @@ F32View MakeF32View(const Tensor& t) {
 
 ChunkStatesView MakeChunkStatesView(const Tensor& t, int64_t interval) {
   if (!t.defined()) return {};
-  return {static_cast<float*>(t.data), interval, t.strides[0], t.strides[1], t.strides[2], t.strides[3]};
+  return {static_cast<float*>(t.data),
+          interval,
+          t.strides[0],
+          t.strides[1],
+          t.strides[2],
+          t.strides[3]};
 }
 
 BCView MakeBCView(const Tensor& t) {
@@ -67,7 +72,8 @@ Status CheckBC(const char* name, const Tensor& t, int64_t batch, int64_t dim, in
   }
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, name, t, {2, 3, 4}));
   if (t.rank == 2) return check::Tensor(kOp, name, t, {"(D, N)", {dim, dstate}}, dtypes);
-  if (t.rank == 3) return check::Tensor(kOp, name, t, {"(B, N, L)", {batch, dstate, seqlen}}, dtypes);
+  if (t.rank == 3)
+    return check::Tensor(kOp, name, t, {"(B, N, L)", {batch, dstate, seqlen}}, dtypes);
   const int64_t groups = t.shape[1];
   if (groups < 1 || dim % groups != 0) {
     return check::Mismatch(kOp, name, "a group count G dividing D = " + std::to_string(dim),
@@ -90,13 +96,15 @@ Status CheckInputs(const SelectiveScanInputs& in, Device device, SelectiveScanPa
     return check::Mismatch(kOp, "u", "sequence length L >= 1", "L = " + std::to_string(seqlen));
   }
   if (dstate < 1 || dstate > kMaxScanStateSize) {
-    return check::Mismatch(kOp, "A", "state size N in [1, " + std::to_string(kMaxScanStateSize) + "]",
+    return check::Mismatch(kOp, "A",
+                           "state size N in [1, " + std::to_string(kMaxScanStateSize) + "]",
                            "N = " + std::to_string(dstate));
   }
   // f16 is served by the CUDA backend only.
   const std::initializer_list<DType> cpu_dtypes = {DType::kF32, DType::kBF16};
   const std::initializer_list<DType> cuda_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
-  const std::initializer_list<DType> seq_dtypes = device == Device::kCuda ? cuda_dtypes : cpu_dtypes;
+  const std::initializer_list<DType> seq_dtypes =
+      device == Device::kCuda ? cuda_dtypes : cpu_dtypes;
   const check::ShapeSpec seq{"(B, D, L)", {batch, dim, seqlen}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "u", in.u, seq, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "delta", in.delta, seq, seq_dtypes));
@@ -151,9 +159,9 @@ Status CheckChunkStates(const Tensor& t, const SelectiveScanOptions& options, De
                            "a CUDA tensor");
   }
   const int64_t chunks = SelectiveScanChunkCount(p->seqlen, options);
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "chunk_states", t,
-                                         {"(B, D, K, N), K = ceil(L / Q)", {p->batch, p->dim, chunks, p->dstate}},
-                                         {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::Optional(
+      kOp, "chunk_states", t,
+      {"(B, D, K, N), K = ceil(L / Q)", {p->batch, p->dim, chunks, p->dstate}}, {DType::kF32}));
   p->chunk_states = MakeChunkStatesView(t, ChunkLength(options));
   return Status::Ok();
 }
@@ -162,8 +170,14 @@ Status CheckChunkStates(const Tensor& t, const SelectiveScanOptions& options, De
 Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
   return check::Devices(kOp,
-                        {{"u", in.u}, {"delta", in.delta}, {"A", in.A}, {"B", in.B}, {"C", in.C},
-                         {"D", in.D}, {"z", in.z}, {"delta_bias", in.delta_bias},
+                        {{"u", in.u},
+                         {"delta", in.delta},
+                         {"A", in.A},
+                         {"B", in.B},
+                         {"C", in.C},
+                         {"D", in.D},
+                         {"z", in.z},
+                         {"delta_bias", in.delta_bias},
                          {"initial_state", in.initial_state}},
                         more, device);
 }
@@ -172,11 +186,16 @@ Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::
 
 const char* ScanAlgorithmName(ScanAlgorithm algorithm) {
   switch (algorithm) {
-    case ScanAlgorithm::kSequential: return "sequential";
-    case ScanAlgorithm::kChunked: return "chunked";
-    case ScanAlgorithm::kBlelloch: return "blelloch";
-    case ScanAlgorithm::kHillisSteele: return "hillis-steele";
-    case ScanAlgorithm::kLogSpace: return "log-space";
+    case ScanAlgorithm::kSequential:
+      return "sequential";
+    case ScanAlgorithm::kChunked:
+      return "chunked";
+    case ScanAlgorithm::kBlelloch:
+      return "blelloch";
+    case ScanAlgorithm::kHillisSteele:
+      return "hillis-steele";
+    case ScanAlgorithm::kLogSpace:
+      return "log-space";
   }
   return "unknown";
 }
@@ -209,11 +228,12 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out
   SelectiveScanParams p;
   Device device;
   SSMKIT_RETURN_IF_ERROR(CheckDevices(
-      inputs, {{"out", out}, {"final_state", final_state}, {"chunk_states", chunk_states}}, &device));
+      inputs, {{"out", out}, {"final_state", final_state}, {"chunk_states", chunk_states}},
+      &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
-                                       {inputs.u.dtype}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", final_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
@@ -234,12 +254,20 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
                              const SelectiveScanGrads& grads, const SelectiveScanOptions& options) {
   SelectiveScanBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(
-      inputs,
-      {{"dout", dout}, {"dfinal_state", dfinal_state}, {"chunk_states", chunk_states}, {"du", grads.du}, {"ddelta", grads.ddelta},
-       {"dA", grads.dA}, {"dB", grads.dB}, {"dC", grads.dC}, {"dD", grads.dD}, {"dz", grads.dz},
-       {"ddelta_bias", grads.ddelta_bias}, {"dinitial_state", grads.dinitial_state}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
+                                      {{"dout", dout},
+                                       {"dfinal_state", dfinal_state},
+                                       {"chunk_states", chunk_states},
+                                       {"du", grads.du},
+                                       {"ddelta", grads.ddelta},
+                                       {"dA", grads.dA},
+                                       {"dB", grads.dB},
+                                       {"dC", grads.dC},
+                                       {"dD", grads.dD},
+                                       {"dz", grads.dz},
+                                       {"ddelta_bias", grads.ddelta_bias},
+                                       {"dinitial_state", grads.dinitial_state}},
+                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
@@ -253,9 +281,10 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
   SSMKIT_RETURN_IF_ERROR(
-      check::GradLike(kOp, "dinitial_state", grads.dinitial_state, "initial_state", inputs.initial_state));
+      check::GradLike(kOp, "ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_state", grads.dinitial_state,
+                                         "initial_state", inputs.initial_state));
   SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
   p.dout = MakeSeqView(dout);
   p.dfinal_state = MakeF32View(dfinal_state);

@@ -53,7 +53,9 @@ struct ChunkStatesView {
   int64_t stride_chunk = 0;
   int64_t stride_state = 0;
   // Entry k of every (b, d): itself a (B, D, N) state.
-  F32View Entry(int64_t k) const { return {data + k * stride_chunk, stride_batch, stride_dim, stride_state}; }
+  F32View Entry(int64_t k) const {
+    return {data + k * stride_chunk, stride_batch, stride_dim, stride_state};
+  }
 };
 
 struct SelectiveScanParams {

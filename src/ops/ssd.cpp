@@ -40,7 +40,9 @@ SsdHeadView MakeHeadView(const Tensor& t) {
   return v;
 }
 
-std::string Dim(const char* name, int64_t v) { return std::string(name) + " = " + std::to_string(v); }
+std::string Dim(const char* name, int64_t v) {
+  return std::string(name) + " = " + std::to_string(v);
+}
 
 // Checks the inputs shared by forward and backward and fills the input half of `p`.
 Status CheckInputs(const SsdInputs& in, SsdParams* p) {
@@ -64,7 +66,8 @@ Status CheckInputs(const SsdInputs& in, SsdParams* p) {
   const check::ShapeSpec bcshape{"(B, L, G, N)", {batch, seqlen, ngroups, dstate}};
   const check::ShapeSpec hshape{"(H)", {nheads}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "x", in.x, xshape, seq_dtypes));
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dt", in.dt, {"(B, L, H)", {batch, seqlen, nheads}}, seq_dtypes));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, "dt", in.dt, {"(B, L, H)", {batch, seqlen, nheads}}, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "A", in.A, hshape, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "B", in.B, bcshape, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "C", in.C, bcshape, seq_dtypes));
@@ -73,17 +76,21 @@ Status CheckInputs(const SsdInputs& in, SsdParams* p) {
     if (in.D.rank == 1) {
       SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "D", in.D, hshape, {DType::kF32}));
     } else {
-      SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "D", in.D, {"(H, P)", {nheads, headdim}}, {DType::kF32}));
+      SSMKIT_RETURN_IF_ERROR(
+          check::Tensor(kOp, "D", in.D, {"(H, P)", {nheads, headdim}}, {DType::kF32}));
     }
   }
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "z", in.z, xshape, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dt_bias", in.dt_bias, hshape, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "initial_states", in.initial_states,
-                                         {"(B, H, P, N)", {batch, nheads, headdim, dstate}}, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "seq_idx", in.seq_idx, {"(B, L)", {batch, seqlen}}, {DType::kI32}));
+                                         {"(B, H, P, N)", {batch, nheads, headdim, dstate}},
+                                         {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Optional(kOp, "seq_idx", in.seq_idx, {"(B, L)", {batch, seqlen}}, {DType::kI32}));
   if (std::isnan(in.dt_min) || std::isnan(in.dt_max) || in.dt_min > in.dt_max) {
-    return check::Mismatch(kOp, "dt_limit", "dt_min <= dt_max (neither NaN)",
-                           "(" + std::to_string(in.dt_min) + ", " + std::to_string(in.dt_max) + ")");
+    return check::Mismatch(
+        kOp, "dt_limit", "dt_min <= dt_max (neither NaN)",
+        "(" + std::to_string(in.dt_min) + ", " + std::to_string(in.dt_max) + ")");
   }
   p->batch = batch;
   p->seqlen = seqlen;
@@ -116,7 +123,8 @@ Status CheckInputs(const SsdInputs& in, SsdParams* p) {
 Status CheckOptions(const SsdOptions& options, SsdParams* p, SsdAlgorithm* algorithm) {
   const int a = static_cast<int>(options.algorithm);
   if (a < 0 || a > static_cast<int>(SsdAlgorithm::kSequential)) {
-    return check::Mismatch(kOp, "options.algorithm", "an SsdAlgorithm value 0..2", std::to_string(a));
+    return check::Mismatch(kOp, "options.algorithm", "an SsdAlgorithm value 0..2",
+                           std::to_string(a));
   }
   if (options.chunk_size < 0) {
     return check::Mismatch(kOp, "options.chunk_size", "0 (default) or a positive length",
@@ -133,9 +141,16 @@ Status CheckOptions(const SsdOptions& options, SsdParams* p, SsdAlgorithm* algor
 Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTensor> more,
                     Device* device) {
   return check::Devices(kOp,
-                        {{"x", in.x}, {"dt", in.dt}, {"A", in.A}, {"B", in.B}, {"C", in.C},
-                         {"D", in.D}, {"z", in.z}, {"dt_bias", in.dt_bias},
-                         {"initial_states", in.initial_states}, {"seq_idx", in.seq_idx}},
+                        {{"x", in.x},
+                         {"dt", in.dt},
+                         {"A", in.A},
+                         {"B", in.B},
+                         {"C", in.C},
+                         {"D", in.D},
+                         {"z", in.z},
+                         {"dt_bias", in.dt_bias},
+                         {"initial_states", in.initial_states},
+                         {"seq_idx", in.seq_idx}},
                         more, device);
 }
 
@@ -143,9 +158,12 @@ Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTenso
 
 const char* SsdAlgorithmName(SsdAlgorithm algorithm) {
   switch (algorithm) {
-    case SsdAlgorithm::kAuto: return "auto";
-    case SsdAlgorithm::kChunked: return "chunked";
-    case SsdAlgorithm::kSequential: return "sequential";
+    case SsdAlgorithm::kAuto:
+      return "auto";
+    case SsdAlgorithm::kChunked:
+      return "chunked";
+    case SsdAlgorithm::kSequential:
+      return "sequential";
   }
   return "unknown";
 }
@@ -199,12 +217,19 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   SsdBwdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(
-      inputs,
-      {{"dout", dout}, {"dfinal_states", dfinal_states}, {"dx", grads.dx}, {"ddt", grads.ddt},
-       {"dA", grads.dA}, {"dB", grads.dB}, {"dC", grads.dC}, {"dD", grads.dD}, {"dz", grads.dz},
-       {"ddt_bias", grads.ddt_bias}, {"dinitial_states", grads.dinitial_states}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
+                                      {{"dout", dout},
+                                       {"dfinal_states", dfinal_states},
+                                       {"dx", grads.dx},
+                                       {"ddt", grads.ddt},
+                                       {"dA", grads.dA},
+                                       {"dB", grads.dB},
+                                       {"dC", grads.dC},
+                                       {"dD", grads.dD},
+                                       {"dz", grads.dz},
+                                       {"ddt_bias", grads.ddt_bias},
+                                       {"dinitial_states", grads.dinitial_states}},
+                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout,
@@ -220,9 +245,10 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddt_bias", grads.ddt_bias, "dt_bias", inputs.dt_bias));
   SSMKIT_RETURN_IF_ERROR(
-      check::GradLike(kOp, "dinitial_states", grads.dinitial_states, "initial_states", inputs.initial_states));
+      check::GradLike(kOp, "ddt_bias", grads.ddt_bias, "dt_bias", inputs.dt_bias));
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_states", grads.dinitial_states,
+                                         "initial_states", inputs.initial_states));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeStateView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);

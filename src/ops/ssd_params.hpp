@@ -49,29 +49,29 @@ struct SsdParams {
   int64_t chunk_size = 0;  // Q, resolved (>= 1)
   bool dt_softplus = false;
   float dt_min = 0.0f, dt_max = 0.0f;
-  SsdSeqView x;           // (B, L, H, P)
-  SsdDtView dt;           // (B, L, H)
-  SsdHeadView A;          // (H)
-  SsdSeqView B, C;        // (B, L, G, N)
-  SsdHeadView D;          // (H) or (H, P); absent: data == nullptr
-  bool d_per_channel = false;  // D (and dD) is (H, P)
-  SsdSeqView z;           // (B, L, H, P)
-  SsdHeadView dt_bias;    // (H)
-  SsdStateView initial_states;  // (B, H, P, N)
+  SsdSeqView x;                      // (B, L, H, P)
+  SsdDtView dt;                      // (B, L, H)
+  SsdHeadView A;                     // (H)
+  SsdSeqView B, C;                   // (B, L, G, N)
+  SsdHeadView D;                     // (H) or (H, P); absent: data == nullptr
+  bool d_per_channel = false;        // D (and dD) is (H, P)
+  SsdSeqView z;                      // (B, L, H, P)
+  SsdHeadView dt_bias;               // (H)
+  SsdStateView initial_states;       // (B, H, P, N)
   const int32_t* seq_idx = nullptr;  // (B, L)
   int64_t seq_idx_stride_batch = 0, seq_idx_stride_seq = 0;
-  SsdSeqView out;               // (B, L, H, P)
-  SsdStateView final_states;    // (B, H, P, N)
+  SsdSeqView out;             // (B, L, H, P)
+  SsdStateView final_states;  // (B, H, P, N)
 
   int64_t heads_per_group() const { return nheads / ngroups; }
 };
 
 struct SsdBwdParams : SsdParams {
-  SsdSeqView dout;              // (B, L, H, P)
-  SsdStateView dfinal_states;   // (B, H, P, N)
-  SsdSeqView dx, dz;            // (B, L, H, P)
-  SsdDtView ddt;                // (B, L, H)
-  SsdSeqView dB, dC;            // (B, L, G, N)
+  SsdSeqView dout;             // (B, L, H, P)
+  SsdStateView dfinal_states;  // (B, H, P, N)
+  SsdSeqView dx, dz;           // (B, L, H, P)
+  SsdDtView ddt;               // (B, L, H)
+  SsdSeqView dB, dC;           // (B, L, G, N)
   SsdHeadView dA, dD, ddt_bias;
   SsdStateView dinitial_states;
 };

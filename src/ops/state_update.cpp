@@ -47,12 +47,13 @@ Status CheckBC(const char* name, const Tensor& t, const Form& f, int64_t batch, 
   }
   const int64_t groups = t.shape[1];
   if (groups < 1 || heads % groups != 0) {
-    return check::Mismatch(kOp, name,
-                           std::string("a group count G dividing ") + f.groups + " = " +
-                               std::to_string(heads),
-                           "G = " + std::to_string(groups));
+    return check::Mismatch(
+        kOp, name,
+        std::string("a group count G dividing ") + f.groups + " = " + std::to_string(heads),
+        "G = " + std::to_string(groups));
   }
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, name, t, {"(B, G, N)", {batch, groups, dstate}}, dtypes));
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, name, t, {"(B, G, N)", {batch, groups, dstate}}, dtypes));
   *v = {t.data, t.dtype, groups, t.strides[0], t.strides[1]};
   return Status::Ok();
 }
@@ -92,8 +93,8 @@ Status CheckIndexValues(const StateUpdateParams& p) {
   return status;
 }
 
-Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& out,
-                Device device, StateUpdateParams* p) {
+Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& out, Device device,
+                StateUpdateParams* p) {
   if (!state.defined()) {
     return check::Mismatch(kOp, "state", "a tensor (Bs, D, N) or (Bs, H, P, N)", "null");
   }
@@ -122,7 +123,8 @@ Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& 
   const bool indexed = in.state_batch_indices.defined();
   const int64_t sb = indexed ? state_batch : batch;
   const check::ShapeSpec state_spec =
-      f.mamba2 ? check::ShapeSpec{indexed ? "(Bs, H, P, N)" : "(B, H, P, N)", {sb, heads, headdim, dstate}}
+      f.mamba2 ? check::ShapeSpec{indexed ? "(Bs, H, P, N)" : "(B, H, P, N)",
+                                  {sb, heads, headdim, dstate}}
                : check::ShapeSpec{indexed ? "(Bs, D, N)" : "(B, D, N)", {sb, heads, dstate}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "state", state, state_spec, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "state_batch_indices", in.state_batch_indices,
@@ -132,7 +134,8 @@ Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& 
   if (f.mamba2) {
     SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "A", in.A, head_spec, {DType::kF32}));
   } else {
-    SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "A", in.A, {"(D, N)", {heads, dstate}}, {DType::kF32}));
+    SSMKIT_RETURN_IF_ERROR(
+        check::Tensor(kOp, "A", in.A, {"(D, N)", {heads, dstate}}, {DType::kF32}));
   }
   SSMKIT_RETURN_IF_ERROR(CheckBC("B", in.B, f, batch, heads, dstate, &p->B));
   SSMKIT_RETURN_IF_ERROR(CheckBC("C", in.C, f, batch, heads, dstate, &p->C));
@@ -163,7 +166,8 @@ Status CheckAll(const StateUpdateInputs& in, const Tensor& state, const Tensor& 
   if (in.D.defined()) {
     p->D = {static_cast<const float*>(in.D.data), in.D.strides[0], in.D.rank == 2 ? 1 : 0};
   }
-  if (in.dt_bias.defined()) p->dt_bias = {static_cast<const float*>(in.dt_bias.data), in.dt_bias.strides[0], 0};
+  if (in.dt_bias.defined())
+    p->dt_bias = {static_cast<const float*>(in.dt_bias.data), in.dt_bias.strides[0], 0};
   p->state = static_cast<float*>(state.data);
   p->state_stride_batch = state.strides[0];
   p->state_stride_head = state.strides[1];
@@ -186,11 +190,17 @@ Status SelectiveStateUpdate(const StateUpdateInputs& inputs, const Tensor& state
   StateUpdateParams p;
   Device device;
   const StateUpdateInputs& in = inputs;
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kOp,
-      {{"x", in.x}, {"dt", in.dt}, {"A", in.A}, {"B", in.B}, {"C", in.C}, {"D", in.D},
-       {"z", in.z}, {"dt_bias", in.dt_bias}, {"state_batch_indices", in.state_batch_indices}},
-      {{"state", state}, {"out", out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::Devices(kOp,
+                                        {{"x", in.x},
+                                         {"dt", in.dt},
+                                         {"A", in.A},
+                                         {"B", in.B},
+                                         {"C", in.C},
+                                         {"D", in.D},
+                                         {"z", in.z},
+                                         {"dt_bias", in.dt_bias},
+                                         {"state_batch_indices", in.state_batch_indices}},
+                                        {{"state", state}, {"out", out}}, &device));
   try {
     SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, state, out, device, &p));
     if (device == Device::kCuda) return cuda::SelectiveStateUpdate(p);

@@ -46,13 +46,13 @@ struct StateUpdateParams {
   int64_t dstate = 0;       // N
   bool dt_softplus = false;
   bool a_per_state = false;  // Mamba-1: A (H, N), decay per state element; Mamba-2: A (H)
-  HeadsView x, z, out;      // (B, H, P)
-  HeadsView dt;             // (B, H)
-  GroupsView B, C;          // (B, G, N)
-  HeadParamView A;          // (H, N) (stride_inner 1) or (H) (stride_inner 0)
-  HeadParamView D;          // optional (H) or (H, P)
-  HeadParamView dt_bias;    // optional (H)
-  float* state = nullptr;   // (Bs, H, P, N)
+  HeadsView x, z, out;       // (B, H, P)
+  HeadsView dt;              // (B, H)
+  GroupsView B, C;           // (B, G, N)
+  HeadParamView A;           // (H, N) (stride_inner 1) or (H) (stride_inner 0)
+  HeadParamView D;           // optional (H) or (H, P)
+  HeadParamView dt_bias;     // optional (H)
+  float* state = nullptr;    // (Bs, H, P, N)
   int64_t state_stride_batch = 0, state_stride_head = 0, state_stride_p = 0;
   const int32_t* state_batch_indices = nullptr;  // optional (B); negative = skip
   int64_t indices_stride = 0;

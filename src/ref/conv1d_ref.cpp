@@ -93,8 +93,7 @@ void CausalConv1dBackward(const Conv1dShape& s, const Conv1dInputs& in, const do
 }
 
 void CausalConv1dUpdate(const Conv1dShape& s, int64_t state_len, const double* x,
-                        const double* weight, const double* bias, double* conv_state,
-                        double* out) {
+                        const double* weight, const double* bias, double* conv_state, double* out) {
   const int64_t K = s.width, T = s.seqlen, S = state_len;
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t d = 0; d < s.dim; ++d) {

@@ -12,14 +12,14 @@ struct Conv1dShape {
   bool silu = false;
 };
 
-struct Conv1dInputs {  // nullptr marks an absent optional input
+struct Conv1dInputs {                      // nullptr marks an absent optional input
   const double* x = nullptr;               // (B, D, L)
   const double* weight = nullptr;          // (D, K)
   const double* bias = nullptr;            // (D)
   const double* initial_states = nullptr;  // (B, D, K-1)
 };
 
-struct Conv1dGrads {  // nullptr: not wanted
+struct Conv1dGrads {                  // nullptr: not wanted
   double* dx = nullptr;               // (B, D, L)
   double* dweight = nullptr;          // (D, K)
   double* dbias = nullptr;            // (D)

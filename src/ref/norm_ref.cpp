@@ -12,20 +12,14 @@
 namespace ssmkit::ref {
 namespace {
 
-double Sigmoid(double v) {
-  return 1.0 / (1.0 + std::exp(-v));
-}
-double Silu(double v) {
-  return v * Sigmoid(v);
-}
+double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+double Silu(double v) { return v * Sigmoid(v); }
 double SiluGrad(double v) {
   const double s = Sigmoid(v);
   return s * (1.0 + v * (1.0 - s));
 }
 
-int64_t GroupSize(const NormShape& s) {
-  return s.group_size > 0 ? s.group_size : s.features;
-}
+int64_t GroupSize(const NormShape& s) { return s.group_size > 0 ? s.group_size : s.features; }
 
 // rstd of one group of S values.
 double Rstd(const double* xs, int64_t S, double eps) {

@@ -16,8 +16,8 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double Softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
 
 // Index of B or C element (b, d, n, l) in its contiguous form.
-int64_t BCIndex(const ScanShape& s, bool variable, int64_t groups, int64_t b, int64_t d,
-                int64_t n, int64_t l) {
+int64_t BCIndex(const ScanShape& s, bool variable, int64_t groups, int64_t b, int64_t d, int64_t n,
+                int64_t l) {
   if (!variable) return d * s.dstate + n;
   const int64_t g = d / (s.dim / groups);
   return ((b * groups + g) * s.dstate + n) * s.seqlen + l;
@@ -120,8 +120,8 @@ void SelectiveScanBackward(const ScanShape& s, const ScanInputs& in, const doubl
           const int64_t ci = BCIndex(s, s.c_variable, s.c_groups, b, d, n, l);
           const double a_coef = in.A[d * N + n];
           const double a = std::exp(dt * a_coef);
-          const double h_prev = l > 0 ? h_all[(l - 1) * N + n]
-                                      : (in.h0 ? in.h0[(b * D + d) * N + n] : 0.0);
+          const double h_prev =
+              l > 0 ? h_all[(l - 1) * N + n] : (in.h0 ? in.h0[(b * D + d) * N + n] : 0.0);
           if (gr.dC) gr.dC[ci] += dy * h_all[l * N + n];
           g[n] += dy * in.C[ci];  // g is now dLoss/dh_l
           const double da = g[n] * h_prev;

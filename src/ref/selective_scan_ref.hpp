@@ -14,7 +14,7 @@ struct ScanShape {
   bool delta_softplus = false;
 };
 
-struct ScanInputs {  // nullptr marks an absent optional input
+struct ScanInputs {                    // nullptr marks an absent optional input
   const double* u = nullptr;           // (B, D, L)
   const double* delta = nullptr;       // (B, D, L)
   const double* A = nullptr;           // (D, N)

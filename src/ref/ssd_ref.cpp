@@ -20,8 +20,8 @@ double Sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 double Softplus(double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }
 
 // dt for (b, l, h) after bias, softplus and clamp, and d dt / d dt_in (zero where clamped).
-void TimeStep(const SsdShape& s, const SsdInputs& in, int64_t b, int64_t l, int64_t h,
-              double* dt, double* ddt_ddtin) {
+void TimeStep(const SsdShape& s, const SsdInputs& in, int64_t b, int64_t l, int64_t h, double* dt,
+              double* ddt_ddtin) {
   const double raw = in.dt[(b * s.seqlen + l) * s.nheads + h] + (in.dt_bias ? in.dt_bias[h] : 0.0);
   double v = raw, grad = 1.0;
   if (s.dt_softplus && raw <= 20.0) {
@@ -151,8 +151,8 @@ void SsdBackward(const SsdShape& s, const SsdInputs& in, const double* dout,
           if (gr.dD) gr.dD[ix.d(h, p)] += dy[p] * xv;
           for (int64_t n = 0; n < N; ++n) {
             const int64_t bi = ix.bc(b, l, h, n), si = p * N + n;
-            const double h_prev = l > 0 ? h_all[(l - 1) * P * N + si]
-                                        : (in.h0 ? in.h0[ix.state(b, h, p, n)] : 0.0);
+            const double h_prev =
+                l > 0 ? h_all[(l - 1) * P * N + si] : (in.h0 ? in.h0[ix.state(b, h, p, n)] : 0.0);
             if (gr.dC) gr.dC[bi] += dy[p] * h_all[l * P * N + si];
             g[si] += dy[p] * in.C[bi];  // g is now dLoss/dh_l
             if (gr.dB) gr.dB[bi] += g[si] * dt * xv;

@@ -15,7 +15,7 @@ struct SsdShape {
   double dt_min = 0.0, dt_max = std::numeric_limits<double>::infinity();
 };
 
-struct SsdInputs {  // nullptr marks an absent optional input
+struct SsdInputs {                   // nullptr marks an absent optional input
   const double* x = nullptr;         // (B, L, H, P)
   const double* dt = nullptr;        // (B, L, H)
   const double* A = nullptr;         // (H)

@@ -15,19 +15,19 @@ struct StateUpdateShape {
   int64_t headdim = 1;      // P (Mamba-2 only)
   int64_t dstate = 1;       // N
   int64_t b_groups = 1, c_groups = 1;
-  bool d_per_p = false;     // Mamba-2: D is (H, P) rather than (H)
+  bool d_per_p = false;  // Mamba-2: D is (H, P) rather than (H)
   bool dt_softplus = false;
 };
 
-struct StateUpdateInputs {  // nullptr marks an absent optional input
-  const double* x = nullptr;        // (B, D) | (B, H, P)
-  const double* dt = nullptr;       // (B, D) | (B, H)
-  const double* A = nullptr;        // (D, N) | (H)
-  const double* B = nullptr;        // (B, G, N)
-  const double* C = nullptr;        // (B, G, N)
-  const double* D = nullptr;        // (D) | (H) or (H, P)
-  const double* z = nullptr;        // like x
-  const double* dt_bias = nullptr;  // (D) | (H)
+struct StateUpdateInputs {                       // nullptr marks an absent optional input
+  const double* x = nullptr;                     // (B, D) | (B, H, P)
+  const double* dt = nullptr;                    // (B, D) | (B, H)
+  const double* A = nullptr;                     // (D, N) | (H)
+  const double* B = nullptr;                     // (B, G, N)
+  const double* C = nullptr;                     // (B, G, N)
+  const double* D = nullptr;                     // (D) | (H) or (H, P)
+  const double* z = nullptr;                     // like x
+  const double* dt_bias = nullptr;               // (D) | (H)
   const int32_t* state_batch_indices = nullptr;  // (B); negative = skip the row
 };
 

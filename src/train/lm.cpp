@@ -198,24 +198,12 @@ Status TrainModel::Create(const ModelConfig& config, std::unique_ptr<TrainModel>
   return Status::Ok();
 }
 
-const ModelConfig& TrainModel::config() const {
-  return impl_->config;
-}
-const ParamTable& TrainModel::table() const {
-  return impl_->table;
-}
-std::span<float> TrainModel::params() {
-  return impl_->params;
-}
-std::span<const float> TrainModel::params() const {
-  return impl_->params;
-}
-std::span<float> TrainModel::grads() {
-  return impl_->grads;
-}
-void TrainModel::ZeroGrads() {
-  std::fill(impl_->grads.begin(), impl_->grads.end(), 0.0f);
-}
+const ModelConfig& TrainModel::config() const { return impl_->config; }
+const ParamTable& TrainModel::table() const { return impl_->table; }
+std::span<float> TrainModel::params() { return impl_->params; }
+std::span<const float> TrainModel::params() const { return impl_->params; }
+std::span<float> TrainModel::grads() { return impl_->grads; }
+void TrainModel::ZeroGrads() { std::fill(impl_->grads.begin(), impl_->grads.end(), 0.0f); }
 
 Status TrainModel::ForwardBackward(std::span<const int32_t> tokens, int64_t batch, int64_t seqlen,
                                    float grad_scale, double* loss_sum) {

@@ -26,7 +26,8 @@ struct Mamba1Saved {        // the forward's activations, kept for the backward
   std::vector<float> xdbl;  // (Bt, R + 2N, L)
   std::vector<float> dt;    // (Bt, D, L) before bias and softplus
   std::vector<float> y;     // (Bt, D, L)
-  std::vector<float> chunk_states;  // (Bt, D, K, N) the scan's, so its backward skips a forward pass
+  std::vector<float>
+      chunk_states;  // (Bt, D, K, N) the scan's, so its backward skips a forward pass
 };
 
 struct Mamba1Scratch {                          // backward workspaces, shared by the layers

@@ -37,12 +37,12 @@ static uint64_t g_seed, g_rng;
   } while (0)
 
 /* A call that must fail with `status` and a last error containing `part`. */
-#define CHECK_FAILS(call, status, part)                                                   \
-  do {                                                                                    \
-    ssmkit_status s_ = (call);                                                            \
-    CHECK(s_ == (status) && strstr(ssmkit_last_error(), (part)) != NULL,                 \
-          "%s -> %s: \"%s\", expected %s with \"%s\"", #call, ssmkit_status_name(s_),     \
-          ssmkit_last_error(), ssmkit_status_name(status), (part));                       \
+#define CHECK_FAILS(call, status, part)                                               \
+  do {                                                                                \
+    ssmkit_status s_ = (call);                                                        \
+    CHECK(s_ == (status) && strstr(ssmkit_last_error(), (part)) != NULL,              \
+          "%s -> %s: \"%s\", expected %s with \"%s\"", #call, ssmkit_status_name(s_), \
+          ssmkit_last_error(), ssmkit_status_name(status), (part));                   \
   } while (0)
 
 static inline void harness_start(const char* program) {
@@ -72,9 +72,7 @@ static inline double normal(void) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-static inline int contains(const char* s, const char* part) {
-  return strstr(s, part) != NULL;
-}
+static inline int contains(const char* s, const char* part) { return strstr(s, part) != NULL; }
 
 /* ||got - want|| / ||want||, +inf on a NaN or inf in got. */
 static inline double rel_err(const float* got, const double* want, int64_t n) {

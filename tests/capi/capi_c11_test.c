@@ -50,9 +50,7 @@ static ssmkit_tensor view(Arr* a) {
   }
   return t;
 }
-static void release(Arr* a) {
-  free(a->data);
-}
+static void release(Arr* a) { free(a->data); }
 
 #define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define RANK(...) ((int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
@@ -60,12 +58,8 @@ static void release(Arr* a) {
 #define NORMAL(scale, ...) normal_arr(RANK(__VA_ARGS__), SHAPE(__VA_ARGS__), scale)
 #define UNIFORM(lo, hi, ...) uniform_arr(RANK(__VA_ARGS__), SHAPE(__VA_ARGS__), lo, hi)
 
-static double softplus(double v) {
-  return v <= 20.0 ? log1p(exp(v)) : v;
-}
-static double silu(double v) {
-  return v / (1.0 + exp(-v));
-}
+static double softplus(double v) { return v <= 20.0 ? log1p(exp(v)) : v; }
+static double silu(double v) { return v / (1.0 + exp(-v)); }
 
 static const double kFwdTol = 1e-5;
 

@@ -88,7 +88,8 @@ static void* st_read(const Safetensors* st, const char* name, int as_int, int64_
   const char* p = strstr(st->header, key);
   size_t elem = 0;
   const unsigned char* data = NULL;
-  if (p == NULL || !st_entry(st, p + strlen(key) - 1, &elem, count, &data) || elem != 4) return NULL;
+  if (p == NULL || !st_entry(st, p + strlen(key) - 1, &elem, count, &data) || elem != 4)
+    return NULL;
   if (as_int) {
     int32_t* out = (int32_t*)malloc((size_t)*count * sizeof(int32_t));
     memcpy(out, data, (size_t)*count * sizeof(int32_t));
@@ -122,12 +123,12 @@ static int64_t st_total_elements(const Safetensors* st) {
 
 /* What transformers computed for one prompt. */
 typedef struct {
-  int32_t* ids;          /* (L) */
+  int32_t* ids; /* (L) */
   int64_t L;
-  double* prefill;       /* (L, V): the logits at every position */
-  int32_t* greedy;       /* (S): generate()'s greedy continuation */
+  double* prefill; /* (L, V): the logits at every position */
+  int32_t* greedy; /* (S): generate()'s greedy continuation */
   int64_t S;
-  double* decode;        /* (S, V): the logits before each greedy token */
+  double* decode; /* (S, V): the logits before each greedy token */
 } Expected;
 
 static int read_expected(const char* fixture, Expected out[kPrompts]) {
@@ -247,15 +248,14 @@ static void check_config(const Fixture* f, const ssmkit_model* model) {
         (long long)c.vocab_size, (long long)c.n_layer, (long long)c.d_model);
   if (f->arch == SSMKIT_ARCH_MAMBA2) {
     CHECK(c.nheads == 8 && c.headdim == 8 && c.ngroups == 2 && c.d_state == 16 && c.dt_rank == 0,
-          "%s: heads %lld x %lld, groups %lld", f->model, (long long)c.nheads,
-          (long long)c.headdim, (long long)c.ngroups);
+          "%s: heads %lld x %lld, groups %lld", f->model, (long long)c.nheads, (long long)c.headdim,
+          (long long)c.ngroups);
   } else {
     CHECK(c.dt_rank == 2 && c.d_state == 8 && c.nheads == 0, "%s: dt_rank %lld, d_state %lld",
           f->model, (long long)c.dt_rank, (long long)c.d_state);
   }
   CHECK(c.eos_token_id == f->eos_token_id && c.bos_token_id == f->eos_token_id,
-        "%s: eos %lld bos %lld", f->model,
-        (long long)c.eos_token_id, (long long)c.bos_token_id);
+        "%s: eos %lld bos %lld", f->model, (long long)c.eos_token_id, (long long)c.bos_token_id);
   if (f->file_counts_parameters) {
     char path[512];
     snprintf(path, sizeof path, MODELS "%s/model.safetensors", f->model);
@@ -331,8 +331,7 @@ static void check_batch(const Fixture* f, ssmkit_session* session, const Expecte
           "%s %s in a batch of %d: prefill error %.3g, last position %.3g", f->model,
           kPromptKeys[p], kPrompts, err_all, err_last);
     CHECK(all_nan(all + (p * L + e[p].L) * V, (L - e[p].L) * V),
-          "%s %s: rows of all_logits past the prompt's end were written", f->model,
-          kPromptKeys[p]);
+          "%s %s: rows of all_logits past the prompt's end were written", f->model, kPromptKeys[p]);
   }
   for (int64_t j = 0; j + 1 < e[0].S; ++j) {
     int32_t next[kPrompts];
@@ -379,8 +378,9 @@ static void check_generate(const Fixture* f, const ssmkit_model* model, ssmkit_s
     int64_t n = 0;
     int32_t ids[128];
     CHECK_OK(ssmkit_tokenizer_encode(tok, kPromptText[p], strlen(kPromptText[p]), ids, 128, &n));
-    CHECK(n == e[p].L && same_ids(ids, e[p].ids, n), "%s: \"%s\" encodes to %lld ids, recorded %lld",
-          f->model, kPromptText[p], (long long)n, (long long)e[p].L);
+    CHECK(n == e[p].L && same_ids(ids, e[p].ids, n),
+          "%s: \"%s\" encodes to %lld ids, recorded %lld", f->model, kPromptText[p], (long long)n,
+          (long long)e[p].L);
     char want[512];
     CHECK_OK(ssmkit_tokenizer_decode(tok, e[p].greedy, e[p].S, 1, want, sizeof want, NULL));
     memset(&got, 0, sizeof got);
@@ -391,8 +391,8 @@ static void check_generate(const Fixture* f, const ssmkit_model* model, ssmkit_s
     CHECK_OK(ssmkit_generate(session, &a, NULL));
     CHECK(got.n == e[p].S && same_ids(got.tokens, e[p].greedy, e[p].S) && got.saw_text &&
               strcmp(got.text, want) == 0,
-          "%s %s from text: %lld tokens, streamed \"%s\", decoded \"%s\"", f->model,
-          kPromptKeys[p], (long long)got.n, got.text, want);
+          "%s %s from text: %lld tokens, streamed \"%s\", decoded \"%s\"", f->model, kPromptKeys[p],
+          (long long)got.n, got.text, want);
 
     memset(&got, 0, sizeof got);
     got.stop_after = 3;
@@ -461,8 +461,8 @@ static void test_default_model(void) {
   CHECK(st_open(path, &st), "cannot read %s", path);
   const int64_t in_file = st_total_elements(&st); /* tied LM head: stored once */
   st_close(&st);
-  CHECK(c.arch == SSMKIT_ARCH_MAMBA2 && c.vocab_size == 256 && c.d_model == 256 &&
-            c.n_layer == 6 && c.parameter_count == in_file && in_file > 2000000,
+  CHECK(c.arch == SSMKIT_ARCH_MAMBA2 && c.vocab_size == 256 && c.d_model == 256 && c.n_layer == 6 &&
+            c.parameter_count == in_file && in_file > 2000000,
         "built-in model: arch %d vocab %lld d_model %lld layers %lld parameters %lld (file %lld)",
         c.arch, (long long)c.vocab_size, (long long)c.d_model, (long long)c.n_layer,
         (long long)c.parameter_count, (long long)in_file);
@@ -490,8 +490,8 @@ static void test_default_model(void) {
   }
   CHECK(runs[0].n == 64 && runs[0].text_len == 64, "built-in model: %lld tokens, %zu bytes",
         (long long)runs[0].n, runs[0].text_len);
-  CHECK(strcmp(runs[0].text, runs[1].text) == 0, "same seed, different text:\n%s\n%s",
-        runs[0].text, runs[1].text);
+  CHECK(strcmp(runs[0].text, runs[1].text) == 0, "same seed, different text:\n%s\n%s", runs[0].text,
+        runs[1].text);
   CHECK(strcmp(runs[0].text, runs[2].text) != 0, "seeds 1 and 2 gave the same text");
   int printable = 1;
   for (size_t i = 0; i < runs[0].text_len; ++i) {
@@ -544,7 +544,8 @@ static void test_tokenizers(void) {
 
   CHECK_OK(ssmkit_tokenizer_bytes(&tok));
   CHECK_OK(ssmkit_tokenizer_encode(tok, "A\xC3\xA9", 3, ids, 64, &m));
-  CHECK(m == 3 && ids[0] == 65 && ids[1] == 0xC3 && ids[2] == 0xA9, "bytes: %lld ids", (long long)m);
+  CHECK(m == 3 && ids[0] == 65 && ids[1] == 0xC3 && ids[2] == 0xA9, "bytes: %lld ids",
+        (long long)m);
   CHECK_OK(ssmkit_tokenizer_decode(tok, ids + 1, 1, 0, out, sizeof out, NULL)); /* half of é */
   CHECK(strcmp(out, "\xEF\xBF\xBD") == 0, "a lone lead byte decodes to U+FFFD, got \"%s\"", out);
   ssmkit_tokenizer_free(tok);
@@ -589,7 +590,8 @@ static void test_load_errors(void) {
   CHECK(tok == NULL, "a failed call wrote the tokenizer handle");
   CHECK_OK(ssmkit_tokenizer_bytes(&tok));
   CHECK_FAILS(ssmkit_tokenizer_encode(tok, NULL, 3, NULL, 0, &n), SSMKIT_INVALID_ARGUMENT, "text");
-  CHECK_FAILS(ssmkit_tokenizer_encode(tok, "x", 1, NULL, 0, NULL), SSMKIT_INVALID_ARGUMENT, "n_ids");
+  CHECK_FAILS(ssmkit_tokenizer_encode(tok, "x", 1, NULL, 0, NULL), SSMKIT_INVALID_ARGUMENT,
+              "n_ids");
   CHECK_FAILS(ssmkit_tokenizer_decode(tok, NULL, 2, 0, NULL, 0, &c.struct_size),
               SSMKIT_INVALID_ARGUMENT, "ids");
   CHECK_FAILS(ssmkit_tokenizer_decode(tok, NULL, -1, 0, NULL, 0, &c.struct_size),
@@ -646,9 +648,11 @@ static void test_session_errors(void) {
   b = a, b.batch = 0;
   CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT, "args.batch");
   b = a, b.tokens = NULL;
-  CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT, "args.tokens: expected");
+  CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT,
+              "args.tokens: expected");
   b = a, b.lengths = NULL;
-  CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT, "args.lengths: expected");
+  CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT,
+              "args.lengths: expected");
   lengths[1] = 0;
   CHECK_FAILS(ssmkit_session_prefill(session, &a), SSMKIT_INVALID_ARGUMENT,
               "args.lengths[1]: expected >= 1 tokens, given 0");
@@ -670,7 +674,8 @@ static void test_session_errors(void) {
   CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT, "not dense");
   b = a, b.all_logits = logits_tensor(all, 3, 2, 3, V);
   CHECK_FAILS(ssmkit_session_prefill(session, &b), SSMKIT_INVALID_ARGUMENT,
-              "args.all_logits: expected a dense f32 CPU tensor (B, L, V) = (2, 4, 304), given (2, 3, 304)");
+              "args.all_logits: expected a dense f32 CPU tensor (B, L, V) = (2, 4, 304), given (2, "
+              "3, 304)");
   CHECK(all_nan(logits, 3 * V) && all_nan(all, 2 * 4 * V), "a failed prefill wrote logits");
 
   CHECK_OK(ssmkit_session_prefill(session, &a));
@@ -720,7 +725,8 @@ static void test_session_errors(void) {
   h = g, h.top_k = -3;
   CHECK_FAILS(ssmkit_generate(session, &h, NULL), SSMKIT_INVALID_ARGUMENT, "top_k");
   h = g, h.prompt_tokens = bad, h.n_prompt_tokens = 2;
-  CHECK_FAILS(ssmkit_generate(session, &h, NULL), SSMKIT_INVALID_ARGUMENT, "outside the vocabulary");
+  CHECK_FAILS(ssmkit_generate(session, &h, NULL), SSMKIT_INVALID_ARGUMENT,
+              "outside the vocabulary");
   CHECK(r.struct_size == 3, "a failed generate wrote its result");
   /* An empty prompt starts from the bos token; max_tokens 0 generates nothing. */
   Collected got;

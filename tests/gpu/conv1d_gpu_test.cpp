@@ -16,9 +16,9 @@ struct ConvCase {
   bool bias = true, init = true, silu = true;
   DType dtype = DType::kF32;
   std::string Name() const {
-    return "B" + std::to_string(batch) + " D" + std::to_string(dim) + " L" + std::to_string(seqlen) +
-           " K" + std::to_string(width) + (bias ? " bias" : "") + (init ? " init" : "") +
-           (silu ? " silu" : "") + " " + DTypeName(dtype);
+    return "B" + std::to_string(batch) + " D" + std::to_string(dim) + " L" +
+           std::to_string(seqlen) + " K" + std::to_string(width) + (bias ? " bias" : "") +
+           (init ? " init" : "") + (silu ? " silu" : "") + " " + DTypeName(dtype);
   }
 };
 
@@ -30,7 +30,8 @@ void Check(const ConvCase& c, uint64_t seed) {
   Rng rng(seed);
   const int64_t B = c.batch, D = c.dim, L = c.seqlen, K = c.width;
   HostTensor x({B, D, L}, c.dtype), w({D, K}, DType::kF32), bias({D}, DType::kF32);
-  HostTensor h0({B, D, K - 1}, c.dtype), dout({B, D, L}, c.dtype), dfinal({B, D, K - 1}, DType::kF32);
+  HostTensor h0({B, D, K - 1}, c.dtype), dout({B, D, L}, c.dtype),
+      dfinal({B, D, K - 1}, DType::kF32);
   const auto x_d = x.Fill(rng.NormalVec(x.numel()));
   const auto w_d = w.Fill(rng.NormalVec(w.numel(), 0.5));
   const auto bias_d = bias.Fill(rng.NormalVec(D));
@@ -38,7 +39,8 @@ void Check(const ConvCase& c, uint64_t seed) {
   const auto dout_d = dout.Fill(rng.NormalVec(dout.numel()));
   const auto dfinal_d = dfinal.Fill(rng.NormalVec(dfinal.numel()));
   HostTensor out({B, D, L}, c.dtype), fs({B, D, K - 1}, DType::kF32);
-  HostTensor dx({B, D, L}, c.dtype), dw({D, K}, DType::kF32), db({D}, DType::kF32), dh0({B, D, K - 1}, c.dtype);
+  HostTensor dx({B, D, L}, c.dtype), dw({D, K}, DType::kF32), db({D}, DType::kF32),
+      dh0({B, D, K - 1}, c.dtype);
   for (HostTensor* t : {&out, &fs, &dx, &dw, &db, &dh0}) t->Poison();
 
   Mirrors m;
@@ -59,10 +61,13 @@ void Check(const ConvCase& c, uint64_t seed) {
   SSMKIT_CUDA_OK(m.CopyBack());
 
   ref::Conv1dShape rs{B, D, L, K, c.silu};
-  ref::Conv1dInputs ri{x_d.data(), w_d.data(), c.bias ? bias_d.data() : nullptr, c.init ? h0_d.data() : nullptr};
-  std::vector<double> r_out(x.numel()), r_fs(fs.numel()), r_dx(x.numel()), r_dw(w.numel()), r_db(D), r_dh0(h0.numel());
+  ref::Conv1dInputs ri{x_d.data(), w_d.data(), c.bias ? bias_d.data() : nullptr,
+                       c.init ? h0_d.data() : nullptr};
+  std::vector<double> r_out(x.numel()), r_fs(fs.numel()), r_dx(x.numel()), r_dw(w.numel()), r_db(D),
+      r_dh0(h0.numel());
   ref::CausalConv1dForward(rs, ri, r_out.data(), r_fs.data());
-  ref::Conv1dGrads rg{r_dx.data(), r_dw.data(), c.bias ? r_db.data() : nullptr, c.init ? r_dh0.data() : nullptr};
+  ref::Conv1dGrads rg{r_dx.data(), r_dw.data(), c.bias ? r_db.data() : nullptr,
+                      c.init ? r_dh0.data() : nullptr};
   ref::CausalConv1dBackward(rs, ri, dout_d.data(), dfinal_d.data(), rg);
   EXPECT_LE(RelativeError(out.ToDouble(), r_out), Bound(c.dtype));
   EXPECT_LE(RelativeError(fs.ToDouble(), r_fs), 1e-6);  // copies of inputs
@@ -129,8 +134,10 @@ TEST(Conv1dGpu, UpdateMatchesTheOracle) {
         SSMKIT_CUDA_OK(m.CopyBack());
         std::vector<double> r_out(x.numel());
         ref::Conv1dShape rs{B, D, T, K, true};
-        ref::CausalConv1dUpdate(rs, S, x_d.data(), w_d.data(), bias_d.data(), state_d.data(), r_out.data());
-        EXPECT_LE(RelativeError((alias ? x : out).ToDouble(), r_out), 1e-5) << "T=" << T << " S=" << S << " alias=" << alias;
+        ref::CausalConv1dUpdate(rs, S, x_d.data(), w_d.data(), bias_d.data(), state_d.data(),
+                                r_out.data());
+        EXPECT_LE(RelativeError((alias ? x : out).ToDouble(), r_out), 1e-5)
+            << "T=" << T << " S=" << S << " alias=" << alias;
         EXPECT_LE(RelativeError(state.ToDouble(), state_d), 1e-7);
       }
     }

@@ -14,16 +14,16 @@
 #include "ssmkit/tensor.hpp"
 
 // Skips the calling test, with the reason, where no CUDA device is usable (CI has none).
-#define SSMKIT_REQUIRE_GPU()                                                           \
-  do {                                                                                 \
-    if (::ssmkit::CudaDeviceCount() == 0) {                                            \
+#define SSMKIT_REQUIRE_GPU()                                                              \
+  do {                                                                                    \
+    if (::ssmkit::CudaDeviceCount() == 0) {                                               \
       GTEST_SKIP() << "no CUDA GPU here: the 'gpu' tests need one (bench/device/run.sh)"; \
-    }                                                                                  \
+    }                                                                                     \
   } while (0)
 
-#define SSMKIT_CUDA_OK(expr)                                               \
-  do {                                                                     \
-    const cudaError_t ssmkit_err_ = (expr);                                \
+#define SSMKIT_CUDA_OK(expr)                                                \
+  do {                                                                      \
+    const cudaError_t ssmkit_err_ = (expr);                                 \
     ASSERT_EQ(ssmkit_err_, cudaSuccess) << cudaGetErrorString(ssmkit_err_); \
   } while (0)
 

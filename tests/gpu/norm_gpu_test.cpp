@@ -16,8 +16,9 @@ struct NormCase {
   bool bias = true, z = true, before = true;
   DType dtype = DType::kF32;
   std::string Name() const {
-    return "M" + std::to_string(rows) + " E" + std::to_string(features) + " S" + std::to_string(group_size) +
-           (bias ? " bias" : "") + (z ? (before ? " z-after-norm" : " z-before-norm") : "") + " " + DTypeName(dtype);
+    return "M" + std::to_string(rows) + " E" + std::to_string(features) + " S" +
+           std::to_string(group_size) + (bias ? " bias" : "") +
+           (z ? (before ? " z-after-norm" : " z-before-norm") : "") + " " + DTypeName(dtype);
   }
 };
 
@@ -28,13 +29,15 @@ void CheckGated(const NormCase& c, uint64_t seed) {
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   const int64_t M = c.rows, E = c.features;
-  HostTensor x({M, E}, c.dtype), z({M, E}, c.dtype), w({E}, DType::kF32), b({E}, DType::kF32), dout({M, E}, c.dtype);
+  HostTensor x({M, E}, c.dtype), z({M, E}, c.dtype), w({E}, DType::kF32), b({E}, DType::kF32),
+      dout({M, E}, c.dtype);
   const auto x_d = x.Fill(rng.NormalVec(M * E));
   const auto z_d = z.Fill(rng.NormalVec(M * E));
   const auto w_d = w.Fill(rng.UniformVec(E, 0.5, 1.5));
   const auto b_d = b.Fill(rng.NormalVec(E));
   const auto dout_d = dout.Fill(rng.NormalVec(M * E));
-  HostTensor out({M, E}, c.dtype), dx({M, E}, c.dtype), dz({M, E}, c.dtype), dw({E}, DType::kF32), db({E}, DType::kF32);
+  HostTensor out({M, E}, c.dtype), dx({M, E}, c.dtype), dz({M, E}, c.dtype), dw({E}, DType::kF32),
+      db({E}, DType::kF32);
   for (HostTensor* t : {&out, &dx, &dz, &dw, &db}) t->Poison();
   Mirrors m;
   RmsNormInputs in;
@@ -59,10 +62,12 @@ void CheckGated(const NormCase& c, uint64_t seed) {
   rs.features = E;
   rs.group_size = c.group_size;
   rs.norm_before_gate = c.before;
-  ref::RmsNormInputs ri{x_d.data(), w_d.data(), c.bias ? b_d.data() : nullptr, c.z ? z_d.data() : nullptr};
+  ref::RmsNormInputs ri{x_d.data(), w_d.data(), c.bias ? b_d.data() : nullptr,
+                        c.z ? z_d.data() : nullptr};
   std::vector<double> r_out(M * E), r_dx(M * E), r_dz(M * E), r_dw(E), r_db(E);
   ref::RmsNormForward(rs, ri, r_out.data());
-  ref::RmsNormGrads rg{r_dx.data(), r_dw.data(), c.bias ? r_db.data() : nullptr, c.z ? r_dz.data() : nullptr};
+  ref::RmsNormGrads rg{r_dx.data(), r_dw.data(), c.bias ? r_db.data() : nullptr,
+                       c.z ? r_dz.data() : nullptr};
   ref::RmsNormBackward(rs, ri, dout_d.data(), rg);
   EXPECT_LE(RelativeError(out.ToDouble(), r_out), Bound(c.dtype));
   EXPECT_LE(RelativeError(dx.ToDouble(), r_dx), Bound(c.dtype));
@@ -84,7 +89,8 @@ void CheckAdd(const NormCase& c, bool with_residual, uint64_t seed) {
   const auto b_d = b.Fill(rng.NormalVec(E));
   const auto dout_d = dout.Fill(rng.NormalVec(M * E));
   const auto dres_out_d = dres_out.Fill(rng.NormalVec(M * E));
-  HostTensor out({M, E}, c.dtype), rout({M, E}, DType::kF32), dx({M, E}, c.dtype), dres({M, E}, DType::kF32);
+  HostTensor out({M, E}, c.dtype), rout({M, E}, DType::kF32), dx({M, E}, c.dtype),
+      dres({M, E}, DType::kF32);
   HostTensor dw({E}, DType::kF32), db({E}, DType::kF32);
   for (HostTensor* t : {&out, &rout, &dx, &dres, &dw, &db}) t->Poison();
   Mirrors m;
@@ -105,10 +111,12 @@ void CheckAdd(const NormCase& c, bool with_residual, uint64_t seed) {
   ref::NormShape rs;
   rs.rows = M;
   rs.features = E;
-  ref::AddRmsNormInputs ri{x_d.data(), with_residual ? res_d.data() : nullptr, w_d.data(), b_d.data()};
+  ref::AddRmsNormInputs ri{x_d.data(), with_residual ? res_d.data() : nullptr, w_d.data(),
+                           b_d.data()};
   std::vector<double> r_out(M * E), r_rout(M * E), r_dx(M * E), r_dres(M * E), r_dw(E), r_db(E);
   ref::AddRmsNormForward(rs, ri, r_out.data(), r_rout.data());
-  ref::AddRmsNormGrads rg{r_dx.data(), with_residual ? r_dres.data() : nullptr, r_dw.data(), r_db.data()};
+  ref::AddRmsNormGrads rg{r_dx.data(), with_residual ? r_dres.data() : nullptr, r_dw.data(),
+                          r_db.data()};
   ref::AddRmsNormBackward(rs, ri, dout_d.data(), dres_out_d.data(), rg);
   EXPECT_LE(RelativeError(out.ToDouble(), r_out), Bound(c.dtype));
   EXPECT_LE(RelativeError(rout.ToDouble(), r_rout), 1e-6);

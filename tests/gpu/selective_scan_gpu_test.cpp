@@ -44,7 +44,8 @@ void CheckForward(const ScanCase& c, uint64_t seed) {
   out.Poison();
   fs.Poison();
   Mirrors m;
-  const Status s = SelectiveScanForward(ToDevice(prob.Inputs(), m), m.Out(out.view()), m.Out(fs.view()));
+  const Status s =
+      SelectiveScanForward(ToDevice(prob.Inputs(), m), m.Out(out.view()), m.Out(fs.view()));
   ASSERT_TRUE(s.ok()) << s.message();
   SSMKIT_CUDA_OK(m.CopyBack());
   std::vector<double> ref_out(prob.SeqSize()), ref_state(prob.StateSize());
@@ -56,22 +57,26 @@ void CheckForward(const ScanCase& c, uint64_t seed) {
 }
 
 constexpr int kNumGrads = 9;
-constexpr const char* kGradNames[kNumGrads] = {"du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias", "dh0"};
+constexpr const char* kGradNames[kNumGrads] = {"du", "ddelta", "dA",          "dB", "dC",
+                                               "dD", "dz",     "ddelta_bias", "dh0"};
 
 // Runs the GPU backward for a problem; returns the gradients in order (empty where absent).
-std::array<std::vector<double>, kNumGrads> RunBackward(ScanProblem& prob, PaddedTensor& dout,
-                                                       PaddedTensor& dfinal,
-                                                       std::array<std::vector<uint8_t>, kNumGrads>* bytes = nullptr) {
+std::array<std::vector<double>, kNumGrads> RunBackward(
+    ScanProblem& prob, PaddedTensor& dout, PaddedTensor& dfinal,
+    std::array<std::vector<uint8_t>, kNumGrads>* bytes = nullptr) {
   const ScanCase& c = prob.c;
   const std::vector<int64_t> seq = prob.SeqShape(), state = prob.StateShape();
-  std::array<PaddedTensor, kNumGrads> t = {
-      PaddedTensor(seq, c.dtype, c.pad),         PaddedTensor(seq, c.dtype, c.pad),
-      PaddedTensor({c.dim, c.dstate}, DType::kF32, c.pad),
-      PaddedTensor(BCShape(c, c.b_form), c.dtype, c.pad),
-      PaddedTensor(BCShape(c, c.c_form), c.dtype, c.pad),
-      PaddedTensor({c.dim}, DType::kF32),        PaddedTensor(seq, c.dtype, c.pad),
-      PaddedTensor({c.dim}, DType::kF32),        PaddedTensor(state, DType::kF32, c.pad)};
-  const bool present[kNumGrads] = {true, true, true, true, true, c.has_D, c.has_z, c.has_delta_bias, c.has_h0};
+  std::array<PaddedTensor, kNumGrads> t = {PaddedTensor(seq, c.dtype, c.pad),
+                                           PaddedTensor(seq, c.dtype, c.pad),
+                                           PaddedTensor({c.dim, c.dstate}, DType::kF32, c.pad),
+                                           PaddedTensor(BCShape(c, c.b_form), c.dtype, c.pad),
+                                           PaddedTensor(BCShape(c, c.c_form), c.dtype, c.pad),
+                                           PaddedTensor({c.dim}, DType::kF32),
+                                           PaddedTensor(seq, c.dtype, c.pad),
+                                           PaddedTensor({c.dim}, DType::kF32),
+                                           PaddedTensor(state, DType::kF32, c.pad)};
+  const bool present[kNumGrads] = {
+      true, true, true, true, true, c.has_D, c.has_z, c.has_delta_bias, c.has_h0};
   Mirrors m;
   Tensor v[kNumGrads];
   for (int i = 0; i < kNumGrads; ++i) {
@@ -79,7 +84,8 @@ std::array<std::vector<double>, kNumGrads> RunBackward(ScanProblem& prob, Padded
     if (present[i]) v[i] = m.Out(t[i].view());
   }
   const SelectiveScanGrads grads{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
-  const Status s = SelectiveScanBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), m.In(dfinal.view()), grads);
+  const Status s = SelectiveScanBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()),
+                                         m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(m.CopyBack(), cudaSuccess);
   std::array<std::vector<double>, kNumGrads> got;
@@ -119,7 +125,8 @@ void CheckBackward(const ScanCase& c, uint64_t seed) {
   for (int i = 0; i < kNumGrads; ++i) {
     if (want[i].empty()) continue;
     const bool f32_grad = i == 2 || i == 5 || i == 7 || i == 8;  // dA, dD, ddelta_bias, dh0
-    EXPECT_LE(RelativeError(got[i], want[i]), Bound(f32_grad ? DType::kF32 : c.dtype, true)) << kGradNames[i];
+    EXPECT_LE(RelativeError(got[i], want[i]), Bound(f32_grad ? DType::kF32 : c.dtype, true))
+        << kGradNames[i];
   }
 }
 
@@ -253,7 +260,9 @@ TEST(SelectiveScanGpu, OffsetsPast2To31) {
     std::vector<uint16_t> nan(row, 0x7fc0);
     for (int64_t b = 0; b < 2; ++b) {
       const void* src = host ? static_cast<const uint16_t*>(host) + b * row : nan.data();
-      EXPECT_EQ(cudaMemcpy(static_cast<uint16_t*>(f.data) + b * row_stride, src, row * 2, cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(static_cast<uint16_t*>(f.data) + b * row_stride, src, row * 2,
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
     }
     Tensor t = Tensor::Contiguous(f.data, DType::kBF16, {2, c.dim, c.seqlen}, Device::kCuda);
     t.strides[0] = row_stride;
@@ -262,7 +271,10 @@ TEST(SelectiveScanGpu, OffsetsPast2To31) {
   auto read_back = [&](const Far& f) {
     std::vector<uint16_t> v(2 * row);
     for (int64_t b = 0; b < 2; ++b) {
-      EXPECT_EQ(cudaMemcpy(v.data() + b * row, static_cast<const uint16_t*>(f.data) + b * row_stride, row * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(
+          cudaMemcpy(v.data() + b * row, static_cast<const uint16_t*>(f.data) + b * row_stride,
+                     row * 2, cudaMemcpyDeviceToHost),
+          cudaSuccess);
     }
     std::vector<double> d(2 * row);
     for (int64_t i = 0; i < 2 * row; ++i) d[i] = Bf16ToF32(v[i]);

@@ -50,9 +50,11 @@ void CheckForward(const SsdCase& c, uint64_t seed) {
 }
 
 constexpr int kNumGrads = 9;
-constexpr const char* kGradNames[kNumGrads] = {"dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dh0"};
+constexpr const char* kGradNames[kNumGrads] = {"dx", "ddt", "dA",       "dB", "dC",
+                                               "dD", "dz",  "ddt_bias", "dh0"};
 
-std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint64_t seed, bool compare = true) {
+std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint64_t seed,
+                                                          bool compare = true) {
   SCOPED_TRACE(c.Name());
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
@@ -61,13 +63,18 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
   const std::vector<double> dout_d = dout.Fill(rng.NormalVec(prob.SeqSize()));
   const std::vector<double> dfinal_d = dfinal.Fill(rng.NormalVec(prob.StateSize()));
   std::array<HostTensor, kNumGrads> t = {
-      HostTensor(prob.SeqShape(), c.dtype), HostTensor({c.batch, c.seqlen, c.nheads}, c.dtype),
-      HostTensor({c.nheads}, DType::kF32), HostTensor({c.batch, c.seqlen, c.ngroups, c.dstate}, c.dtype),
+      HostTensor(prob.SeqShape(), c.dtype),
+      HostTensor({c.batch, c.seqlen, c.nheads}, c.dtype),
+      HostTensor({c.nheads}, DType::kF32),
       HostTensor({c.batch, c.seqlen, c.ngroups, c.dstate}, c.dtype),
-      c.d_per_channel ? HostTensor({c.nheads, c.headdim}, DType::kF32) : HostTensor({c.nheads}, DType::kF32),
-      HostTensor(prob.SeqShape(), c.dtype), HostTensor({c.nheads}, DType::kF32),
+      HostTensor({c.batch, c.seqlen, c.ngroups, c.dstate}, c.dtype),
+      c.d_per_channel ? HostTensor({c.nheads, c.headdim}, DType::kF32)
+                      : HostTensor({c.nheads}, DType::kF32),
+      HostTensor(prob.SeqShape(), c.dtype),
+      HostTensor({c.nheads}, DType::kF32),
       HostTensor(prob.StateShape(), DType::kF32)};
-  const bool present[kNumGrads] = {true, true, true, true, true, c.has_D, c.has_z, c.has_dt_bias, c.has_h0};
+  const bool present[kNumGrads] = {true,    true,    true,          true,    true,
+                                   c.has_D, c.has_z, c.has_dt_bias, c.has_h0};
   Mirrors m;
   Tensor v[kNumGrads];
   for (int i = 0; i < kNumGrads; ++i) {
@@ -75,7 +82,8 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
     if (present[i]) v[i] = m.Out(t[i].view());
   }
   const SsdGrads grads{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
-  const Status s = SsdBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), m.In(dfinal.view()), grads);
+  const Status s =
+      SsdBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(m.CopyBack(), cudaSuccess);
   std::array<std::vector<uint8_t>, kNumGrads> bytes;
@@ -97,7 +105,7 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
 
 std::vector<SsdCase> Cases() {
   std::vector<SsdCase> cases;
-  SsdCase base;  // B2 L24 H4 P8 G2 N16, every option on
+  SsdCase base;       // B2 L24 H4 P8 G2 N16, every option on
   base.seqlen = 150;  // chunks of 64 (or 32): a partial last chunk
   cases.push_back(base);
   SsdCase reset = base;

@@ -20,9 +20,9 @@ struct UpdateCase {
   bool has_D = true, has_z = true, has_bias = true, softplus = true, indexed = false;
   DType dtype = DType::kF32;
   std::string Name() const {
-    return std::string(mamba2 ? "m2" : "m1") + " B" + std::to_string(batch) + " H" + std::to_string(heads) +
-           " P" + std::to_string(headdim) + " N" + std::to_string(dstate) + " G" + std::to_string(groups) +
-           (indexed ? " indexed" : "") + " " + DTypeName(dtype);
+    return std::string(mamba2 ? "m2" : "m1") + " B" + std::to_string(batch) + " H" +
+           std::to_string(heads) + " P" + std::to_string(headdim) + " N" + std::to_string(dstate) +
+           " G" + std::to_string(groups) + (indexed ? " indexed" : "") + " " + DTypeName(dtype);
   }
 };
 
@@ -32,16 +32,20 @@ void Check(const UpdateCase& c, uint64_t seed) {
   Rng rng(seed);
   const int64_t B = c.batch, H = c.heads, P = c.mamba2 ? c.headdim : 1, N = c.dstate, G = c.groups;
   const int64_t Bs = c.indexed ? c.pool : B;
-  const std::vector<int64_t> xs = c.mamba2 ? std::vector<int64_t>{B, H, P} : std::vector<int64_t>{B, H};
-  const std::vector<int64_t> ss = c.mamba2 ? std::vector<int64_t>{Bs, H, P, N} : std::vector<int64_t>{Bs, H, N};
+  const std::vector<int64_t> xs =
+      c.mamba2 ? std::vector<int64_t>{B, H, P} : std::vector<int64_t>{B, H};
+  const std::vector<int64_t> ss =
+      c.mamba2 ? std::vector<int64_t>{Bs, H, P, N} : std::vector<int64_t>{Bs, H, N};
   HostTensor x(xs, c.dtype), z(xs, c.dtype), out(xs, c.dtype), dt({B, H}, c.dtype);
   HostTensor A(c.mamba2 ? std::vector<int64_t>{H} : std::vector<int64_t>{H, N}, DType::kF32);
-  HostTensor Bm({B, G, N}, c.dtype), Cm({B, G, N}, c.dtype), D({H}, DType::kF32), bias({H}, DType::kF32);
+  HostTensor Bm({B, G, N}, c.dtype), Cm({B, G, N}, c.dtype), D({H}, DType::kF32),
+      bias({H}, DType::kF32);
   HostTensor state(ss, DType::kF32), idx({B}, DType::kI32);
   const auto x_d = x.Fill(rng.NormalVec(x.numel()));
   const auto z_d = z.Fill(rng.NormalVec(z.numel()));
   std::vector<double> dt_v(B * H);
-  for (auto& v : dt_v) v = std::log(std::expm1(std::exp(rng.Uniform(std::log(1e-3), std::log(0.2)))));
+  for (auto& v : dt_v)
+    v = std::log(std::expm1(std::exp(rng.Uniform(std::log(1e-3), std::log(0.2)))));
   const auto dt_d = dt.Fill(dt_v);
   std::vector<double> a_v(A.numel());
   for (auto& v : a_v) v = -std::exp(rng.Uniform(-1.0, 2.0));
@@ -93,7 +97,8 @@ void Check(const UpdateCase& c, uint64_t seed) {
   ri.dt_bias = c.has_bias ? bias_d.data() : nullptr;
   ri.state_batch_indices = c.indexed ? idx_v.data() : nullptr;
   std::vector<double> ref_out(x.numel(), 0.0);
-  (c.mamba2 ? ref::SelectiveStateUpdate2 : ref::SelectiveStateUpdate1)(rs, ri, state_d.data(), ref_out.data());
+  (c.mamba2 ? ref::SelectiveStateUpdate2 : ref::SelectiveStateUpdate1)(rs, ri, state_d.data(),
+                                                                       ref_out.data());
   std::vector<double> got_out = out.ToDouble();
   if (c.indexed) {  // the skipped row's out stays poisoned: compare the others
     const int64_t row = x.numel() / B, skip = B / 2;

@@ -1,7 +1,7 @@
 // `ssmkit bench conv1d`: the causal conv1d (causal_conv1d_fn) forward and forward+backward at
-// the TARGETS.md shapes, and its decode update (causal_conv1d_update). Dimension legend:
+// the docs/targets.md shapes, and its decode update (causal_conv1d_update). Dimension legend:
 // B batch, D channels, L length, K conv width. All are memory bound, so each case prints its
-// bandwidth; the peer is ggml's ssm_conv: the TARGETS.md figure (ggml-ssm-conv: no bias, no
+// bandwidth; the peer is ggml's ssm_conv: the docs/targets.md figure (ggml-ssm-conv: no bias, no
 // activation, so that case runs without them too), or with --ggml ggml measured in this run
 // on every f32 case (peer_ggml.hpp).
 #include <algorithm>
@@ -21,17 +21,17 @@ namespace ssmkit::bench {
 namespace {
 
 struct ConvCase {
-  const char* shape;  // TARGETS.md workload name
+  const char* shape;   // docs/targets.md workload name
   int64_t B, D, L, K;  // L: steps per update call for the update
   bool update;         // causal_conv1d_update rather than the sequence op
   bool bias_silu;      // a Mamba block's conv: bias and silu
   DType dtype;
   const char* variant;
-  double peer_ms;      // ggml, TARGETS.md; 0 = none
+  double peer_ms;  // ggml, docs/targets.md; 0 = none
 };
 
 // m1-130m: d_inner 1536, conv 4; m2-130m's conv runs over d_inner + 2 G N = 1792 channels;
-// ggml's ssm_conv case of TARGETS.md: D = 3328, L = 512 (no bias, no activation).
+// ggml's ssm_conv case of docs/targets.md: D = 3328, L = 512 (no bias, no activation).
 constexpr ConvCase kCases[] = {
     {"ggml-ssm-conv", 1, 3328, 512, 4, false, false, DType::kF32, "f32 plain", 3.20},
     {"m1-130m", 1, 1536, 2048, 4, false, true, DType::kF32, "f32 bias silu", 0.0},
@@ -45,7 +45,7 @@ constexpr ConvCase kCases[] = {
     {"decode", 8, 1536, 1, 4, true, true, DType::kBF16, "m1-130m bf16 B=8", 0.0},
 };
 
-constexpr const char* kPeer = "ggml ssm_conv (TARGETS.md, not this run)";
+constexpr const char* kPeer = "ggml ssm_conv (docs/targets.md, not this run)";
 
 // Row-major storage of either dtype, filled with N(0, 1) values.
 struct Buffer {
@@ -69,9 +69,10 @@ double PerCallMs(const Options& options, const std::function<void()>& fn) {
   Options probe = options;
   probe.runs = 5;
   const int reps = RepsFor(MedianMs(probe, fn));
-  return MedianMs(options, [&] {
-           for (int i = 0; i < reps; ++i) fn();
-         }) /
+  return MedianMs(options,
+                  [&] {
+                    for (int i = 0; i < reps; ++i) fn();
+                  }) /
          reps;
 }
 
@@ -93,7 +94,8 @@ int RunSequence(const Options& options, const ConvCase& c, GgmlPeer& peer,
                         c.bias_silu ? Conv1dActivation::kSilu : Conv1dActivation::kNone};
   CausalConv1dGrads grads{dx.view, dweight.view, c.bias_silu ? dbias.view : Tensor{}, Tensor{}};
   Status status = Status::Ok();
-  const double fwd_ms = PerCallMs(options, [&] { status = CausalConv1dForward(in, out.view, Tensor{}); });
+  const double fwd_ms =
+      PerCallMs(options, [&] { status = CausalConv1dForward(in, out.view, Tensor{}); });
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.message().c_str());
     return 1;
@@ -111,7 +113,8 @@ int RunSequence(const Options& options, const ConvCase& c, GgmlPeer& peer,
     return 1;
   }
   // Forward: x -> out. Backward: x, dout -> dx.
-  results->push_back({"causal_conv1d", c.shape, c.variant, "fwd+bwd", both_ms, 5 * n * s, n, "elem"});
+  results->push_back(
+      {"causal_conv1d", c.shape, c.variant, "fwd+bwd", both_ms, 5 * n * s, n, "elem"});
   return 0;
 }
 
@@ -123,7 +126,8 @@ int RunUpdate(const Options& options, const ConvCase& c, GgmlPeer& peer,
   Buffer bias({D}, DType::kF32, rng), state({B, D, K - 1}, DType::kF32, rng);
   CausalConv1dUpdateInputs in{x.view, weight.view, bias.view, Conv1dActivation::kSilu};
   Status status = Status::Ok();
-  const double ms = PerCallMs(options, [&] { status = CausalConv1dUpdate(in, state.view, out.view); });
+  const double ms =
+      PerCallMs(options, [&] { status = CausalConv1dUpdate(in, state.view, out.view); });
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.message().c_str());
     return 1;
@@ -154,8 +158,8 @@ int RunConvBench(const Options& options) {
   for (const ConvCase& c : kCases) {
     if (!Selected(options, c)) continue;
     any = true;
-    const int rc = c.update ? RunUpdate(options, c, peer, &results)
-                            : RunSequence(options, c, peer, &results);
+    const int rc =
+        c.update ? RunUpdate(options, c, peer, &results) : RunSequence(options, c, peer, &results);
     if (rc != 0) return rc;
   }
   if (!any) {

@@ -110,9 +110,9 @@ HWY_EXPORT(FmaChains);
 HWY_EXPORT(FloatLanes);
 HWY_EXPORT(StepArithmetic128);
 
-// m2-130m (TARGETS.md): L = 2048, H = 24, P = 64, N = 128.
+// m2-130m (docs/targets.md): L = 2048, H = 24, P = 64, N = 128.
 constexpr int64_t kL = 2048, kH = 24, kP = 64, kN = 128;
-constexpr int kStepReps = 100;          // steps per timed run, as in `bench step`
+constexpr int kStepReps = 100;  // steps per timed run, as in `bench step`
 constexpr int64_t kFmaRounds = 1 << 20;
 
 // Per-core vector multiply-adds per second over `threads` cores, timed as MedianMs; `lanes`
@@ -124,10 +124,17 @@ double FmaRate(const Options& options, int threads, double lanes, std::vector<Re
       sums[block] += HWY_DYNAMIC_DISPATCH(FmaChains)(kFmaRounds);
     });
   });
-  if (!(sums[0] > 0.0f)) std::fprintf(stderr, "bench floor: unexpected FMA chain sum %g\n", sums[0]);
+  if (!(sums[0] > 0.0f))
+    std::fprintf(stderr, "bench floor: unexpected FMA chain sum %g\n", sums[0]);
   const double fmas = static_cast<double>(kFmaRounds) * kChains * threads;  // vector FMAs
-  Result r{"fma", "-", std::to_string(threads) + (threads == 1 ? " thread" : " threads"), "-", ms,
-           0.0, fmas * lanes, "multiply-add"};
+  Result r{"fma",
+           "-",
+           std::to_string(threads) + (threads == 1 ? " thread" : " threads"),
+           "-",
+           ms,
+           0.0,
+           fmas * lanes,
+           "multiply-add"};
   results->push_back(r);
   return fmas / threads / (ms * 1e-3);
 }
@@ -140,15 +147,17 @@ int RunFloorBench(const Options& options) {
   char line[400];
   const double one = FmaRate(options, 1, lanes, &results);
   const double all = threads > 1 ? FmaRate(options, threads, lanes, &results) : one;
-  std::snprintf(line, sizeof(line), "%d-lane multiply-adds per core: %.2f G/s alone, %.2f G/s with %d threads",
+  std::snprintf(line, sizeof(line),
+                "%d-lane multiply-adds per core: %.2f G/s alone, %.2f G/s with %d threads",
                 static_cast<int>(lanes), one * 1e-9, all * 1e-9, threads);
   notes.push_back(line);
   const double states = static_cast<double>(kL * kH * kP * kN);
   const double fwd_ms = 2.0 * states / lanes / (all * threads) * 1e3;
-  std::snprintf(line, sizeof(line),
-                "SSD m2-130m at that rate on %d threads: forward (2 multiply-adds per state element "
-                "and step) >= %.2f ms; fwd+bwd (2 + 5) >= %.2f ms = 3.5x the forward",
-                threads, fwd_ms, fwd_ms * 3.5);
+  std::snprintf(
+      line, sizeof(line),
+      "SSD m2-130m at that rate on %d threads: forward (2 multiply-adds per state element "
+      "and step) >= %.2f ms; fwd+bwd (2 + 5) >= %.2f ms = 3.5x the forward",
+      threads, fwd_ms, fwd_ms * 3.5);
   notes.push_back(line);
 
   // The decode step's arithmetic: H * P rows of N, split over the threads by row pairs.
@@ -165,18 +174,25 @@ int RunFloorBench(const Options& options) {
     std::fprintf(stderr, "bench floor: the step loop needs 128 floats to be 4, 8 or 16 vectors\n");
     return 1;
   }
-  const double step_ms = MedianMs(options, [&] {
-                           for (int i = 0; i < kStepReps; ++i) {
-                             ParallelFor(rows / 2, [&](int64_t begin, int64_t end, int) {
-                               HWY_DYNAMIC_DISPATCH(StepArithmetic128)(state.data(), x.data(), B.data(),
-                                                                       C.data(), 0.999f, 2 * begin,
-                                                                       2 * end, acc.data());
-                             });
-                           }
-                         }) /
+  const double step_ms = MedianMs(options,
+                                  [&] {
+                                    for (int i = 0; i < kStepReps; ++i) {
+                                      ParallelFor(rows / 2, [&](int64_t begin, int64_t end, int) {
+                                        HWY_DYNAMIC_DISPATCH(StepArithmetic128)
+                                        (state.data(), x.data(), B.data(), C.data(), 0.999f,
+                                         2 * begin, 2 * end, acc.data());
+                                      });
+                                    }
+                                  }) /
                          kStepReps;
-  Result step{"state_update", "decode", "m2-130m arith", "fwd", step_ms, 8.0 * rows * kN,
-              static_cast<double>(rows * kN), "state"};
+  Result step{"state_update",
+              "decode",
+              "m2-130m arith",
+              "fwd",
+              step_ms,
+              8.0 * rows * kN,
+              static_cast<double>(rows * kN),
+              "state"};
   step.peer_ms = kGgmlM2StepMs;
   step.peer = kGgmlStepPeer;
   results.push_back(step);

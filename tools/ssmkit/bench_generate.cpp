@@ -1,4 +1,4 @@
-// `ssmkit bench generate`: whole-model generation speed on random weights of the TARGETS.md
+// `ssmkit bench generate`: whole-model generation speed on random weights of the docs/targets.md
 // shapes (m1-130m, m2-130m): a prefill of 512 tokens, then 256 decode steps with greedy
 // sampling, at batch 1 and 8, with f32 and bf16 weights.
 //
@@ -7,7 +7,7 @@
 // bandwidth of the VMs we run on moves between ~30 and ~50 GB/s within minutes, so one probe at
 // the start of a run does not describe its decode steps. Instead, after every kProbeEvery-th
 // step, the probe sums a buffer of exactly the step's weight bytes on the library's thread
-// count (the TARGETS.md method) and the step is compared with that moment's probe: of floor =
+// count (the docs/targets.md method) and the step is compared with that moment's probe: of floor =
 // median over those steps of (probe time / step time). The probe stands apart from the timed
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
@@ -35,7 +35,8 @@ constexpr int kDefaultRepetitions = 3;
 constexpr int64_t kProbeEvery = 4;
 
 // Sums n floats with 64 independent partial sums (vectorised; no reassociation needed).
-__attribute__((target_clones("avx512f", "avx2", "default"))) float SumFloats(const float* p, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) float SumFloats(const float* p,
+                                                                             int64_t n) {
   float acc[64] = {};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -69,7 +70,8 @@ struct CaseResult {
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
 };
 
-Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetitions, CaseResult* r) {
+Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetitions,
+               CaseResult* r) {
   ModelConfig config;
   SSMKIT_RETURN_IF_ERROR(PresetConfig(shape, &config));
   std::unique_ptr<Model> model;
@@ -79,8 +81,10 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   Sampler sampler;
   SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, config.vocab_size, &sampler));
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(config.config_vocab_size - 1));
-  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch), std::vector<int32_t>(kPromptTokens));
+  std::uniform_int_distribution<int32_t> token(0,
+                                               static_cast<int32_t>(config.config_vocab_size - 1));
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch),
+                                            std::vector<int32_t>(kPromptTokens));
   for (auto& p : prompts) {
     for (auto& t : p) t = token(rng);
   }
@@ -99,7 +103,8 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
     double decode = 0.0;
     for (int64_t step = 0; step < kDecodeSteps; ++step) {
       const auto s0 = Clock::now();
-      for (int64_t b = 0; b < batch; ++b) next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
+      for (int64_t b = 0; b < batch; ++b)
+        next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
       SSMKIT_RETURN_IF_ERROR(session->Decode(next, logits));
       const double step_s = std::chrono::duration<double>(Clock::now() - s0).count();
       decode += step_s;
@@ -149,26 +154,34 @@ int RunGenerateBench(const Options& options) {
   if (options.json) {
     nlohmann::json array = nlohmann::json::array();
     for (const CaseResult& r : results) {
-      array.push_back({{"op", "generate"}, {"shape", r.shape}, {"weights", r.dtype}, {"batch", r.batch},
-                       {"prompt_tokens", kPromptTokens}, {"decode_steps", kDecodeSteps},
-                       {"prefill_tokens_per_s", r.prefill_tok_s}, {"decode_tokens_per_s", r.decode_tok_s},
-                       {"weight_mb_per_step", r.weight_mb}, {"read_gb_per_s", r.read_gb_s},
-                       {"floor_tokens_per_s", r.floor_tok_s}, {"fraction_of_floor", r.fraction_of_floor},
+      array.push_back({{"op", "generate"},
+                       {"shape", r.shape},
+                       {"weights", r.dtype},
+                       {"batch", r.batch},
+                       {"prompt_tokens", kPromptTokens},
+                       {"decode_steps", kDecodeSteps},
+                       {"prefill_tokens_per_s", r.prefill_tok_s},
+                       {"decode_tokens_per_s", r.decode_tok_s},
+                       {"weight_mb_per_step", r.weight_mb},
+                       {"read_gb_per_s", r.read_gb_s},
+                       {"floor_tokens_per_s", r.floor_tok_s},
+                       {"fraction_of_floor", r.fraction_of_floor},
                        {"threads", NumThreads()}});
     }
     std::printf("%s\n", array.dump(1).c_str());
     return 0;
   }
-  std::printf("prefill %lld tokens, decode %lld steps, median of %d, %d threads; a read-bandwidth probe "
-              "over the step's weight bytes after every %lldth step\n",
-              static_cast<long long>(kPromptTokens), static_cast<long long>(kDecodeSteps), repetitions,
-              NumThreads(), static_cast<long long>(kProbeEvery));
-  std::printf("%-9s %-6s %5s %14s %14s %10s %10s %12s %9s\n", "shape", "weights", "batch", "prefill tok/s",
-              "decode tok/s", "MB/step", "probe GB/s", "floor tok/s", "of floor");
+  std::printf(
+      "prefill %lld tokens, decode %lld steps, median of %d, %d threads; a read-bandwidth probe "
+      "over the step's weight bytes after every %lldth step\n",
+      static_cast<long long>(kPromptTokens), static_cast<long long>(kDecodeSteps), repetitions,
+      NumThreads(), static_cast<long long>(kProbeEvery));
+  std::printf("%-9s %-6s %5s %14s %14s %10s %10s %12s %9s\n", "shape", "weights", "batch",
+              "prefill tok/s", "decode tok/s", "MB/step", "probe GB/s", "floor tok/s", "of floor");
   for (const CaseResult& r : results) {
-    std::printf("%-9s %-6s %5lld %14.1f %14.1f %10.1f %10.1f %12.1f %8.0f%%\n", r.shape.c_str(), r.dtype.c_str(),
-                static_cast<long long>(r.batch), r.prefill_tok_s, r.decode_tok_s, r.weight_mb, r.read_gb_s,
-                r.floor_tok_s, 100.0 * r.fraction_of_floor);
+    std::printf("%-9s %-6s %5lld %14.1f %14.1f %10.1f %10.1f %12.1f %8.0f%%\n", r.shape.c_str(),
+                r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s, r.decode_tok_s,
+                r.weight_mb, r.read_gb_s, r.floor_tok_s, 100.0 * r.fraction_of_floor);
   }
   return 0;
 }

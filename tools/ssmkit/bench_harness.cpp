@@ -26,7 +26,8 @@ std::vector<double> MedianMsInterleaved(const Options& options,
   // load balancer moves it) and spin there, which made a 0.1 ms op time at 4-8 ms per call.
   constexpr std::chrono::milliseconds kMinWarmup{300};
   const auto warm_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup; ++i) {
+  for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup;
+       ++i) {
     for (const auto& fn : fns) fn();
   }
   std::vector<std::vector<double>> ms(fns.size());
@@ -51,8 +52,12 @@ void Print(const Options& options, const std::vector<Result>& results) {
   if (options.json) {
     nlohmann::json array = nlohmann::json::array();
     for (const Result& r : results) {
-      nlohmann::json row = {{"op", r.op},     {"shape", r.shape}, {"algo", r.algo},
-                            {"pass", r.pass}, {"ms", r.ms},       {"gb_per_s", r.bytes / r.ms / 1e6},
+      nlohmann::json row = {{"op", r.op},
+                            {"shape", r.shape},
+                            {"algo", r.algo},
+                            {"pass", r.pass},
+                            {"ms", r.ms},
+                            {"gb_per_s", r.bytes / r.ms / 1e6},
                             {"ns_per_" + r.element_name, r.ms * 1e6 / r.elements}};
       if (r.peer_ms > 0) {
         row["peer"] = r.peer;
@@ -70,7 +75,8 @@ void Print(const Options& options, const std::vector<Result>& results) {
     std::string peer = "-";
     if (r.peer_ms > 0) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "%.3f ms %s (%.1fx)", r.peer_ms, r.peer.c_str(), r.peer_ms / r.ms);
+      std::snprintf(buf, sizeof buf, "%.3f ms %s (%.1fx)", r.peer_ms, r.peer.c_str(),
+                    r.peer_ms / r.ms);
       peer = buf;
     }
     std::printf("%-16s %-13s %-14s %-8s %11.4f %9.2f %13.4f  %s\n", r.op.c_str(), r.shape.c_str(),

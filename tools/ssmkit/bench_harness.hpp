@@ -10,24 +10,24 @@ namespace ssmkit::bench {
 
 struct Options {
   bool json = false;
-  int runs = 20;        // timed runs per case (the median is reported)
-  int warmup = 3;       // untimed runs first (and at least 300 ms of them: MedianMs)
-  std::string shape;    // only cases whose shape name equals this ("" = all)
-  std::string algo;     // only this algorithm ("" = all)
-  std::string ggml;     // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
+  int runs = 20;      // timed runs per case (the median is reported)
+  int warmup = 3;     // untimed runs first (and at least 300 ms of them: MedianMs)
+  std::string shape;  // only cases whose shape name equals this ("" = all)
+  std::string algo;   // only this algorithm ("" = all)
+  std::string ggml;   // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
 };
 
 struct Result {
-  std::string op;      // "selective_scan"
-  std::string shape;   // a TARGETS.md workload name, e.g. "m1-130m"
-  std::string algo;    // algorithm or variant
-  std::string pass;    // "fwd" or "fwd+bwd"
-  double ms = 0.0;     // median wall time
-  double bytes = 0.0;  // bytes the op must read + write at minimum
+  std::string op;         // "selective_scan"
+  std::string shape;      // a docs/targets.md workload name, e.g. "m1-130m"
+  std::string algo;       // algorithm or variant
+  std::string pass;       // "fwd" or "fwd+bwd"
+  double ms = 0.0;        // median wall time
+  double bytes = 0.0;     // bytes the op must read + write at minimum
   double elements = 0.0;  // work items for the ns-per-element column (e.g. B*D*L*N states)
   std::string element_name = "elem";
-  double peer_ms = 0.0;     // a peer's time for the same case, 0 = none
-  std::string peer;         // the peer's name, and where its figure comes from
+  double peer_ms = 0.0;  // a peer's time for the same case, 0 = none
+  std::string peer;      // the peer's name, and where its figure comes from
 };
 
 // The median of `values` (the mean of the two middle ones for an even count); non-empty.

@@ -1,5 +1,5 @@
 // `ssmkit bench norm`: gated RMSNorm (rmsnorm_fn, inside a Mamba-2 block) and residual add +
-// RMSNorm (rms_norm_fn, between blocks) at the TARGETS.md workload shapes, forward and
+// RMSNorm (rms_norm_fn, between blocks) at the docs/targets.md workload shapes, forward and
 // forward+backward. Both are memory bound, so each case is printed with its bandwidth and,
 // as the peer, a memcpy moving the same number of bytes in the same run.
 #include <algorithm>
@@ -21,7 +21,7 @@ namespace {
 enum class Kind { kGated, kAdd };
 
 struct NormCase {
-  const char* shape;  // TARGETS.md workload name
+  const char* shape;  // docs/targets.md workload name
   Kind kind;
   int64_t rows, features, group_size;  // M = B * L, E; S (gated only; 0 = E)
   bool has_z, norm_before_gate, has_residual;
@@ -139,7 +139,8 @@ double CopyMs(const Options& options, double bytes) {
 
 int RunNormBench(const Options& options) {
   if (!options.ggml.empty()) {
-    std::fprintf(stderr, "bench norm: --ggml: no ggml case here (the peer is a memcpy in this run)\n");
+    std::fprintf(stderr,
+                 "bench norm: --ggml: no ggml case here (the peer is a memcpy in this run)\n");
     return 2;
   }
   std::vector<Result> results;

@@ -1,6 +1,6 @@
-// `ssmkit bench scan`: the Mamba-1 selective scan at the TARGETS.md workload shapes, every
+// `ssmkit bench scan`: the Mamba-1 selective scan at the docs/targets.md workload shapes, every
 // algorithm, forward and forward+backward, on inputs distributed as in a Mamba-1 layer
-// (scan_inputs.hpp). The forward's peer is ggml's SSM_SCAN: the TARGETS.md figure, or
+// (scan_inputs.hpp). The forward's peer is ggml's SSM_SCAN: the docs/targets.md figure, or
 // measured in this run with --ggml (peer_ggml.hpp).
 // Dimension legend: B batch, D channels, L length, N state size.
 #include <algorithm>
@@ -24,7 +24,7 @@ struct ScanCase {
   const char* name;
   scan_inputs::Shape shape;
   bool reads_state;    // a decode step continues from the previous state (initial_state)
-  double ggml_fwd_ms;  // llama.cpp ggml CPU forward, 2 threads, from TARGETS.md; 0 = none
+  double ggml_fwd_ms;  // llama.cpp ggml CPU forward, 2 threads, from docs/targets.md; 0 = none
 };
 
 constexpr ScanCase kCases[] = {
@@ -34,13 +34,14 @@ constexpr ScanCase kCases[] = {
     {"decode", {1, 1536, 1, 16}, true, 0.0757},
 };
 
-constexpr const char* kPeer = "ggml (TARGETS.md, not this run)";
+constexpr const char* kPeer = "ggml (docs/targets.md, not this run)";
 constexpr double kSlowRunMs = 1000.0;  // past this per run, time kSlowRuns runs instead
 constexpr int kSlowRuns = 5;
 
 // Outputs, the incoming gradient and the gradient outputs of one case, all f32.
 struct CaseBuffers {
-  std::vector<float> out, final_state, chunk_states, dout, du, ddelta, dz, dA, dB, dC, dD, ddelta_bias, dh0;
+  std::vector<float> out, final_state, chunk_states, dout, du, ddelta, dz, dA, dB, dC, dD,
+      ddelta_bias, dh0;
   Tensor out_t, final_t, chunk_states_t, dout_t;
   SelectiveScanGrads grads;
 
@@ -64,7 +65,8 @@ struct CaseBuffers {
     ddelta_bias.resize(s.dim);
     out_t = Tensor::Contiguous(out.data(), f32, {s.batch, s.dim, s.seqlen});
     final_t = Tensor::Contiguous(final_state.data(), f32, {s.batch, s.dim, s.dstate});
-    chunk_states_t = Tensor::Contiguous(chunk_states.data(), f32, {s.batch, s.dim, chunks, s.dstate});
+    chunk_states_t =
+        Tensor::Contiguous(chunk_states.data(), f32, {s.batch, s.dim, chunks, s.dstate});
     dout_t = Tensor::Contiguous(dout.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.du = Tensor::Contiguous(du.data(), f32, {s.batch, s.dim, s.seqlen});
     grads.ddelta = Tensor::Contiguous(ddelta.data(), f32, {s.batch, s.dim, s.seqlen});
@@ -108,15 +110,16 @@ double TimeCase(const Options& options, const std::string& label, const std::fun
     timed.runs = kSlowRuns;
     timed.warmup = 0;
     char note[256];
-    std::snprintf(note, sizeof note, "%s: one run took %.0f ms > %.0f ms, so %d timed runs instead of %d",
+    std::snprintf(note, sizeof note,
+                  "%s: one run took %.0f ms > %.0f ms, so %d timed runs instead of %d",
                   label.c_str(), probe_ms, kSlowRunMs, kSlowRuns, options.runs);
     notes->push_back(note);
   }
   return MedianMs(timed, fn);
 }
 
-Result MakeResult(const char* shape, const std::string& algo, const char* pass, double ms, double bytes,
-                  double states) {
+Result MakeResult(const char* shape, const std::string& algo, const char* pass, double ms,
+                  double bytes, double states) {
   Result r;
   r.op = "selective_scan";
   r.shape = shape;
@@ -189,9 +192,12 @@ int RunScanBench(const Options& options) {
       if (!options.algo.empty() && options.algo != algo) continue;
       const std::string label = std::string(c.name) + " " + algo;
       Status status = Status::Ok();
-      const double fwd_ms = TimeCase(options, label + " fwd", [&] {
-        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
-      }, &notes);
+      const double fwd_ms = TimeCase(
+          options, label + " fwd",
+          [&] {
+            status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, scan_options);
+          },
+          &notes);
       if (!status.ok()) {
         std::fprintf(stderr, "%s\n", status.message().c_str());
         return 1;
@@ -200,22 +206,28 @@ int RunScanBench(const Options& options) {
         notes.push_back(label + ": the forward output has " + std::to_string(bad) +
                         " non-finite values (see docs/numerics.md)");
       }
-      Result fwd = MakeResult(c.name, algo, "fwd", fwd_ms, MinimumBytes(s, c.reads_state, false), states);
+      Result fwd =
+          MakeResult(c.name, algo, "fwd", fwd_ms, MinimumBytes(s, c.reads_state, false), states);
       peer.Apply(GgmlCase(c), c.ggml_fwd_ms, kPeer, &fwd);
       results.push_back(fwd);
       // As in training: the forward saves its chunk states, the backward starts from them.
-      const double both_ms = TimeCase(options, label + " fwd+bwd", [&] {
-        status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t, buffers.chunk_states_t, scan_options);
-        if (status.ok()) {
-          status = SelectiveScanBackward(inputs, buffers.dout_t, Tensor{}, buffers.chunk_states_t, buffers.grads,
-                                         scan_options);
-        }
-      }, &notes);
+      const double both_ms = TimeCase(
+          options, label + " fwd+bwd",
+          [&] {
+            status = SelectiveScanForward(inputs, buffers.out_t, buffers.final_t,
+                                          buffers.chunk_states_t, scan_options);
+            if (status.ok()) {
+              status = SelectiveScanBackward(inputs, buffers.dout_t, Tensor{},
+                                             buffers.chunk_states_t, buffers.grads, scan_options);
+            }
+          },
+          &notes);
       if (!status.ok()) {
         std::fprintf(stderr, "%s\n", status.message().c_str());
         return 1;
       }
-      results.push_back(MakeResult(c.name, algo, "fwd+bwd", both_ms, MinimumBytes(s, c.reads_state, true), states));
+      results.push_back(MakeResult(c.name, algo, "fwd+bwd", both_ms,
+                                   MinimumBytes(s, c.reads_state, true), states));
     }
   }
   Print(options, results);

@@ -1,7 +1,7 @@
-// `ssmkit bench ssd`: the Mamba-2 SSD scan (mamba_chunk_scan_combined) at the TARGETS.md
+// `ssmkit bench ssd`: the Mamba-2 SSD scan (mamba_chunk_scan_combined) at the docs/targets.md
 // workload shapes, each algorithm, forward and forward+backward, with a Mamba-2 layer's
 // options (D per head, dt_bias, dt_softplus; no z: Mamba-2 gates in its norm). The peer is
-// ggml's SSM_SCAN: the TARGETS.md figure, or measured in this run with --ggml (peer_ggml.hpp).
+// ggml's SSM_SCAN: the docs/targets.md figure, or measured in this run with --ggml (peer_ggml.hpp).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -18,7 +18,7 @@ namespace {
 struct SsdShape {
   const char* name;
   int64_t batch, seqlen, nheads, headdim, ngroups, dstate, chunk_size;
-  double ggml_fwd_ms;  // llama.cpp ggml CPU, 2 threads, TARGETS.md; 0 = none
+  double ggml_fwd_ms;  // llama.cpp ggml CPU, 2 threads, docs/targets.md; 0 = none
 };
 
 constexpr SsdShape kShapes[] = {
@@ -54,7 +54,8 @@ struct SsdData {
     fill(D, s.nheads);
     fill(dout, seq);
     dt.resize(dts);
-    for (auto& e : dt) e = std::log(std::expm1(std::exp(std::log(1e-3f) + uniform(rng) * std::log(100.0f))));
+    for (auto& e : dt)
+      e = std::log(std::expm1(std::exp(std::log(1e-3f) + uniform(rng) * std::log(100.0f))));
     dt_bias.assign(s.nheads, 0.0f);
     A.resize(s.nheads);
     for (auto& e : A) e = -std::exp(uniform(rng) * std::log(16.0f));
@@ -80,7 +81,8 @@ struct SsdData {
     inputs.dt_bias = Tensor::Contiguous(dt_bias.data(), f32, {s.nheads});
     inputs.dt_softplus = true;
     out_t = Tensor::Contiguous(out.data(), f32, seq_shape);
-    final_t = Tensor::Contiguous(final_states.data(), f32, {s.batch, s.nheads, s.headdim, s.dstate});
+    final_t =
+        Tensor::Contiguous(final_states.data(), f32, {s.batch, s.nheads, s.headdim, s.dstate});
     dout_t = Tensor::Contiguous(dout.data(), f32, seq_shape);
     grads.dx = Tensor::Contiguous(dx.data(), f32, seq_shape);
     grads.ddt = Tensor::Contiguous(ddt.data(), f32, dt_shape);
@@ -115,15 +117,18 @@ int RunSsdBench(const Options& options) {
     const double bc_bytes = 4.0 * shape.batch * shape.seqlen * shape.ngroups * shape.dstate;
     const double dt_bytes = 4.0 * shape.batch * shape.seqlen * shape.nheads;
     const double fwd_bytes = 2 * seq_bytes + 2 * bc_bytes + dt_bytes;
-    const double states = static_cast<double>(shape.batch) * shape.seqlen * shape.nheads * shape.headdim * shape.dstate;
-    for (SsdAlgorithm algorithm : {SsdAlgorithm::kAuto, SsdAlgorithm::kSequential, SsdAlgorithm::kChunked}) {
+    const double states = static_cast<double>(shape.batch) * shape.seqlen * shape.nheads *
+                          shape.headdim * shape.dstate;
+    for (SsdAlgorithm algorithm :
+         {SsdAlgorithm::kAuto, SsdAlgorithm::kSequential, SsdAlgorithm::kChunked}) {
       SsdOptions ssd_options;
       ssd_options.algorithm = algorithm;
       ssd_options.chunk_size = shape.chunk_size;
       std::string algo = SsdAlgorithmName(algorithm);
       if (!options.algo.empty() && options.algo != algo) continue;
       if (algorithm == SsdAlgorithm::kAuto) {
-        const SsdAlgorithm picked = SsdAutoAlgorithm(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate);
+        const SsdAlgorithm picked =
+            SsdAutoAlgorithm(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate);
         algo += std::string("=") + SsdAlgorithmName(picked);
       }
       Status status = Status::Ok();
@@ -132,7 +137,8 @@ int RunSsdBench(const Options& options) {
       };
       auto both = [&] {
         forward();
-        if (status.ok()) status = SsdBackward(data.inputs, data.dout_t, Tensor{}, data.grads, ssd_options);
+        if (status.ok())
+          status = SsdBackward(data.inputs, data.dout_t, Tensor{}, data.grads, ssd_options);
       };
       // Interleaved: the fwd+bwd / fwd ratio has a bar (<= 4x, issue 3), and this machine's
       // speed drifts between two medians taken one after the other.
@@ -143,12 +149,13 @@ int RunSsdBench(const Options& options) {
       }
       const double fwd_ms = ms[0], both_ms = ms[1];
       Result fwd{"ssd", shape.name, algo, "fwd", fwd_ms, fwd_bytes, states, "state"};
-      peer.Apply(GgmlCase(shape), shape.ggml_fwd_ms, "ggml, TARGETS.md, not this run", &fwd);
+      peer.Apply(GgmlCase(shape), shape.ggml_fwd_ms, "ggml, docs/targets.md, not this run", &fwd);
       results.push_back(fwd);
-      results.push_back({"ssd", shape.name, algo, "fwd+bwd", both_ms, 2 * fwd_bytes + seq_bytes, states, "state"});
+      results.push_back({"ssd", shape.name, algo, "fwd+bwd", both_ms, 2 * fwd_bytes + seq_bytes,
+                         states, "state"});
       char note[160];
-      std::snprintf(note, sizeof note, "%s %s: fwd+bwd / fwd = %.2fx (timed interleaved)", shape.name,
-                    algo.c_str(), both_ms / fwd_ms);
+      std::snprintf(note, sizeof note, "%s %s: fwd+bwd / fwd = %.2fx (timed interleaved)",
+                    shape.name, algo.c_str(), both_ms / fwd_ms);
       ratios.push_back(note);
     }
   }
@@ -160,7 +167,8 @@ int RunSsdBench(const Options& options) {
 }
 
 const SuiteRegistration kRegistration{
-    {"ssd", "Mamba-2 SSD scan, auto/sequential/chunked: m2-130m, m2-h48-l512, m2-130m-b4, decode", RunSsdBench}};
+    {"ssd", "Mamba-2 SSD scan, auto/sequential/chunked: m2-130m, m2-h48-l512, m2-130m-b4, decode",
+     RunSsdBench}};
 
 }  // namespace
 }  // namespace ssmkit::bench

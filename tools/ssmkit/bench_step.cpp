@@ -1,8 +1,8 @@
 // `ssmkit bench step`: one decode step of the selective state space recurrence
-// (selective_state_update) at the decode shapes of the TARGETS.md models, both forms.
+// (selective_state_update) at the decode shapes of the docs/targets.md models, both forms.
 // Dimension legend: B batch, D channels, H heads, P head dim, N state size, G groups.
 // A step reads and writes the whole state, so the bandwidth column is the figure of merit;
-// the peer is ggml's ssm_scan with one token, as measured for TARGETS.md, or in this run with
+// the peer is ggml's ssm_scan with one token, as measured for docs/targets.md, or in this run with
 // --ggml (peer_ggml.hpp; it does not apply D or the z gate, which these cases do, as the models
 // need).
 #include <cstdio>
@@ -21,12 +21,12 @@ namespace ssmkit::bench {
 namespace {
 
 struct StepCase {
-  const char* shape;  // TARGETS.md workload name
+  const char* shape;  // docs/targets.md workload name
   bool mamba2;
   int64_t B, H, P, N, G;  // Mamba-1: H = D, P = 1
   DType dtype;            // x, dt, B, C, z, out
   const char* variant;
-  double peer_ms;  // ggml, TARGETS.md; 0 = none
+  double peer_ms;  // ggml, docs/targets.md; 0 = none
 };
 
 constexpr StepCase kCases[] = {
@@ -92,21 +92,26 @@ int RunStepBench(const Options& options) {
     std::normal_distribution<float> normal;
     std::uniform_real_distribution<float> decay(-3.0f, -0.5f), step(-4.0f, -1.0f);
     const int64_t B = c.B, H = c.H, P = c.P, N = c.N, G = c.G;
-    const std::vector<int64_t> x_shape = c.mamba2 ? std::vector<int64_t>{B, H, P} : std::vector<int64_t>{B, H};
+    const std::vector<int64_t> x_shape =
+        c.mamba2 ? std::vector<int64_t>{B, H, P} : std::vector<int64_t>{B, H};
     const std::vector<int64_t> state_shape =
         c.mamba2 ? std::vector<int64_t>{B, H, P, N} : std::vector<int64_t>{B, H, N};
-    const std::vector<int64_t> A_shape = c.mamba2 ? std::vector<int64_t>{H} : std::vector<int64_t>{H, N};
-    Buffer x(x_shape, c.dtype, rng, normal), z(x_shape, c.dtype, rng, normal), out(x_shape, c.dtype, rng, normal);
+    const std::vector<int64_t> A_shape =
+        c.mamba2 ? std::vector<int64_t>{H} : std::vector<int64_t>{H, N};
+    Buffer x(x_shape, c.dtype, rng, normal), z(x_shape, c.dtype, rng, normal),
+        out(x_shape, c.dtype, rng, normal);
     Buffer dt({B, H}, c.dtype, rng, step), A(A_shape, DType::kF32, rng, decay);
     Buffer Bm({B, G, N}, c.dtype, rng, normal), Cm({B, G, N}, c.dtype, rng, normal);
     Buffer D({H}, DType::kF32, rng, normal), dt_bias({H}, DType::kF32, rng, normal);
     Buffer state(state_shape, DType::kF32, rng, normal);
-    StateUpdateInputs in{x.view, dt.view, A.view, Bm.view, Cm.view, D.view, z.view, dt_bias.view,
-                         Tensor{}, true};
+    StateUpdateInputs in{x.view, dt.view, A.view,       Bm.view,  Cm.view,
+                         D.view, z.view,  dt_bias.view, Tensor{}, true};
     Status status = Status::Ok();
-    const double ms = MedianMs(options, [&] {
-                        for (int i = 0; i < kReps; ++i) status = SelectiveStateUpdate(in, state.view, out.view);
-                      }) /
+    const double ms = MedianMs(options,
+                               [&] {
+                                 for (int i = 0; i < kReps; ++i)
+                                   status = SelectiveStateUpdate(in, state.view, out.view);
+                               }) /
                       kReps;
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());
@@ -116,7 +121,8 @@ int RunStepBench(const Options& options) {
     // the per-row inputs and out.
     const double states = static_cast<double>(B * H * P * N);
     const double io = static_cast<double>(DTypeSize(c.dtype));
-    const double bytes = 8.0 * states + 4.0 * A.view.numel() + io * (4.0 * B * H * P + 2.0 * B * G * N);
+    const double bytes =
+        8.0 * states + 4.0 * A.view.numel() + io * (4.0 * B * H * P + 2.0 * B * G * N);
     Result r{"state_update", c.shape, c.variant, "fwd", ms, bytes, states, "state"};
     peer.Apply(GgmlCase(c), c.peer_ms, kGgmlStepPeer, &r);
     results.push_back(r);

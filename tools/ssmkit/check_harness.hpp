@@ -11,11 +11,11 @@ namespace ssmkit::check_cli {
 
 struct Options {
   std::vector<int64_t> lengths{60, 1024, 16384};
-  std::string algo;      // only this algorithm ("" = all)
-  uint64_t seed = 0;     // 0 = fresh (drawn from the clock and printed)
-  int64_t dim = 16;      // channels
+  std::string algo;   // only this algorithm ("" = all)
+  uint64_t seed = 0;  // 0 = fresh (drawn from the clock and printed)
+  int64_t dim = 16;   // channels
   double dt_min = 1e-3, dt_max = 1e-1;
-  bool json = false;     // one JSON array instead of a table
+  bool json = false;  // one JSON array instead of a table
 };
 
 struct Check {

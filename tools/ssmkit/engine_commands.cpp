@@ -107,7 +107,9 @@ int RunGenerate(GenerateArgs a) {
     PrintIds("generated ids", generated);
   }
   const int64_t decoded = stats.generated_tokens > 0 ? stats.generated_tokens - 1 : 0;
-  std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s (%.1f tokens/s); %d threads%s\n",
+  std::fprintf(stderr,
+               "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
+               "(%.1f tokens/s); %d threads%s\n",
                static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds,
                stats.prefill_seconds > 0 ? stats.prompt_tokens / stats.prefill_seconds : 0.0,
                static_cast<long long>(decoded), stats.decode_seconds,
@@ -125,19 +127,23 @@ int RunInfo(std::string dir) {
   const bool m2 = c.arch == ModelArch::kMamba2;
   std::printf("model:          %s\n", dir.c_str());
   std::printf("files:          %s\n", model->source().c_str());
-  std::printf("format:         %s\n", c.format == "hf" ? (m2 ? "Hugging Face Mamba2ForCausalLM" : "Hugging Face MambaForCausalLM")
-                                                        : "state-spaces (mamba_ssm)");
-  std::printf("architecture:   %s, %lld layers, d_model %lld, d_inner %lld, d_state %lld, conv %lld\n",
-              m2 ? "Mamba-2" : "Mamba-1", static_cast<long long>(c.n_layer), static_cast<long long>(c.d_model),
-              static_cast<long long>(c.d_inner), static_cast<long long>(c.d_state), static_cast<long long>(c.d_conv));
+  std::printf("format:         %s\n", c.format == "hf" ? (m2 ? "Hugging Face Mamba2ForCausalLM"
+                                                             : "Hugging Face MambaForCausalLM")
+                                                       : "state-spaces (mamba_ssm)");
+  std::printf(
+      "architecture:   %s, %lld layers, d_model %lld, d_inner %lld, d_state %lld, conv %lld\n",
+      m2 ? "Mamba-2" : "Mamba-1", static_cast<long long>(c.n_layer),
+      static_cast<long long>(c.d_model), static_cast<long long>(c.d_inner),
+      static_cast<long long>(c.d_state), static_cast<long long>(c.d_conv));
   if (m2) {
-    std::printf("heads:          %lld x head dim %lld, %lld groups, chunk %lld\n", static_cast<long long>(c.nheads),
-                static_cast<long long>(c.headdim), static_cast<long long>(c.ngroups), static_cast<long long>(c.chunk_size));
+    std::printf("heads:          %lld x head dim %lld, %lld groups, chunk %lld\n",
+                static_cast<long long>(c.nheads), static_cast<long long>(c.headdim),
+                static_cast<long long>(c.ngroups), static_cast<long long>(c.chunk_size));
   } else {
     std::printf("dt_rank:        %lld\n", static_cast<long long>(c.dt_rank));
   }
-  std::printf("vocab:          %lld rows (%lld in the config)\n", static_cast<long long>(c.vocab_size),
-              static_cast<long long>(c.config_vocab_size));
+  std::printf("vocab:          %lld rows (%lld in the config)\n",
+              static_cast<long long>(c.vocab_size), static_cast<long long>(c.config_vocab_size));
   std::printf("LM head:        %s\n", c.tie_embeddings ? "tied to the embedding" : "separate");
   std::printf("weights:        %s\n", model->weight_dtype_name().c_str());
   std::printf("parameters:     %lld (%.1f M)\n", static_cast<long long>(model->parameter_count()),
@@ -150,15 +156,22 @@ int RunInfo(std::string dir) {
 
 void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* gen = app.add_subcommand("generate", "generate text from a checkpoint, streamed to stdout");
-  gen->add_option("--model", args->model, "checkpoint directory (config.json + model.safetensors); default: the built-in models/default");
+  CLI::App* gen =
+      app.add_subcommand("generate", "generate text from a checkpoint, streamed to stdout");
+  gen->add_option("--model", args->model,
+                  "checkpoint directory (config.json + model.safetensors); default: the built-in "
+                  "models/default");
   gen->add_option("--prompt", args->prompt, "the text to continue");
-  gen->add_option("--max-tokens", args->max_tokens, "new tokens at most")->check(CLI::NonNegativeNumber);
-  gen->add_option("--temperature", args->temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
-  gen->add_option("--top-k", args->top_k, "sample from the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+  gen->add_option("--max-tokens", args->max_tokens, "new tokens at most")
+      ->check(CLI::NonNegativeNumber);
+  gen->add_option("--temperature", args->temperature, "0 = greedy (default)")
+      ->check(CLI::NonNegativeNumber);
+  gen->add_option("--top-k", args->top_k, "sample from the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   gen->add_option("--top-p", args->top_p, "nucleus sampling threshold in (0, 1]");
   gen->add_option("--seed", args->seed, "random seed for sampling");
-  gen->add_option("--tokenizer", args->tokenizer, "tokenizer.json, or 'bytes' (default: the model directory's)");
+  gen->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json, or 'bytes' (default: the model directory's)");
   gen->add_flag("--ignore-eos", args->ignore_eos, "keep going past the end-of-text token");
   gen->add_flag("--print-ids", args->print_ids,
                 "also print the prompt's and the generated token ids to stderr");
@@ -168,8 +181,11 @@ void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
   });
 
   auto dir = std::make_shared<std::string>();
-  CLI::App* info = app.add_subcommand("info", "print a checkpoint's architecture and parameter count");
-  info->add_option("--model", *dir, "checkpoint directory (config.json + model.safetensors); default: the built-in models/default");
+  CLI::App* info =
+      app.add_subcommand("info", "print a checkpoint's architecture and parameter count");
+  info->add_option("--model", *dir,
+                   "checkpoint directory (config.json + model.safetensors); default: the built-in "
+                   "models/default");
   info->callback([dir, &exit_code] { exit_code = RunInfo(*dir); });
 }
 

@@ -15,15 +15,18 @@ int main(int argc, char** argv) {
   int threads = 0;
   app.add_option("--threads", threads, "threads to use (default: SSMKIT_NUM_THREADS or all cores)");
 
-  CLI::App* bench = app.add_subcommand("bench", "time the ops against the shapes of TARGETS.md");
+  CLI::App* bench =
+      app.add_subcommand("bench", "time the ops against the shapes of docs/targets.md");
   bench->require_subcommand(1);
   ssmkit::bench::Options options;
   int exit_code = 0;
   for (const ssmkit::bench::Suite& suite : ssmkit::bench::Suites()) {
     CLI::App* sub = bench->add_subcommand(suite.name, suite.help);
     sub->add_flag("--json", options.json, "print one JSON array instead of a table");
-    sub->add_option("--runs", options.runs, "timed runs per case (median reported)")->check(CLI::PositiveNumber);
-    sub->add_option("--warmup", options.warmup, "untimed runs before timing")->check(CLI::NonNegativeNumber);
+    sub->add_option("--runs", options.runs, "timed runs per case (median reported)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--warmup", options.warmup, "untimed runs before timing")
+        ->check(CLI::NonNegativeNumber);
     sub->add_option("--shape", options.shape, "only this workload shape (e.g. policy, m1-130m)");
     sub->add_option("--algo", options.algo, "only this algorithm");
     sub->add_option("--ggml", options.ggml,
@@ -35,7 +38,8 @@ int main(int argc, char** argv) {
     });
   }
 
-  CLI::App* check = app.add_subcommand("check", "run an op on random inputs against its fp64 oracle");
+  CLI::App* check =
+      app.add_subcommand("check", "run an op on random inputs against its fp64 oracle");
   check->require_subcommand(1);
   ssmkit::check_cli::Options check_options;
   for (const ssmkit::check_cli::Check& c : ssmkit::check_cli::Checks()) {
@@ -44,8 +48,10 @@ int main(int argc, char** argv) {
     sub->add_option("--algo", check_options.algo, "only this algorithm");
     sub->add_option("--seed", check_options.seed, "random seed (default: fresh, printed)");
     sub->add_option("--dim", check_options.dim, "channels")->check(CLI::PositiveNumber);
-    sub->add_option("--dt-min", check_options.dt_min, "smallest time step")->check(CLI::PositiveNumber);
-    sub->add_option("--dt-max", check_options.dt_max, "largest time step")->check(CLI::PositiveNumber);
+    sub->add_option("--dt-min", check_options.dt_min, "smallest time step")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--dt-max", check_options.dt_max, "largest time step")
+        ->check(CLI::PositiveNumber);
     sub->add_flag("--json", check_options.json, "print one JSON array instead of a table");
     sub->callback([&check_options, &exit_code, &c, &threads] {
       ssmkit::SetNumThreads(threads);

@@ -1,7 +1,7 @@
 // The ggml peer of `ssmkit bench`: with `--ggml PATH`, a suite runs llama.cpp's ggml
 // `test-backend-ops perf` binary once, in the same `ssmkit bench` process run and before its own
 // timing, with the same thread count, and puts ggml's per-case times in the peer column;
-// without it the column keeps the TARGETS.md figures, labelled as such. docs/benchmarks.md
+// without it the column keeps the docs/targets.md figures, labelled as such. docs/benchmarks.md
 // ("The ggml peer") says how to build the binary and which cases it must have.
 //
 // Dimension legend: B batch, D channels, L length, N state size, H heads, P head dim,
@@ -18,9 +18,10 @@
 
 namespace ssmkit::bench {
 
-// ggml's one-token SSM_SCAN as TARGETS.md measured it: the peer of `bench step` without --ggml,
-// and of `bench floor`'s step loop (the m2-130m figure: H = 24, P = 64, N = 128).
-inline constexpr const char* kGgmlStepPeer = "ggml ssm_scan 1 token (TARGETS.md, not this run)";
+// ggml's one-token SSM_SCAN as docs/targets.md measured it: the peer of `bench step` without
+// --ggml, and of `bench floor`'s step loop (the m2-130m figure: H = 24, P = 64, N = 128).
+inline constexpr const char* kGgmlStepPeer =
+    "ggml ssm_scan 1 token (docs/targets.md, not this run)";
 inline constexpr double kGgmlM2StepMs = 0.0141;
 
 // The name test-backend-ops prints for (and selects with -o) a case of the ggml snapshot
@@ -63,7 +64,7 @@ class GgmlPeer {
   void Apply(const std::string& ggml_case, double targets_ms, const char* targets_label, Result* r);
 
   // With --ggml, one line each: the binary and thread count the column rests on, and every
-  // requested case the binary did not report. Nothing without (the labels say TARGETS.md).
+  // requested case the binary did not report. Nothing without (the labels say docs/targets.md).
   std::vector<std::string> Notes() const;
 
  private:

@@ -36,13 +36,15 @@ LayerData MakeLayerData(const Shape& s, const Options& options, uint64_t seed) {
     for (int64_t n = 0; n < s.dstate; ++n) data.A[d * s.dstate + n] = -static_cast<float>(n + 1);
   }
   data.delta_bias.resize(s.dim);
-  for (float& bias : data.delta_bias) bias = static_cast<float>(InverseSoftplus(std::exp(log_dt(rng))));
+  for (float& bias : data.delta_bias)
+    bias = static_cast<float>(InverseSoftplus(std::exp(log_dt(rng))));
   data.delta.resize(seq);
   for (int64_t i = 0; i < seq; ++i) {
     const int64_t d = (i / s.seqlen) % s.dim;
     data.delta[i] = static_cast<float>(InverseSoftplus(std::exp(log_dt(rng))) - data.delta_bias[d]);
   }
-  if (options.with_initial_state) data.initial_state = normals(s.batch * s.dim * s.dstate, 0.0, 1.0);
+  if (options.with_initial_state)
+    data.initial_state = normals(s.batch * s.dim * s.dstate, 0.0, 1.0);
   return data;
 }
 
@@ -67,7 +69,8 @@ SelectiveScanInputs LayerData::Inputs() const {
 
 std::vector<double> LayerData::CumulativeLogDecay(int64_t b, int64_t d) const {
   const int64_t L = shape.seqlen, row = (b * shape.dim + d) * L;
-  const double a = *std::min_element(A.begin() + d * shape.dstate, A.begin() + (d + 1) * shape.dstate);
+  const double a =
+      *std::min_element(A.begin() + d * shape.dstate, A.begin() + (d + 1) * shape.dstate);
   std::vector<double> sums(L);
   double sum = 0.0;
   for (int64_t l = 0; l < L; ++l) {

@@ -29,11 +29,11 @@ struct Options {
 // f32 values; the check converts them to double for the oracle, so both see the same numbers.
 struct LayerData {
   Shape shape;
-  std::vector<float> u, delta, z;      // (B, D, L)
-  std::vector<float> A;                // (D, N)
-  std::vector<float> B, C;             // (B, N, L)
-  std::vector<float> D, delta_bias;    // (D)
-  std::vector<float> initial_state;    // (B, D, N), empty when absent
+  std::vector<float> u, delta, z;    // (B, D, L)
+  std::vector<float> A;              // (D, N)
+  std::vector<float> B, C;           // (B, N, L)
+  std::vector<float> D, delta_bias;  // (D)
+  std::vector<float> initial_state;  // (B, D, N), empty when absent
 
   // f32 views over the vectors above, delta_softplus on.
   SelectiveScanInputs Inputs() const;

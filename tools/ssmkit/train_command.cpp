@@ -19,9 +19,7 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-void OnSignal(int) {
-  g_stop = 1;
-}
+void OnSignal(int) { g_stop = 1; }
 
 std::string Duration(double seconds) {
   const long s = std::lround(std::max(0.0, seconds));
