@@ -81,8 +81,10 @@ class View {
                    std::numeric_limits<float>::quiet_NaN());
     }
   }
+  // The view as a Tensor; absent (Tensor{}) for a default-made View.
   Tensor tensor() const {
     Tensor t;
+    if (!buffer_) return t;
     t.data = buffer_->bytes.data() + offset_ * DTypeSize(dtype());
     t.dtype = dtype();
     t.rank = rank_;
