@@ -1,0 +1,318 @@
+// CPU attention forward, dense and paged: flash attention over query tiles and key tiles.
+// Dimension legend: B batch, L query length, H heads, Hk kv heads, G = H / Hk, E / Ev head
+// dims, R rows of a query tile (positions x the G heads of one kv head), K keys of a key tile;
+// attention_tile-inl.h has the tile layouts.
+//
+// A work item is one query tile of one (sequence, kv head): every query head of the group is
+// in the tile, so each key/value tile is read once for all of them. For each key tile in the
+// tile's visible range (tiles no row can see are never visited; the mask is applied only on
+// the tiles that straddle an interval's edge):
+//   St = K Qt                 (scores in log2 units: Qt holds q * scale * log2 e)
+//   m' = max(m, max_j St),  alpha = 2^(m - m'),  P = 2^(St - m'),  l' = alpha l + sum_j P
+//   O' = alpha O + P V
+// and at the end out = O / l, lse = (m + log2 l) ln 2 (a row with no visible key: 0, -inf).
+//
+// Flash-decoding: a query tile that is the only one of its sequence (decode, short chunks)
+// splits its key range into pieces of about kSplitKeys keys, each an item of its own leaving
+// (O, m, l); the pieces are merged in order afterwards,
+//   M = max_s m_s,  l = sum_s 2^(m_s - M) l_s,  O = sum_s 2^(m_s - M) O_s,
+// so one long sequence uses every thread. The split depends only on the shapes and lengths,
+// and every item's arithmetic is fixed, so the result does not depend on the thread count or
+// on which thread takes which item (items are claimed dynamically, largest first).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.hpp"
+#include "cpu/attention.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/attention_forward.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+// Included once per target by foreach_target.h above (after highway.h).
+#include "cpu/attention_tile-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace {
+using namespace attn;  // NOLINT: this file is the attention kernel
+
+// Tuned for speed, do not affect correctness beyond rounding: keys per flash-decoding piece,
+// and the multiply-adds below which a call stays on the calling thread.
+constexpr int64_t kSplitKeys = 1024;
+constexpr double kMinParallelFmas = 1 << 17;
+
+struct Geometry {
+  int64_t G, Lq, E, Ev, Evp, rows_p;  // rows_p: Rp of a full tile
+};
+
+Geometry MakeGeometry(const AttentionParams& p) {
+  Geometry g;
+  g.G = p.group();
+  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
+  g.E = p.head_dim;
+  g.Ev = p.v_head_dim;
+  g.Evp = RoundUp(g.Ev, Lanes());
+  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
+  return g;
+}
+
+// One block's scratch.
+struct Scratch {
+  float* qt;             // (E, Rp)
+  float* row;            // (max(E, Ev) + N)
+  float* kpack;          // (K, E)
+  float* vpack;          // (K, Evp)
+  float* st;             // (K, Rp)
+  float* o;              // (Rp, Evp)
+  float *m, *l, *alpha;  // (Rp)
+  int32_t *lo, *hi;      // (Rp)
+  static Scratch Carve(Carver<float>& f, Carver<int32_t>& i, const Geometry& g) {
+    const int64_t rp = g.rows_p;
+    return {f.Take(g.E * rp),
+            f.Take(std::max(g.E, g.Ev) + Lanes()),
+            f.Take(kKeyTile * g.E),
+            f.Take(kKeyTile * g.Evp),
+            f.Take(kKeyTile * rp),
+            f.Take(rp * g.Evp),
+            f.Take(rp),
+            f.Take(rp),
+            f.Take(rp),
+            i.Take(rp),
+            i.Take(rp)};
+  }
+};
+using Workspace = BlockScratch<Scratch, Geometry>;
+
+// The flash-decoding pieces' results, each O (Rp, Evp), then m (Rp) and l (Rp).
+int64_t PartialSize(const Geometry& g) { return g.rows_p * g.Evp + 2 * g.rows_p; }
+float* Partial(const Geometry& g, const Workspace& ws, int64_t piece) {
+  return ws.Shared() + piece * PartialSize(g);
+}
+
+// A query tile's key range [key_lo, key_lo + tiles * K) cut into `pieces` runs of tiles;
+// this item does run `piece` (pieces = 1: the whole range, written out directly).
+struct Item {
+  int64_t b, hk, i0, positions;
+  int64_t piece, pieces;
+  int64_t partial;  // the first piece's slot in the partials (pieces > 1)
+  double fmas;      // its work, for the thread count
+};
+
+const HeadsSeqView& KeyView(const AttentionParams& p) { return p.paged ? p.cache.k_blocks : p.k; }
+const HeadsSeqView& ValueView(const AttentionParams& p) { return p.paged ? p.cache.v_blocks : p.v; }
+
+int64_t TileCount(const QueryTile& t) {
+  return t.Empty() ? 0 : (t.key_hi - t.key_lo + kKeyTile) / kKeyTile;
+}
+
+// The items, largest query tiles (latest positions) first. `lo` and `hi` are scratch (Rp).
+void ListItems(const AttentionParams& p, const Geometry& g, int32_t* lo, int32_t* hi,
+               std::vector<Item>* items, int64_t* partials) {
+  items->clear();
+  *partials = 0;
+  const int64_t tiles = (p.q_len + g.Lq - 1) / g.Lq;
+  for (int64_t qt = tiles - 1; qt >= 0; --qt) {
+    const int64_t i0 = qt * g.Lq, positions = std::min(g.Lq, p.q_len - i0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      QueryTile t;
+      SetUpQueryTile(p, b, 0, i0, positions, lo, hi, &t);
+      const int64_t key_tiles = TileCount(t);
+      int64_t pieces = 1;
+      if (tiles == 1 && key_tiles > 1) {
+        const int64_t keys = t.key_hi - t.key_lo + 1;
+        pieces = std::min(key_tiles, (keys + kSplitKeys - 1) / kSplitKeys);
+      }
+      double visible = 0.0;  // keys summed over the rows
+      for (int64_t r = 0; r < t.rows; r += g.G) {
+        const int64_t keys = int64_t{hi[r]} - int64_t{lo[r]} + 1;
+        visible += static_cast<double>(std::max<int64_t>(0, keys) * g.G);
+      }
+      const double fmas = visible * static_cast<double>(g.E + g.Ev) / static_cast<double>(pieces);
+      for (int64_t hk = 0; hk < p.kv_heads; ++hk) {
+        for (int64_t s = 0; s < pieces; ++s) {
+          items->push_back({b, hk, i0, positions, s, pieces, pieces > 1 ? *partials : -1, fmas});
+        }
+        if (pieces > 1) *partials += pieces;
+      }
+    }
+  }
+}
+
+// The online softmax over one key tile: St becomes P, and m, l, alpha are updated per row.
+void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, float* st, float* m, float* l,
+                 float* alpha) {
+  const DF df;
+  const int64_t N = Lanes();
+  const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  for (int64_t r0 = 0; r0 < t.rows_p; r0 += N) {
+    if (Invisible(t, r0, k0, count)) {
+      ZeroColumns(t, r0, count, st);
+      hn::StoreU(hn::Set(df, 1.0f), df, alpha + r0);
+      continue;
+    }
+    VF tile_max = neg_inf;
+    if (Unmasked(t, r0, k0, count)) {
+      for (int64_t j = 0; j < count; ++j) {
+        tile_max = hn::Max(tile_max, hn::LoadU(df, st + j * t.rows_p + r0));
+      }
+    } else {
+      for (int64_t j = 0; j < count; ++j) {
+        const VF s = hn::LoadU(df, st + j * t.rows_p + r0);
+        tile_max = hn::Max(tile_max, hn::IfThenElse(VisibleMask(t, r0, k0 + j), s, neg_inf));
+      }
+    }
+    const VF m_old = hn::LoadU(df, m + r0);
+    const VF m_new = hn::Max(m_old, tile_max);
+    // A row that has seen no key yet keeps m = -inf; 0 stands in as its reference so that
+    // no -inf - -inf appears (its P is all masked to 0 anyway).
+    const VF ref = hn::IfThenZeroElse(hn::Eq(m_new, neg_inf), m_new);
+    const VF a = Exp2Fast(df, hn::Sub(m_old, ref));
+    const VF sum = ExpColumns(t, r0, k0, count, ref, st);
+    hn::StoreU(hn::MulAdd(hn::LoadU(df, l + r0), a, sum), df, l + r0);
+    hn::StoreU(m_new, df, m + r0);
+    hn::StoreU(a, df, alpha + r0);
+  }
+}
+
+// Rows r of O (Rp, Evp) times alpha[r], where alpha[r] != 1.
+void RescaleRows(int64_t rows, int64_t Evp, const float* alpha, float* o) {
+  const DF df;
+  const int64_t N = Lanes();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (alpha[r] == 1.0f) continue;
+    const VF a = hn::Set(df, alpha[r]);
+    for (int64_t e = 0; e < Evp; e += N) {
+      hn::StoreU(hn::Mul(a, hn::LoadU(df, o + r * Evp + e)), df, o + r * Evp + e);
+    }
+  }
+}
+
+// out row r = O[r] / l[r] (0 when l = 0) and lse = (m + log2 l) ln 2 (-inf when l = 0).
+void WriteRow(const AttentionParams& p, const Geometry& g, const QueryTile& t, int64_t r,
+              const float* o /* (Evp) */, float m, float l, float* row /* (Evp) */) {
+  const DF df;
+  const int64_t N = Lanes();
+  const VF inv = hn::Set(df, l > 0.0f ? 1.0f / l : 0.0f);
+  for (int64_t e = 0; e < g.Evp; e += N)
+    hn::StoreU(hn::Mul(inv, hn::LoadU(df, o + e)), df, row + e);
+  RowFromF32Simd(df, row, g.Ev, p.out.data, p.out.dtype, RowOffset(t, p.out, g.G, r));
+  if (p.lse) {
+    const int64_t i = t.i0 + r / g.G, h = t.hk * g.G + r % g.G;
+    p.lse[t.b * p.lse_stride_batch + h * p.lse_stride_head + i] =
+        l > 0.0f ? (m + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
+  }
+}
+
+void RunItem(const AttentionParams& p, const Geometry& g, const Item& item, const Scratch& s,
+             const Workspace& ws) {
+  QueryTile t;
+  SetUpQueryTile(p, item.b, item.hk, item.i0, item.positions, s.lo, s.hi, &t);
+  const int64_t tiles = TileCount(t);
+  std::fill(s.o, s.o + t.rows_p * g.Evp, 0.0f);
+  std::fill(s.m, s.m + t.rows_p, -std::numeric_limits<float>::infinity());
+  std::fill(s.l, s.l + t.rows_p, 0.0f);
+  if (tiles > 0) PackTransposed(t, p.q, g.G, g.E, p.scale * kLog2e, s.row, s.qt);
+  const int64_t first = tiles * item.piece / item.pieces;
+  const int64_t last = tiles * (item.piece + 1) / item.pieces;
+  for (int64_t tile = first; tile < last; ++tile) {
+    const int64_t k0 = t.key_lo + tile * kKeyTile;
+    const int64_t count = std::min(kKeyTile, t.key_hi + 1 - k0);
+    const RowsTile k = LoadRows(p, KeyView(p), t.b, t.hk, k0, count, g.E, g.E, s.kpack);
+    TileGemm(count, t.rows_p, g.E, MatA{k.data, k.stride, 1}, s.qt, t.rows_p, s.st, t.rows_p,
+             false);
+    SoftmaxTile(t, k0, count, s.st, s.m, s.l, s.alpha);
+    RescaleRows(t.rows, g.Evp, s.alpha, s.o);
+    const RowsTile v = LoadRows(p, ValueView(p), t.b, t.hk, k0, count, g.Ev, g.Evp, s.vpack);
+    TileGemm(t.rows, g.Evp, count, MatA{s.st, 1, t.rows_p}, v.data, v.stride, s.o, g.Evp, true);
+  }
+  if (item.pieces == 1) {
+    for (int64_t r = 0; r < t.rows; ++r)
+      WriteRow(p, g, t, r, s.o + r * g.Evp, s.m[r], s.l[r], s.row);
+    return;
+  }
+  float* part = Partial(g, ws, item.partial + item.piece);
+  std::copy(s.o, s.o + t.rows_p * g.Evp, part);
+  std::copy(s.m, s.m + t.rows_p, part + t.rows_p * g.Evp);
+  std::copy(s.l, s.l + t.rows_p, part + t.rows_p * g.Evp + t.rows_p);
+}
+
+// Merges the pieces of one split query tile (the item of its piece 0) into out and lse.
+void MergePieces(const AttentionParams& p, const Geometry& g, const Item& item, const Scratch& s,
+                 const Workspace& ws) {
+  const DF df;
+  const int64_t N = Lanes();
+  QueryTile t;
+  SetUpQueryTile(p, item.b, item.hk, item.i0, item.positions, s.lo, s.hi, &t);
+  const int64_t rp = t.rows_p;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float M = -std::numeric_limits<float>::infinity();
+    for (int64_t k = 0; k < item.pieces; ++k) {
+      M = std::max(M, Partial(g, ws, item.partial + k)[rp * g.Evp + r]);
+    }
+    std::fill(s.o, s.o + g.Evp, 0.0f);
+    float l = 0.0f;
+    for (int64_t k = 0; k < item.pieces && M > -std::numeric_limits<float>::infinity(); ++k) {
+      const float* part = Partial(g, ws, item.partial + k);
+      const float w = std::exp2(part[rp * g.Evp + r] - M);  // 0 for a piece that saw no key
+      l += w * part[rp * g.Evp + rp + r];
+      const VF wv = hn::Set(df, w);
+      for (int64_t e = 0; e < g.Evp; e += N) {
+        hn::StoreU(hn::MulAdd(wv, hn::LoadU(df, part + r * g.Evp + e), hn::LoadU(df, s.o + e)), df,
+                   s.o + e);
+      }
+    }
+    WriteRow(p, g, t, r, s.o, M, l, s.row);
+  }
+}
+
+Status ForwardImpl(const AttentionParams& p) {
+  const Geometry g = MakeGeometry(p);
+  thread_local std::vector<Item> items;
+  int64_t partials = 0;
+  {
+    const Workspace listing(g, 1, 0);  // for the rows' intervals
+    const Scratch s = listing.Block(0);
+    ListItems(p, g, s.lo, s.hi, &items, &partials);
+  }
+  double fmas = 0.0;
+  for (const Item& item : items) fmas += item.fmas;
+  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t wanted = std::max<int64_t>(1, static_cast<int64_t>(fmas / kMinParallelFmas));
+  const int blocks = ParallelBlocks(std::min(n, wanted));
+  const Workspace ws(g, blocks, partials * PartialSize(g));
+  // Workers get the list by pointer: the name `items` inside the region is their own copy.
+  const Item* list = items.data();
+  std::atomic<int64_t> next{0};
+  ParallelFor(blocks, [&](int64_t, int64_t, int block) {
+    const Scratch s = ws.Block(block);
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      RunItem(p, g, list[i], s, ws);
+    }
+  });
+  if (partials > 0) {
+    const Scratch s = ws.Block(0);
+    for (const Item& item : items) {
+      if (item.pieces > 1 && item.piece == 0) MergePieces(p, g, item, s, ws);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ssmkit::cpu {
+
+HWY_EXPORT(ForwardImpl);
+
+Status AttentionForward(const AttentionParams& p) { return HWY_DYNAMIC_DISPATCH(ForwardImpl)(p); }
+
+}  // namespace ssmkit::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,53 @@
+// Argument checks shared by the MLP and MoE ops (src/ops/mlp.cpp, src/ops/moe.cpp), in the
+// message format of ops/check.hpp. Names of per-expert tensors ("experts[3].gate") are built
+// only when a check fails: the checks run on every decode step, which must not allocate.
+// Dimension legend: T rows, d model width, F hidden width.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/mlp_params.hpp"
+#include "ssmkit/mlp.hpp"
+#include "ssmkit/status.hpp"
+#include "ssmkit/tensor.hpp"
+
+namespace ssmkit::check {
+
+// A (rows, cols) f32 matrix: rank 2, last stride 1, rows not overlapping (row stride >= cols
+// when rows > 1). `legend` names the dimensions, e.g. "(T, d)".
+Status Rows(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
+            int64_t rows, int64_t cols);
+Status OptionalRows(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
+                    int64_t rows, int64_t cols);
+
+// Where a weight set sits in the op's arguments: "weights", "experts" (with an index) or
+// "shared_expert"; failure messages read "<op>: <prefix>[<index>].<field>: ...".
+struct WeightsName {
+  const char* prefix;
+  int64_t index = -1;  // -1: no index
+};
+
+// One MLP's weights for model width d: up (F, d) fixes F; gate (F, d) optional; down (d, F);
+// biases f32 of their rows. Each weight f32 | bf16 | f16, contiguous. Returns F.
+Status MlpWeightsFor(const char* op, WeightsName name, const MlpWeights& w, int64_t d,
+                     int64_t* hidden);
+
+// Gradients of `w`'s weights: absent when the weight is, else its shape, f32, contiguous.
+Status MlpWeightGradsFor(const char* op, WeightsName name, const MlpWeightGrads& g,
+                         const MlpWeights& w);
+
+// Activation in range, multipliers finite, gate_multiplier 1 without a gate.
+Status MlpOptionsFor(const char* op, const char* prefix, const MlpOptions& options, bool gated);
+
+// The bytes [first, last] a tensor spans (empty when absent), and whether two spans meet.
+struct ByteSpan {
+  const char* first = nullptr;
+  const char* last = nullptr;
+};
+ByteSpan SpanOf(const ssmkit::Tensor& t);
+bool Overlap(ByteSpan a, ByteSpan b);
+
+// "<op>: <name>: expected memory not overlapping <other>, given an overlapping tensor".
+Status Overlapping(const char* op, const char* name, const char* other);
+
+}  // namespace ssmkit::check
