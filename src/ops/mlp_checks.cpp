@@ -153,7 +153,7 @@ Status MlpOptionsFor(const char* op, const char* prefix, const MlpOptions& optio
   return Status::Ok();
 }
 
-ByteSpan SpanOf(const ssmkit::Tensor& t) {
+ByteSpan ByteSpanOf(const ssmkit::Tensor& t) {
   if (!t.defined() || t.numel() == 0) return {};
   int64_t last = 0;
   for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];

@@ -44,7 +44,7 @@ struct ByteSpan {
   const char* first = nullptr;
   const char* last = nullptr;
 };
-ByteSpan SpanOf(const ssmkit::Tensor& t);
+ByteSpan ByteSpanOf(const ssmkit::Tensor& t);
 bool Overlap(ByteSpan a, ByteSpan b);
 
 // "<op>: <name>: expected memory not overlapping <other>, given an overlapping tensor".
