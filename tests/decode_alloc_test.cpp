@@ -102,6 +102,29 @@ void ExpectNoAllocationInDecode(const ModelConfig& config, DType dtype, int64_t 
   EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 20 decode steps";
 }
 
+// Decoding a scattered subset of slots ({2, 0}: their states gathered and scattered around the
+// ops) allocates nothing either.
+void ExpectNoAllocationInScatteredDecode(const ModelConfig& config) {
+  SCOPED_TRACE(std::string(ModelArchName(config.arch)) + " slots {2, 0}");
+  std::unique_ptr<Model> model;
+  ASSERT_TRUE(Model::Random(config, DType::kF32, 7, &model).ok());
+  std::unique_ptr<Session> session;
+  ASSERT_TRUE(Session::Create(*model, 3, &session).ok());
+  const int64_t V = config.vocab_size;
+  std::vector<float> logits(3 * V);
+  const std::vector<int32_t> slots = {2, 0};
+  ASSERT_TRUE(session->PrefillSlots(slots, {{1, 2, 3}, {4, 5}}, logits).ok());
+  std::vector<int32_t> next = {6, 7};
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->DecodeSlots(slots, next, logits).ok());
+  g_allocations = 0;
+  g_counting = true;
+  bool ok = true;
+  for (int i = 0; i < 20; ++i) ok = ok && session->DecodeSlots(slots, next, logits).ok();
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 20 decode steps";
+}
+
 TEST(DecodeAllocations, NoneAfterWarmUp) {
   SetNumThreads(2);
   const SamplerOptions greedy{};
@@ -111,6 +134,7 @@ TEST(DecodeAllocations, NoneAfterWarmUp) {
       ExpectNoAllocationInDecode(SmallConfig(arch), dtype, 1, greedy);
       ExpectNoAllocationInDecode(SmallConfig(arch), dtype, 3, sampled);
     }
+    ExpectNoAllocationInScatteredDecode(SmallConfig(arch));
   }
   SetNumThreads(0);
 }
