@@ -19,7 +19,8 @@ constexpr double kTolerance = 1e-4;
 
 struct SlotModel {
   const char* name;
-  ModelConfig config;
+  ModelConfig config;             // random weights of this config, or
+  const char* fixture = nullptr;  // a checkpoint of tests/fixtures/models
 };
 
 void PrintTo(const SlotModel& m, std::ostream* os) { *os << m.name; }
@@ -28,6 +29,15 @@ std::vector<SlotModel> SlotModels() {
   return {
       {"mamba1", RandomModelConfig(ModelArch::kMamba1, {48, 2, 97, 8})},
       {"mamba2", RandomModelConfig(ModelArch::kMamba2, {48, 2, 97, 16, 6, 3, 8})},
+      // The hybrid families' fixtures: attention (rope, nope, GQA), MLP, MoE, Falcon-H1's
+      // parallel blocks and Zamba2's shared blocks, each with KV cache and SSM states.
+      {"granite_moe", {}, "granitemoehybrid-moe"},
+      {"granite_dense", {}, "granitemoehybrid-dense"},
+      {"bamba", {}, "bamba"},
+      {"nemotron_h", {}, "nemotron_h"},
+      {"falcon_h1", {}, "falcon_h1-norm"},
+      {"jamba", {}, "jamba"},
+      {"zamba2", {}, "zamba2"},
   };
 }
 
@@ -45,7 +55,11 @@ class SessionSlots : public ::testing::TestWithParam<SlotModel> {
  protected:
   void SetUp() override {
     seed_ = FreshSeed();
-    const Status s = Model::Random(GetParam().config, DType::kF32, seed_, &model_);
+    const Status s =
+        GetParam().fixture != nullptr
+            ? Model::Load(std::string(SSMKIT_FIXTURES_DIR) + "/models/" + GetParam().fixture,
+                          &model_)
+            : Model::Random(GetParam().config, DType::kF32, seed_, &model_);
     ASSERT_TRUE(s.ok()) << s.message();
     V_ = model_->config().vocab_size;
   }
@@ -232,11 +246,8 @@ TEST_P(SessionSlots, BadArguments) {
   EXPECT_EQ(s->slot_length(1), 0);
 
   // A state from a model of another shape.
-  ModelConfig other_config = GetParam().config;
-  other_config.d_model += 48;
-  other_config.d_inner = 2 * other_config.d_model;
-  if (other_config.arch == ModelArch::kMamba2)
-    other_config.headdim = other_config.d_inner / other_config.nheads;
+  ModelConfig other_config =
+      SlotModels()[GetParam().config.arch == ModelArch::kMamba2 ? 0 : 1].config;
   std::unique_ptr<Model> other;
   ASSERT_TRUE(Model::Random(other_config, DType::kF32, 1, &other).ok());
   std::unique_ptr<Session> os;

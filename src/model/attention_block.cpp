@@ -69,15 +69,17 @@ Status AttentionBlockForward(const ModelConfig& c, const AttentionWeights& w, co
   SSMKIT_RETURN_IF_ERROR(AddLowRank(w.v_adapter, T, x, X, a.low, a.delta, v, Hk * E, W));
 
   if (ac.rotary_dim > 0) {
-    // Every token at once, as one sequence of T rows with its own position ids.
-    RopeInputs rope;
-    rope.q = View(q, {1, T, Ha, E}, {T * W, W, E, 1});
-    rope.k = View(k, {1, T, Hk, E}, {T * W, W, E, 1});
-    rope.positions = Tensor::Contiguous(batch.positions, DType::kI32, {1, T});
+    // Every token at once, as one sequence of T rows with its own position ids. q and k in
+    // separate calls: their rows interleave in one buffer, which the op's overlap check (by
+    // address range) would refuse as one call's two outputs.
+    const Tensor positions = Tensor::Contiguous(batch.positions, DType::kI32, {1, T});
     RopeOptions ro;
     ro.theta = ac.rope_theta;
     ro.rotary_dim = ac.rotary_dim;
-    SSMKIT_RETURN_IF_ERROR(RopeForward(rope, rope.q, rope.k, ro));
+    const Tensor qt = View(q, {1, T, Ha, E}, {T * W, W, E, 1});
+    const Tensor kt = View(k, {1, T, Hk, E}, {T * W, W, E, 1});
+    SSMKIT_RETURN_IF_ERROR(RopeForward({qt, Tensor{}, positions, Tensor{}}, qt, Tensor{}, ro));
+    SSMKIT_RETURN_IF_ERROR(RopeForward({Tensor{}, kt, positions, Tensor{}}, Tensor{}, kt, ro));
   }
   AttentionOptions options;
   options.scale = (ac.scale > 0.0f ? ac.scale : 1.0f / std::sqrt(static_cast<float>(E))) *

@@ -85,18 +85,23 @@ void KvCache::Release(int64_t slot) {
   }
 }
 
+// Per layer: every block's keys, then every block's values (two disjoint regions, as the
+// attention ops require of k_blocks and v_blocks).
 float* KvCache::block_data(int64_t layer, int64_t block, bool values) const {
-  float* base = static_cast<float*>(memory_) + (layer * num_blocks_ + block) * block_floats_;
-  return values ? base + block_size_ * kv_heads_ * head_dim_ : base;
+  const int64_t key_floats = block_size_ * kv_heads_ * head_dim_;
+  const int64_t value_floats = block_size_ * kv_heads_ * v_head_dim_;
+  float* base = static_cast<float*>(memory_) + layer * num_blocks_ * block_floats_;
+  return values ? base + num_blocks_ * key_floats + block * value_floats
+                : base + block * key_floats;
 }
 
 PagedKv KvCache::View(int64_t layer, const Tensor& block_table, const Tensor& seq_lens) const {
   const int64_t Hk = kv_heads_, E = head_dim_, Ev = v_head_dim_, bs = block_size_;
   PagedKv kv;
   kv.k_blocks = model::View(block_data(layer, 0, false), {num_blocks_, bs, Hk, E},
-                            {block_floats_, Hk * E, E, 1});
+                            {bs * Hk * E, Hk * E, E, 1});
   kv.v_blocks = model::View(block_data(layer, 0, true), {num_blocks_, bs, Hk, Ev},
-                            {block_floats_, Hk * Ev, Ev, 1});
+                            {bs * Hk * Ev, Hk * Ev, Ev, 1});
   kv.block_table = block_table;
   kv.seq_lens = seq_lens;
   return kv;

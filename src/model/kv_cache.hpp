@@ -63,7 +63,7 @@ class KvCache {
   int64_t layers_ = 0, kv_heads_ = 0, head_dim_ = 0, v_head_dim_ = 0;
   int64_t block_size_ = 0, max_batch_ = 0, max_context_ = 0, blocks_per_slot_ = 0;
   int64_t num_blocks_ = 0;
-  int64_t block_floats_ = 0;  // keys then values of one block of one layer
+  int64_t block_floats_ = 0;  // keys and values of one block of one layer
   void* memory_ = nullptr;
   int64_t memory_bytes_ = 0;
   std::vector<int32_t> table_;  // (S, Bk), -1 where unused
