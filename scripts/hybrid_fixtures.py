@@ -58,14 +58,16 @@ def split_tokenizer(corpus, out_dir: Path, cases_fn) -> Tokenizer:
 
 
 def spm_tokenizer(corpus, out_dir: Path, metaspace: bool, cases_fn) -> Tokenizer:
-    """Trains the pieces with the normalizer form, then inserts the 256 byte tokens after the
-    specials (where Llama's and Mistral's vocabularies have them) and renumbers."""
+    """Trains the pieces with the normalizer form on the corpus's ASCII characters (every other
+    character then takes the byte fallback), then inserts the 256 byte tokens after the specials
+    (where Llama's and Mistral's vocabularies have them) and renumbers."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
                                            normalizers.Replace(" ", "▁")])
-    trainer = trainers.BpeTrainer(vocab_size=130, limit_alphabet=60,
-                                  special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
-    tok.train_from_iterator([corpus] * 4, trainer=trainer)
+    trainer = trainers.BpeTrainer(vocab_size=130, special_tokens=["<unk>", "<s>", "</s>"],
+                                  show_progress=False)
+    ascii_corpus = "".join(c for c in corpus if ord(c) < 128)
+    tok.train_from_iterator([ascii_corpus] * 4, trainer=trainer)
     j = json.loads(tok.to_str())
     trained = sorted(j["model"]["vocab"].items(), key=lambda kv: kv[1])
     vocab = {}

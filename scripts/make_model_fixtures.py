@@ -79,6 +79,8 @@ ENCODE_CASES = [
     "multiple     spaces     here",
     "<|endoftext|>after a special token<|endoftext|>",
     "text<|padding|>more",
+    "<s>after a start token</s> and an end one",  # the SentencePiece-style tokenizers' specials
+    "  two leading spaces, then\nline two",
     "",
     "   ",
     "x",

@@ -161,6 +161,8 @@ struct ModelConfig {
   // `blocks`, or n_layer blocks of arch's mixer when it is empty.
   std::vector<BlockSpec> block_list() const;
   bool is_pure_mamba() const;  // no block other than arch's mixer
+  // transformers' class for this config: "MambaForCausalLM", "GraniteMoeHybridForCausalLM", ...
+  std::string hf_architecture() const;
   // Checks that the sizes are positive and consistent (H * P = D, G divides H, ...).
   Status Validate() const;
 };

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "model/families.hpp"
 #include "ssmkit/mlp.hpp"
 #include "ssmkit/model.hpp"
 
@@ -133,6 +134,11 @@ std::vector<BlockSpec> ModelConfig::block_list() const {
   std::vector<BlockSpec> list;
   for (int64_t i = 0; i < n_layer; ++i) list.push_back({MixerKind(arch), i});
   return list;
+}
+
+std::string ModelConfig::hf_architecture() const {
+  if (const model::Family* f = model::FindFamily(family); f != nullptr) return f->architecture;
+  return arch == ModelArch::kMamba2 ? "Mamba2ForCausalLM" : "MambaForCausalLM";
 }
 
 bool ModelConfig::is_pure_mamba() const {

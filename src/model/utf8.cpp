@@ -57,15 +57,31 @@ size_t Utf8Lossy(std::string_view bytes, bool final, std::string* text) {
   return n;
 }
 
+std::string Tokenizer::StripLeadingSpaces(std::string text, int n) {
+  size_t k = 0;
+  while (static_cast<int>(k) < n && k < text.size() && text[k] == ' ') ++k;
+  return text.erase(0, k);
+}
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string bytes, text;
   for (int32_t id : ids) AppendTokenBytes(id, skip_special, &bytes);
   Utf8Lossy(bytes, true, &text);
-  return text;
+  return StripLeadingSpaces(std::move(text), leading_spaces_stripped());
 }
 
 const std::string& TokenTextStream::Push(int32_t id) {
+  if (strip_ < 0) strip_ = tokenizer_->leading_spaces_stripped();
   tokenizer_->AppendTokenBytes(id, skip_special_, &pending_);
+  // The decoder's leading spaces: removed from the first bytes the stream sees.
+  while (strip_ > 0 && !pending_.empty()) {
+    if (pending_[0] != ' ') {
+      strip_ = 0;
+      break;
+    }
+    pending_.erase(0, 1);
+    --strip_;
+  }
   text_.clear();
   pending_.erase(0, Utf8Lossy(pending_, /*final=*/false, &text_));
   return text_;
