@@ -9,6 +9,7 @@ file(GLOB SSMKIT_SERVER_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/server/jinja/*.cpp)
 add_library(ssmkit_server STATIC ${SSMKIT_SERVER_SOURCES})
 target_include_directories(ssmkit_server PUBLIC ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(ssmkit_server PUBLIC ssmkit nlohmann_json::nlohmann_json PkgConfig::HTTPLIB)
+target_link_libraries(ssmkit_server PUBLIC ssmkit nlohmann_json::nlohmann_json PkgConfig::HTTPLIB
+                      PRIVATE ICU::uc)
 target_compile_options(ssmkit_server PRIVATE -Wall -Wextra -Wno-unused-parameter)
 target_link_libraries(ssmkit_cli PRIVATE ssmkit_server)

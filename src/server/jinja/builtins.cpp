@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "server/jinja/evaluator.hpp"
+#include "server/jinja/unicode.hpp"
 
 namespace ssmkit::server::jinja {
 namespace {
@@ -28,13 +29,7 @@ bool BoolArg(const Args& args, size_t position, const char* name, bool fallback)
   return v == nullptr ? fallback : v->Truthy();
 }
 
-std::string Lowered(const std::string& s) {
-  std::string r = s;
-  for (char& c : r) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  }
-  return r;
-}
+std::string Lowered(const std::string& s) { return PyLower(s); }
 
 // jinja2's attribute paths for sort, map, selectattr, ...: "a.b.0".
 Value AttributePath(const Value& v, const std::string& path) {
@@ -122,21 +117,6 @@ int64_t Length(const Value& v) {
   if (v.is_array()) return static_cast<int64_t>(v.as_array().size());
   if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
   return -1;
-}
-
-// Python's splitlines() on \n, \r\n and \r.
-std::vector<std::string> Lines(const std::string& s) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n' || s[i] == '\r') {
-      lines.push_back(s.substr(start, i - start));
-      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-      start = i + 1;
-    }
-  }
-  if (start < s.size()) lines.push_back(s.substr(start));
-  return lines;
 }
 
 }  // namespace
@@ -287,7 +267,7 @@ Status Evaluator::Filter(const std::string& name, const Value& input, const Args
   } else if (name == "items") {
     Array items;
     if (input.is_dict()) {
-      for (const auto& [k, v] : input.as_dict().items) items.push_back(Value(Array{Value(k), v}));
+      for (const auto& [k, v] : input.as_dict().items) items.push_back(Value::Tuple({Value(k), v}));
     } else if (!input.is_undefined()) {
       return FilterError(name, "expected a mapping");
     }
@@ -354,7 +334,7 @@ Status Evaluator::Filter(const std::string& name, const Value& input, const Args
     const Value* by = Arg(args, 1, "by");
     const bool by_value = by != nullptr && by->is_string() && by->as_string() == "value";
     Array items;
-    for (const auto& [k, v] : input.as_dict().items) items.push_back(Value(Array{Value(k), v}));
+    for (const auto& [k, v] : input.as_dict().items) items.push_back(Value::Tuple({Value(k), v}));
     const Value attribute(by_value ? "1" : "0");
     SSMKIT_RETURN_IF_ERROR(
         SortValues(&items, BoolArg(args, 2, "reverse", false), case_sensitive, &attribute));
@@ -453,7 +433,7 @@ Status Evaluator::Filter(const std::string& name, const Value& input, const Args
                                               ' ');
     const bool first = BoolArg(args, 1, "first", false);
     const bool blank = BoolArg(args, 2, "blank", false);
-    const std::vector<std::string> lines = Lines(input.Str() + "\n");
+    const std::vector<std::string> lines = PySplitLines(input.Str() + "\n");
     std::string r;
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i > 0) r += "\n";
@@ -478,9 +458,8 @@ Status Evaluator::Filter(const std::string& name, const Value& input, const Args
   } else if (name == "wordcount") {
     int64_t words = 0;
     bool in_word = false;
-    for (char c : input.Str()) {
-      const bool w = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '_' || static_cast<unsigned char>(c) >= 0x80;
+    for (char32_t c : CodePoints(input.Str())) {
+      const bool w = IsWordChar(c);
       if (w && !in_word) ++words;
       in_word = w;
     }
@@ -532,10 +511,7 @@ Status Evaluator::Test(const std::string& name, const Value& v, const Args& args
     }
     *out = v.as_int() % a->as_int() == 0;
   } else if (name == "lower" || name == "upper") {
-    Value method, r;
-    BindMethod(Value(v.Str()), name == "lower" ? "islower" : "isupper", &method);
-    SSMKIT_RETURN_IF_ERROR(method.as_function()(Args{}, &r));
-    *out = r.as_bool();
+    *out = name == "lower" ? PyIsLower(v.Str()) : PyIsUpper(v.Str());
   } else if (a == nullptr) {
     return Status::InvalidArgument("no test named '" + name + "' (or it needs an argument)");
   } else if (name == "sameas") {

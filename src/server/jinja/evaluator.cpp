@@ -239,7 +239,9 @@ Status Evaluator::ExecFor(const Node& n) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) return ExecBody(*n.children[2]);
+  // As jinja2 compiles it, the else body runs unless an iteration reached the end of the body:
+  // one that ended by {% continue %} or {% break %} does not count.
+  bool completed = false;
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
     if (++iterations_ > kMaxIterations) {
@@ -276,9 +278,10 @@ Status Evaluator::ExecFor(const Node& n) {
       flow_ = Flow::kNormal;
       break;
     }
+    completed = completed || flow_ == Flow::kNormal;
     flow_ = Flow::kNormal;
   }
-  return Status::Ok();
+  return completed ? Status::Ok() : ExecBody(*n.children[2]);
 }
 
 Value Evaluator::MakeMacro(const Node& n) {
@@ -467,7 +470,7 @@ Status Evaluator::EvalInner(const Node& n, Value* out) {
         SSMKIT_RETURN_IF_ERROR(Eval(*c, &v));
         items.push_back(std::move(v));
       }
-      *out = Value(std::move(items));
+      *out = n.kind == NodeKind::kTuple ? Value::Tuple(std::move(items)) : Value(std::move(items));
       return Status::Ok();
     }
     case NodeKind::kDict: {
@@ -503,10 +506,10 @@ Status Evaluator::Binary(const std::string& op, const Value& a, const Value& b, 
       *out = Value(a.as_string() + b.as_string());
       return Status::Ok();
     }
-    if (a.is_array() && b.is_array()) {
+    if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
       Array c = a.as_array();
       c.insert(c.end(), b.as_array().begin(), b.as_array().end());
-      *out = Value(std::move(c));
+      *out = a.is_tuple() ? Value::Tuple(std::move(c)) : Value(std::move(c));
       return Status::Ok();
     }
   }
@@ -691,7 +694,7 @@ Status Evaluator::Slice(const Value& obj, const Value& start, const Value& stop,
         SliceIndices(static_cast<int64_t>(obj.as_array().size()), start, stop, step, &idx));
     Array r;
     for (int64_t i : idx) r.push_back(obj.as_array()[static_cast<size_t>(i)]);
-    *out = Value(std::move(r));
+    *out = obj.is_tuple() ? Value::Tuple(std::move(r)) : Value(std::move(r));
     return Status::Ok();
   }
   if (obj.is_string()) {

@@ -1,9 +1,10 @@
 // The Python methods templates call on values: str.strip() and friends, dict.items(), ...;
 // mutating methods (list.append, dict.update) are absent, as in transformers' immutable
-// sandbox. Case changes (upper, lower, title, capitalize) map ASCII letters only.
+// sandbox. Case changes follow Python's Unicode mappings (unicode.hpp).
 #include <algorithm>
 
 #include "server/jinja/evaluator.hpp"
+#include "server/jinja/unicode.hpp"
 
 namespace ssmkit::server::jinja {
 namespace {
@@ -26,10 +27,6 @@ std::string Strip(const std::string& s, const Value* chars, bool left, bool righ
   while (right && e > b && strip(cps[e - 1])) --e;
   return FromCodePoints(cps, b, e);
 }
-
-char Upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
-bool IsAsciiAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // Python's str.split(sep, maxsplit).
 Status Split(const std::string& s, const Value* sep, int64_t maxsplit, Value* out) {
@@ -130,38 +127,21 @@ Status StringMethod(const std::string& s, const std::string& name, const Args& a
   const Value* a1 = p.size() > 1 ? &p[1] : nullptr;
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     *out = Value(Strip(s, a0, name != "rstrip", name != "lstrip"));
-  } else if (name == "upper" || name == "lower") {
-    std::string r = s;
-    for (char& c : r) c = name == "upper" ? Upper(c) : Lower(c);
-    *out = Value(std::move(r));
-  } else if (name == "title" || name == "capitalize") {
-    std::string r = s;
-    bool start = true;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const bool alpha = IsAsciiAlpha(r[i]);
-      r[i] = start && alpha ? Upper(r[i]) : Lower(r[i]);
-      if (name == "capitalize") {
-        start = false;
-      } else {
-        start = !alpha && !(static_cast<unsigned char>(r[i]) >= 0x80);
-      }
-    }
-    *out = Value(std::move(r));
+  } else if (name == "upper") {
+    *out = Value(PyUpper(s));
+  } else if (name == "lower") {
+    *out = Value(PyLower(s));
+  } else if (name == "title") {
+    *out = Value(PyTitle(s));
+  } else if (name == "capitalize") {
+    *out = Value(PyCapitalize(s));
   } else if (name == "split") {
     const Value* sep = a0 != nullptr ? a0 : args.Keyword("sep");
     const Value* maxsplit = a1 != nullptr ? a1 : args.Keyword("maxsplit");
     return Split(s, sep, maxsplit != nullptr && maxsplit->is_int() ? maxsplit->as_int() : -1, out);
   } else if (name == "splitlines") {
     Array lines;
-    size_t start = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\n' || s[i] == '\r') {
-        lines.push_back(Value(s.substr(start, i - start)));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        start = i + 1;
-      }
-    }
-    if (start < s.size()) lines.push_back(Value(s.substr(start)));
+    for (std::string& line : PySplitLines(s)) lines.push_back(Value(std::move(line)));
     *out = Value(std::move(lines));
   } else if (name == "startswith" || name == "endswith") {
     if (a0 == nullptr) return ArgError(name, "takes a prefix");
@@ -213,20 +193,18 @@ Status StringMethod(const std::string& s, const std::string& name, const Args& a
       r = name == "removeprefix" ? s.substr(x.size()) : s.substr(0, s.size() - x.size());
     }
     *out = Value(std::move(r));
+  } else if (name == "isupper" || name == "islower") {
+    *out = Value(name == "isupper" ? PyIsUpper(s) : PyIsLower(s));
   } else {
-    // isdigit, isspace, isalpha, isalnum, isupper, islower (ASCII).
+    // isdigit, isspace, isalpha, isalnum.
     bool r = !s.empty();
-    bool cased = false;
-    for (char c : s) {
-      if (name == "isdigit") r = r && c >= '0' && c <= '9';
-      if (name == "isspace") r = r && IsPythonSpace(static_cast<unsigned char>(c));
-      if (name == "isalpha") r = r && IsAsciiAlpha(c);
-      if (name == "isalnum") r = r && (IsAsciiAlpha(c) || (c >= '0' && c <= '9'));
-      if (name == "isupper") r = r && !(c >= 'a' && c <= 'z');
-      if (name == "islower") r = r && !(c >= 'A' && c <= 'Z');
-      cased = cased || IsAsciiAlpha(c);
+    for (char32_t c : CodePoints(s)) {
+      const bool digit = c >= '0' && c <= '9';
+      if (name == "isdigit") r = r && digit;
+      if (name == "isspace") r = r && IsPythonSpace(c);
+      if (name == "isalpha") r = r && IsWordChar(c) && !digit && c != '_';
+      if (name == "isalnum") r = r && IsWordChar(c) && c != '_';
     }
-    if (name == "isupper" || name == "islower") r = r && cased;
     *out = Value(r);
   }
   return Status::Ok();
@@ -271,7 +249,7 @@ bool BindMethod(const Value& obj, const std::string& name, Value* out) {
       Array items;
       for (const auto& [k, v] : d.items) {
         if (name == "items") {
-          items.push_back(Value(Array{Value(k), v}));
+          items.push_back(Value::Tuple({Value(k), v}));
         } else {
           items.push_back(name == "keys" ? Value(k) : v);
         }

@@ -230,14 +230,15 @@ std::string Value::Str() const {
     case Kind::kString:
       return as_string();
     case Kind::kArray: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       bool first = true;
       for (const Value& v : as_array()) {
         if (!first) out += ", ";
         first = false;
         out += v.Repr();
       }
-      return out + "]";
+      if (tuple_ && as_array().size() == 1) out += ",";
+      return out + (tuple_ ? ")" : "]");
     }
     case Kind::kDict: {
       std::string out = as_dict().is_namespace ? "<Namespace {" : "{";
@@ -260,7 +261,7 @@ bool Value::Equals(const Value& o) const {
     if (kind() == Kind::kFloat || o.kind() == Kind::kFloat) return as_double() == o.as_double();
     return as_int() == o.as_int();
   }
-  if (kind() != o.kind()) return false;
+  if (kind() != o.kind() || tuple_ != o.tuple_) return false;
   switch (kind()) {
     case Kind::kUndefined:
     case Kind::kNone:

@@ -47,6 +47,12 @@ class Value {
 
   Value() : v_(Undefined{}) {}
   static Value None() { return Value(nullptr); }
+  // A tuple: a list that prints as (a, b) and is never equal to a list, as Python's.
+  static Value Tuple(Array a) {
+    Value v(std::move(a));
+    v.tuple_ = true;
+    return v;
+  }
   static Value MakeUndefined(std::string name) { return Value(Undefined{std::move(name)}); }
   explicit Value(Undefined u) : v_(std::move(u)) {}
   Value(std::nullptr_t) : v_(nullptr) {}
@@ -71,6 +77,7 @@ class Value {
   bool is_number() const { return is_int() || kind() == Kind::kFloat; }
   bool is_string() const { return kind() == Kind::kString; }
   bool is_array() const { return kind() == Kind::kArray; }
+  bool is_tuple() const { return tuple_; }
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_function() const { return kind() == Kind::kFunction; }
 
@@ -99,6 +106,7 @@ class Value {
   std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string,
                std::shared_ptr<Array>, std::shared_ptr<Dict>, std::shared_ptr<Function>>
       v_;
+  bool tuple_ = false;
 };
 
 // Python's repr() of a float: the shortest digits that read back to it ("0.1", "1.0",
