@@ -27,11 +27,7 @@ Status ParseGraniteMoeHybrid(const Reader& r, ModelConfig* c) {
   } else if (!position.empty()) {
     return r.Wrong("position_embedding_type", "\"rope\" or null");
   }
-  SSMKIT_RETURN_IF_ERROR(ReadMamba2(
-      r,
-      {"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
-       "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias"},
-      {128, 1, 256, 4, 2, 256, true, false}, c));
+  SSMKIT_RETURN_IF_ERROR(ReadMamba2(r, kMambaPrefixedKeys, kMambaPrefixedDefaults, c));
   FeedForwardConfig& f = c->ffn;
   SSMKIT_RETURN_IF_ERROR(ReadActivation(r, "hidden_act", "silu", &f.activation));
   f.gated = true;
