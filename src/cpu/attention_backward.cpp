@@ -36,22 +36,6 @@ namespace ssmkit::cpu::HWY_NAMESPACE {
 namespace {
 using namespace attn;  // NOLINT: this file is the attention kernel
 
-struct Geometry {
-  int64_t G, Lq, E, Ev, Ep, Evp, rows_p;
-};
-
-Geometry MakeGeometry(const AttentionParams& p) {
-  Geometry g;
-  g.G = p.group();
-  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
-  g.E = p.head_dim;
-  g.Ev = p.v_head_dim;
-  g.Ep = RoundUp(g.E, Lanes());
-  g.Evp = RoundUp(g.Ev, Lanes());
-  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
-  return g;
-}
-
 // What both passes need of one query tile, packed once per call (PackQueries) and read by
 // every pair the tile is in: q * c transposed and row-major, dout transposed and row-major,
 // D and lse * log2 e (pad rows: zeros, and an lse of 0 so that their P stays finite).

@@ -46,21 +46,6 @@ using namespace attn;  // NOLINT: this file is the attention kernel
 constexpr int64_t kSplitKeys = 512;
 constexpr double kMinParallelFmas = 1 << 17;
 
-struct Geometry {
-  int64_t G, Lq, E, Ev, Evp, rows_p;  // rows_p: Rp of a full tile
-};
-
-Geometry MakeGeometry(const AttentionParams& p) {
-  Geometry g;
-  g.G = p.group();
-  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
-  g.E = p.head_dim;
-  g.Ev = p.v_head_dim;
-  g.Evp = RoundUp(g.Ev, Lanes());
-  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
-  return g;
-}
-
 // One block's scratch.
 struct Scratch {
   float* qt;             // (E, Rp)

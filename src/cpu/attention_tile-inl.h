@@ -123,6 +123,24 @@ inline void TileGemm(int64_t rows, int64_t cols, int64_t depth, MatA a, const fl
   }
 }
 
+// The tile sizes of one call.
+struct Geometry {
+  int64_t G, Lq, E, Ev, Ep, Evp;  // G = H / Hk, Lq positions per query tile
+  int64_t rows_p;                 // Rp of a full query tile
+};
+
+inline Geometry MakeGeometry(const AttentionParams& p) {
+  Geometry g;
+  g.G = p.group();
+  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
+  g.E = p.head_dim;
+  g.Ev = p.v_head_dim;
+  g.Ep = RoundUp(g.E, Lanes());
+  g.Evp = RoundUp(g.Ev, Lanes());
+  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
+  return g;
+}
+
 // ------------------------------------------------------------------ scratch
 
 // Carves buffers out of one allocation, each rounded to 16 floats (64 bytes) so that the
