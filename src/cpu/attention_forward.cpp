@@ -55,6 +55,7 @@ struct Scratch {
   float* st;             // (K, Rp)
   float* o;              // (Rp, Evp)
   float *m, *l, *alpha;  // (Rp)
+  float* tile_max;       // (Rp)
   int32_t *lo, *hi;      // (Rp)
   static Scratch Carve(Carver<float>& f, Carver<int32_t>& i, const Geometry& g) {
     const int64_t rp = g.rows_p;
@@ -64,6 +65,7 @@ struct Scratch {
             f.Take(kKeyTile * g.Evp),
             f.Take(kKeyTile * rp),
             f.Take(rp * g.Evp),
+            f.Take(rp),
             f.Take(rp),
             f.Take(rp),
             f.Take(rp),
@@ -153,8 +155,10 @@ void ListItems(const AttentionParams& p, const Geometry& g, int32_t* lo, int32_t
 }
 
 // The online softmax over one key tile: St becomes P, and m, l, alpha are updated per row.
-void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, float* st, float* m, float* l,
-                 float* alpha) {
+// tile_max (Rp): St's column maxima, masked entries included (TileGemm's colmax); recomputed
+// here for the column blocks the mask touches.
+void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, const float* tile_maxima, float* st,
+                 float* m, float* l, float* alpha) {
   const DF df;
   const int64_t N = Lanes();
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
@@ -164,12 +168,9 @@ void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, float* st, float
       hn::StoreU(hn::Set(df, 1.0f), df, alpha + r0);
       continue;
     }
-    VF tile_max = neg_inf;
-    if (Unmasked(t, r0, k0, count)) {
-      for (int64_t j = 0; j < count; ++j) {
-        tile_max = hn::Max(tile_max, hn::LoadU(df, st + j * t.rows_p + r0));
-      }
-    } else {
+    VF tile_max = hn::LoadU(df, tile_maxima + r0);
+    if (!Unmasked(t, r0, k0, count)) {
+      tile_max = neg_inf;
       for (int64_t j = 0; j < count; ++j) {
         const VF s = hn::LoadU(df, st + j * t.rows_p + r0);
         tile_max = hn::Max(tile_max, hn::IfThenElse(VisibleMask(t, r0, k0 + j), s, neg_inf));
@@ -258,9 +259,10 @@ void RunItem(const AttentionParams& p, const Geometry& g, const Item& item, cons
     const int64_t count = std::min(kKeyTile, t.key_hi + 1 - k0);
     const RowsTile k = packed.k ? RowsTile{packed.k + k0 * g.E, g.E}
                                 : LoadRows(p, KeyView(p), t.b, t.hk, k0, count, g.E, g.E, s.kpack);
-    TileGemm(count, t.rows_p, g.E, MatA{k.data, k.stride, 1}, s.qt, t.rows_p, s.st, t.rows_p,
-             false);
-    SoftmaxTile(t, k0, count, s.st, s.m, s.l, s.alpha);
+    std::fill(s.tile_max, s.tile_max + t.rows_p, -std::numeric_limits<float>::infinity());
+    TileGemm(count, t.rows_p, g.E, MatA{k.data, k.stride, 1}, s.qt, t.rows_p, s.st, t.rows_p, false,
+             s.tile_max);
+    SoftmaxTile(t, k0, count, s.tile_max, s.st, s.m, s.l, s.alpha);
     RescaleRows(t.rows, g.Evp, s.alpha, s.o);
     const RowsTile v = packed.v
                            ? RowsTile{packed.v + k0 * g.Evp, g.Evp}

@@ -63,7 +63,8 @@ struct MatA {
 // C[kRows, kVecs * N] (+)= A[kRows, depth] B[depth, kVecs * N], B's rows ldb apart.
 template <int kRows, int kVecs>
 HWY_INLINE void MicroTile(MatA a, const float* HWY_RESTRICT b, int64_t ldb, int64_t depth,
-                          float* HWY_RESTRICT c, int64_t ldc, bool accumulate) {
+                          float* HWY_RESTRICT c, int64_t ldc, bool accumulate,
+                          float* HWY_RESTRICT colmax) {
   const DF df;
   const int64_t N = Lanes();
   VF acc[kRows][kVecs];
@@ -84,42 +85,53 @@ HWY_INLINE void MicroTile(MatA a, const float* HWY_RESTRICT b, int64_t ldb, int6
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], df, c + r * ldc + v * N);
   }
+  if (!colmax) return;
+  for (int v = 0; v < kVecs; ++v) {
+    VF m = hn::LoadU(df, colmax + v * N);
+    for (int r = 0; r < kRows; ++r) m = hn::Max(m, acc[r][v]);
+    hn::StoreU(m, df, colmax + v * N);
+  }
 }
 
 // MicroTile for rows in [1, kBlockRows].
 template <int kVecs>
 HWY_INLINE void Block(int64_t rows, MatA a, const float* b, int64_t ldb, int64_t depth, float* c,
-                      int64_t ldc, bool accumulate) {
+                      int64_t ldc, bool accumulate, float* colmax) {
   switch (rows) {
     case 6:
-      return MicroTile<6, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<6, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 5:
-      return MicroTile<5, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<5, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 4:
-      return MicroTile<4, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<4, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 3:
-      return MicroTile<3, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<3, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 2:
-      return MicroTile<2, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<2, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     default:
-      return MicroTile<1, kVecs>(a, b, ldb, depth, c, ldc, accumulate);
+      return MicroTile<1, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
   }
 }
 
 // C (rows, cols) (+)= A (rows, depth) B (depth, cols); cols a multiple of N. Row blocks
 // outside: a block's rows of A (a few lines) stay in L1 while the column panels pass, and B
 // (a tile: <= 18 KiB) stays in L1 across the blocks. Panels outside measured the same.
+// With `colmax` (cols), also colmax[c] = max(colmax[c], max_r C[r, c]): the softmax's
+// per-row maxima of St, taken while the scores are still in registers.
 inline void TileGemm(int64_t rows, int64_t cols, int64_t depth, MatA a, const float* b, int64_t ldb,
-                     float* c, int64_t ldc, bool accumulate) {
+                     float* c, int64_t ldc, bool accumulate, float* colmax = nullptr) {
   const int64_t N = Lanes();
   for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
     const int64_t n = std::min<int64_t>(kBlockRows, rows - r0);
     const MatA ar = a.Rows(r0);
     float* cr = c + r0 * ldc;
     int64_t c0 = 0;
-    for (; c0 + 2 * N <= cols; c0 += 2 * N)
-      Block<2>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate);
-    if (c0 < cols) Block<1>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate);
+    for (; c0 + 2 * N <= cols; c0 += 2 * N) {
+      Block<2>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate, colmax ? colmax + c0 : nullptr);
+    }
+    if (c0 < cols) {
+      Block<1>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate, colmax ? colmax + c0 : nullptr);
+    }
   }
 }
 
