@@ -44,6 +44,10 @@ using namespace attn;  // NOLINT: this file is the attention kernel
 // Tuned for speed, do not affect correctness beyond rounding: keys per flash-decoding piece,
 // and the multiply-adds below which a call stays on the calling thread.
 constexpr int64_t kSplitKeys = 512;
+// At most this many pieces per (sequence, kv head): the decode workspace (the pieces' partial
+// results) and the item list are sized for it once, so that a growing context never makes a
+// decode step allocate (tests/decode_alloc_test.cpp).
+constexpr int64_t kMaxPieces = 16;
 constexpr double kMinParallelFmas = 1 << 17;
 
 // One block's scratch.
@@ -108,7 +112,7 @@ TilePlan PlanTile(const AttentionParams& p, const Geometry& g, const QueryTile& 
   int64_t pieces = 1;
   if (query_tiles == 1 && key_tiles > 1) {
     const int64_t keys = t.key_hi - t.key_lo + 1;
-    pieces = std::min(key_tiles, (keys + kSplitKeys - 1) / kSplitKeys);
+    pieces = std::min({key_tiles, (keys + kSplitKeys - 1) / kSplitKeys, kMaxPieces});
   }
   double visible = 0.0;  // keys summed over the rows
   for (int64_t r = 0; r < t.rows; r += g.G) {
@@ -129,6 +133,7 @@ void ListItems(const AttentionParams& p, const Geometry& g, int32_t* lo, int32_t
   items->clear();
   *partials = 0;
   const int64_t tiles = (p.q_len + g.Lq - 1) / g.Lq;
+  items->reserve(static_cast<size_t>(p.batch * p.kv_heads * (tiles > 1 ? tiles : kMaxPieces)));
   QueryTile t;
   for (int64_t b = 0; b < p.batch; ++b) {
     if (tiles > 1) {
@@ -329,7 +334,10 @@ Status ForwardImpl(const AttentionParams& p) {
   const bool prepack = query_tiles > 1;
   int64_t max_keys = 0;
   for (int64_t b = 0; prepack && b < p.batch; ++b) max_keys = std::max(max_keys, p.KeyCount(b));
-  const Workspace ws(g, blocks, prepack ? max_keys * (g.E + g.Evp) : partials * PartialSize(g));
+  // The decode path's partials: room for kMaxPieces per (sequence, kv head), whatever this
+  // call's lengths need, so that the workspace does not grow with the context.
+  const int64_t partial_room = p.batch * p.kv_heads * kMaxPieces;
+  const Workspace ws(g, blocks, prepack ? max_keys * (g.E + g.Evp) : partial_room * PartialSize(g));
   // Workers get the list by pointer: the name `items` inside the region is their own copy.
   const Item* list = items.data();
   auto run = [&](int64_t begin, int64_t end, PackedKv packed) {

@@ -1,6 +1,6 @@
 // The tile machinery of the CPU attention kernels, shared by the forward and the backward:
 // the register-blocked matrix product every tile product runs on, the query tile (its rows,
-// their visible key intervals, q packed transposed), key/value tiles (read in place or packed),
+// their visible key intervals, q packed transposed), key/value rows packed as f32 tiles,
 // and the masked exponentials.
 // A Highway "-inl.h": included once per target from files that use foreach_target.h.
 //
@@ -176,7 +176,7 @@ class Carver {
 // Per-thread-block scratch of `Layout` (a struct with a static Carve(Carver<float>&,
 // Carver<int32_t>&, const Shape&) filling its pointers) plus `shared` floats, carved from
 // buffers of the calling thread grown before the parallel region: nothing is allocated inside
-// it, and nothing once warm (decode).
+// it, and nothing once warm (decode: tests/decode_alloc_test.cpp).
 template <class Layout, class Shape>
 class BlockScratch {
  public:
