@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "random_model_config.hpp"
+#include "ssmkit/attention.hpp"
+#include "ssmkit/rope.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
@@ -174,6 +176,44 @@ TEST(DecodeAllocations, CounterCounts) {
   g_counting = false;
   delete v;
   EXPECT_GE(g_allocations.load(), 2);
+}
+
+// An attention layer's decode step on a paged cache (rope on the new q and k, append, paged
+// attention), two sequences at ~2000 tokens so that the flash-decoding split and both threads
+// run: no allocation once warm, also as the context grows past a split boundary.
+TEST(DecodeAllocations, NoneInAttentionDecode) {
+  SetNumThreads(2);
+  constexpr int64_t B = 2, H = 12, Hk = 4, E = 64, kBlock = 16, kMaxBlocks = 160;
+  std::vector<float> q(B * H * E, 0.5f), k(B * Hk * E, 0.25f), v(B * Hk * E, 1.0f), out(B * H * E);
+  std::vector<float> k_blocks(B * kMaxBlocks * kBlock * Hk * E), v_blocks(k_blocks.size());
+  std::vector<int32_t> table(B * kMaxBlocks), lens{2000, 1500}, positions(B);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  const PagedKv kv{
+      Tensor::Contiguous(k_blocks.data(), DType::kF32, {B * kMaxBlocks, kBlock, Hk, E}),
+      Tensor::Contiguous(v_blocks.data(), DType::kF32, {B * kMaxBlocks, kBlock, Hk, E}),
+      Tensor::Contiguous(table.data(), DType::kI32, {B, kMaxBlocks}),
+      Tensor::Contiguous(lens.data(), DType::kI32, {B})};
+  const Tensor q_t = Tensor::Contiguous(q.data(), DType::kF32, {B, 1, H, E});
+  const Tensor k_t = Tensor::Contiguous(k.data(), DType::kF32, {B, 1, Hk, E});
+  const Tensor v_t = Tensor::Contiguous(v.data(), DType::kF32, {B, 1, Hk, E});
+  const Tensor out_t = Tensor::Contiguous(out.data(), DType::kF32, {B, 1, H, E});
+  const Tensor pos_t = Tensor::Contiguous(positions.data(), DType::kI32, {B, 1});
+  auto step = [&] {
+    for (int64_t b = 0; b < B; ++b) positions[b] = lens[b]++;
+    Status s = RopeForward({q_t, k_t, pos_t, Tensor{}}, q_t, k_t);
+    if (s.ok()) s = PagedKvAppend(k_t, v_t, kv);
+    if (s.ok()) s = AttentionPagedForward(q_t, kv, out_t);
+    return s.ok();
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step());  // warm-up
+  g_allocations = 0;
+  g_counting = true;
+  bool ok = true;
+  for (int i = 0; i < 60; ++i) ok = ok && step();  // sequence 0 crosses 2048: one more piece
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 60 attention decode steps";
+  SetNumThreads(0);
 }
 
 }  // namespace
