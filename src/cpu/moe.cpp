@@ -47,7 +47,7 @@ struct MoeWorkspace {
   std::vector<float> logits;       // (T, E), when the caller does not want them
   std::vector<int32_t> index;      // (T, k)
   std::vector<float> weight;       // (T, k)
-  std::vector<float> scratch;      // B blocks of E + k
+  std::vector<float> scratch;      // B blocks of E + 2k
   std::vector<int64_t> offsets;    // (E + 1): the chunk's rows of expert e start at offsets[e]
   std::vector<int64_t> fill;       // (E)
   std::vector<int64_t> row_token;  // (N): the token of each sorted row
@@ -218,7 +218,10 @@ void ZeroGrads(const MlpWeightGradParams& g, int64_t d, int64_t F) {
 
 Status MoeForward(const MoeParams& p) {
   const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
-  thread_local MoeWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local MoeWorkspace storage;
+  MoeWorkspace& ws = storage;
   float* logits = p.router_logits ? p.router_logits : Grown(ws.logits, T * E);
   SSMKIT_RETURN_IF_ERROR(Route(p, logits, p.router_logits ? p.router_logits_stride : E, ws));
   if (p.expert_counts != nullptr) {
@@ -259,7 +262,10 @@ Status MoeForward(const MoeParams& p) {
 
 Status MoeBackward(const MoeBackwardParams& p) {
   const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
-  thread_local MoeWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local MoeWorkspace storage;
+  MoeWorkspace& ws = storage;
   float* logits = Grown(ws.logits, T * E);
   SSMKIT_RETURN_IF_ERROR(Route(p, logits, E, ws));
   if (!p.expert_grads.empty()) {
@@ -269,7 +275,7 @@ Status MoeBackward(const MoeBackwardParams& p) {
   }
   if (p.has_shared) ZeroGrads(GradParamsOf(p.shared_grads), d, p.shared_weights.up.shape[0]);
   float* dlogits = Grown(ws.dlogits, T * E);
-  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * (E + k));
+  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * (E + 2 * k));
 
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
@@ -304,8 +310,8 @@ Status MoeBackward(const MoeBackwardParams& p) {
 
     // d logits of the chunk's tokens from d w (the sorted rows' drow_weight).
     MaybeParallel(C, C * E * 8, [&](int64_t c0, int64_t c1, int block) {
-      float* sc = scratch + block * (E + k);
-      float* dweight = sc + E;  // (k)
+      float* sc = scratch + block * (E + 2 * k);  // the routing's E + k
+      float* dweight = sc + E + k;                // (k)
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t t = t0 + c;
         for (int64_t j = 0; j < k; ++j) dweight[j] = drow_weight[ws.slot_row[c * k + j]];
