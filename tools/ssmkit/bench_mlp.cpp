@@ -1,0 +1,286 @@
+// `ssmkit bench mlp`: the MLP and MoE ops at the feed-forward shapes of granite-4.0-h-350m,
+// granite-4.0-h-1b (their dense shared_mlp) and granite-4.0-h-tiny (64 experts of 512, top-6,
+// shared_mlp of 1024), decode (T = 1) and prefill (T = 512), forward and forward+backward.
+// Each case is printed against its floor, measured in the same run:
+//   - prefill: the products' FLOPs (2 T d F per projection; the backward's minimum 2x the
+//     forward's, without our recomputation of gate and up) at the sgemm rate this machine gives
+//     on a large product (OpenBLAS, split over the same threads),
+//   - decode: the weight bytes the call must read at the read bandwidth of a streaming sum over
+//     a buffer larger than the last-level cache. Decode cases cycle over several copies of the
+//     weights (and over 16 tokens for the MoE, so each call selects other experts) so that the
+//     weights come from memory, as in a model whose layers do not fit in cache.
+// The peer column's ratio is floor / ours: the share of the floor reached.
+// Dimension legend: T tokens, d model width, F hidden width, E experts, k per token.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "core/dtype.hpp"
+#include "core/parallel.hpp"
+#include "ssmkit/mlp.hpp"
+#include "ssmkit/threads.hpp"
+#include "train/gemm.hpp"
+
+namespace ssmkit::bench {
+namespace {
+
+struct MlpBenchCase {
+  const char* shape;  // the model whose feed-forward block this is
+  const char* variant;
+  int64_t T, d, F;
+  int64_t E = 0, k = 0, Fs = 0;  // E > 0: a MoE of E experts of width F plus a shared one, Fs
+  DType wdtype = DType::kF32;
+  bool backward = false;  // also time forward+backward
+};
+
+constexpr MlpBenchCase kCases[] = {
+    {"granite-4.0-h-350m", "decode f32", 1, 768, 2048},
+    {"granite-4.0-h-350m", "decode bf16", 1, 768, 2048, 0, 0, 0, DType::kBF16},
+    {"granite-4.0-h-350m", "prefill f32", 512, 768, 2048, 0, 0, 0, DType::kF32, true},
+    {"granite-4.0-h-350m", "prefill bf16", 512, 768, 2048, 0, 0, 0, DType::kBF16},
+    {"granite-4.0-h-1b", "decode f32", 1, 1536, 4096},
+    {"granite-4.0-h-1b", "decode bf16", 1, 1536, 4096, 0, 0, 0, DType::kBF16},
+    {"granite-4.0-h-1b", "prefill f32", 512, 1536, 4096, 0, 0, 0, DType::kF32, true},
+    {"granite-4.0-h-1b", "prefill bf16", 512, 1536, 4096, 0, 0, 0, DType::kBF16},
+    {"granite-4.0-h-tiny", "moe decode bf16", 1, 1536, 512, 64, 6, 1024, DType::kBF16},
+    {"granite-4.0-h-tiny", "moe prefill bf16", 512, 1536, 512, 64, 6, 1024, DType::kBF16},
+    {"granite-4.0-h-tiny", "moe prefill f32", 512, 1536, 512, 64, 6, 1024, DType::kF32, true},
+};
+
+// Bytes of weights a decode call cycles over: well past the last-level cache.
+constexpr double kColdBytes = 256e6;
+constexpr int kMoeTokens = 16;  // decode tokens cycled over, each routed its own way
+
+struct Buffer {
+  std::vector<uint8_t> bytes;
+  Tensor view;
+  Buffer(std::vector<int64_t> shape, DType dtype, std::mt19937& rng, float scale) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    bytes.resize(static_cast<size_t>(n * DTypeSize(dtype)));
+    std::uniform_real_distribution<float> uniform(-scale, scale);
+    for (int64_t i = 0; i < n; ++i) StoreFromF32(bytes.data(), dtype, i, uniform(rng));
+    view.data = bytes.data();
+    view.dtype = dtype;
+    view.rank = static_cast<int>(shape.size());
+    int64_t stride = 1;
+    for (int r = view.rank - 1; r >= 0; --r) {
+      view.shape[r] = shape[r];
+      view.strides[r] = stride;
+      stride *= shape[r];
+    }
+  }
+};
+
+// One MLP's weights (gated) and f32 gradient buffers, owned.
+struct MlpSet {
+  std::vector<std::unique_ptr<Buffer>> owned;
+  MlpWeights w;
+  MlpWeightGrads g;
+  MlpSet(int64_t d, int64_t F, DType dtype, std::mt19937& rng, bool grads) {
+    auto make = [&](std::vector<int64_t> shape, DType t, float scale) {
+      owned.push_back(std::make_unique<Buffer>(std::move(shape), t, rng, scale));
+      return owned.back()->view;
+    };
+    const float in = 1.7f / std::sqrt(static_cast<float>(d));
+    const float out = 1.7f / std::sqrt(static_cast<float>(F));
+    w = {make({F, d}, dtype, in), make({F, d}, dtype, in), make({d, F}, dtype, out)};
+    if (grads) {
+      g.dgate = make({F, d}, DType::kF32, 0);
+      g.dup = make({F, d}, DType::kF32, 0);
+      g.ddown = make({d, F}, DType::kF32, 0);
+    }
+  }
+};
+
+// One layer: a dense MLP, or a MoE (router, E experts, shared expert).
+struct Layer {
+  std::unique_ptr<MlpSet> dense, shared;
+  std::vector<std::unique_ptr<MlpSet>> experts;
+  std::vector<MlpWeights> expert_weights;
+  std::vector<MlpWeightGrads> expert_grads;
+  std::unique_ptr<Buffer> router, drouter;
+
+  Layer(const MlpBenchCase& c, std::mt19937& rng, bool grads) {
+    if (c.E == 0) {
+      dense = std::make_unique<MlpSet>(c.d, c.F, c.wdtype, rng, grads);
+      return;
+    }
+    for (int64_t e = 0; e < c.E; ++e) {
+      experts.push_back(std::make_unique<MlpSet>(c.d, c.F, c.wdtype, rng, grads));
+      expert_weights.push_back(experts.back()->w);
+      expert_grads.push_back(experts.back()->g);
+    }
+    shared = std::make_unique<MlpSet>(c.d, c.Fs, c.wdtype, rng, grads);
+    router = std::make_unique<Buffer>(std::vector<int64_t>{c.E, c.d}, c.wdtype, rng,
+                                      1.7f / std::sqrt(static_cast<float>(c.d)));
+    if (grads)
+      drouter = std::make_unique<Buffer>(std::vector<int64_t>{c.E, c.d}, DType::kF32, rng, 0);
+  }
+};
+
+double WeightBytes(const MlpBenchCase& c, int64_t F) {
+  return 3.0 * static_cast<double>(F * c.d * DTypeSize(c.wdtype));
+}
+
+// Bytes a decode call must read: the dense weights, or the router, k experts and the shared one.
+double DecodeBytes(const MlpBenchCase& c) {
+  if (c.E == 0) return WeightBytes(c, c.F);
+  return static_cast<double>(c.E * c.d * DTypeSize(c.wdtype)) + c.k * WeightBytes(c, c.F) +
+         WeightBytes(c, c.Fs);
+}
+
+// Multiply-adds x 2 of one forward: 2 T d F per projection.
+double ForwardFlops(const MlpBenchCase& c) {
+  const double T = static_cast<double>(c.T), d = static_cast<double>(c.d);
+  if (c.E == 0) return 6.0 * T * d * static_cast<double>(c.F);
+  return 2.0 * T * d * (static_cast<double>(c.E) + 3.0 * static_cast<double>(c.k * c.F + c.Fs));
+}
+
+// GB/s of a streaming read over kColdBytes, split over the library's threads.
+double ReadBandwidth(const Options& options) {
+  const int64_t words = static_cast<int64_t>(kColdBytes / 8);
+  std::vector<uint64_t> buffer(static_cast<size_t>(words), 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(NumThreads()), 0);
+  const double ms = MedianMs(options, [&] {
+    ParallelFor(words, [&](int64_t begin, int64_t end, int block) {
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      int64_t i = begin;
+      for (; i + 4 <= end; i += 4) {
+        a += buffer[i];
+        b += buffer[i + 1];
+        c += buffer[i + 2];
+        d += buffer[i + 3];
+      }
+      for (; i < end; ++i) a += buffer[i];
+      sums[block] += a + b + c + d;
+    });
+  });
+  if (sums[0] == 0) std::fprintf(stderr, "bench mlp: unexpected read sum\n");
+  return kColdBytes / ms / 1e6;
+}
+
+// GFLOP/s of OpenBLAS sgemm on a large product (T = 512, d = 1536, F = 4096), split over the
+// library's threads as the trainer's GEMMs are.
+double SgemmRate(const Options& options) {
+  constexpr int64_t M = 512, K = 1536, N = 4096;
+  std::vector<float> a(M * K, 0.5f), b(N * K, 0.25f), c(M * N);
+  const double ms = MedianMs(options, [&] {
+    train::ParallelGemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
+  });
+  return 2.0 * M * K * N / ms / 1e6;
+}
+
+int RunMlpBench(const Options& options) {
+  if (!options.ggml.empty()) {
+    std::fprintf(stderr, "bench mlp: --ggml: no ggml case here (the peers are floors)\n");
+    return 2;
+  }
+  const double gbps = ReadBandwidth(options);
+  const double gflops = SgemmRate(options);
+  std::vector<Result> results;
+  char peer[160];
+  for (const MlpBenchCase& c : kCases) {
+    if (!options.shape.empty() && options.shape != c.shape) continue;
+    if (!options.algo.empty() && options.algo != c.variant) continue;
+    std::mt19937 rng(1234);
+    const bool decode = c.T == 1;
+    const int layers =
+        decode ? static_cast<int>(std::max(
+                     1.0, kColdBytes / (c.E ? DecodeBytes(c) * c.E / c.k : DecodeBytes(c))))
+               : 1;
+    std::vector<std::unique_ptr<Layer>> stack;
+    for (int l = 0; l < std::min(layers, 64); ++l) {
+      stack.push_back(std::make_unique<Layer>(c, rng, c.backward));
+    }
+    const int64_t tokens = c.E && decode ? kMoeTokens : c.T;
+    Buffer x({tokens, c.d}, DType::kF32, rng, 1.0f), out({c.T, c.d}, DType::kF32, rng, 0),
+        dout({c.T, c.d}, DType::kF32, rng, 1.0f), dx({c.T, c.d}, DType::kF32, rng, 0);
+    MoeOptions moe;
+    moe.top_k = c.k;
+    moe.routing = MoeRouting::kTopKSoftmax;
+    Status status = Status::Ok();
+    int call = 0;
+    auto x_rows = [&] {
+      Tensor v = x.view;
+      if (tokens != c.T) {  // the next decode token
+        v.data = static_cast<float*>(x.view.data) + (call % tokens) * c.d;
+        v.shape[0] = 1;
+      }
+      return v;
+    };
+    auto forward = [&] {
+      const Layer& layer = *stack[call % stack.size()];
+      if (c.E == 0) {
+        status = MlpForward({x_rows(), layer.dense->w}, out.view);
+      } else {
+        status = MoeForward(
+            {x_rows(), layer.router->view, Tensor{}, layer.expert_weights, layer.shared->w},
+            {out.view}, moe);
+      }
+      ++call;
+    };
+    auto backward = [&] {
+      const Layer& layer = *stack[0];
+      if (c.E == 0) {
+        const MlpGrads g{dx.view, Tensor{}, Tensor{}, layer.dense->g};
+        status = MlpBackward({x.view, layer.dense->w}, dout.view, g);
+      } else {
+        const MoeGrads g{dx.view, layer.drouter->view, Tensor{}, layer.expert_grads,
+                         layer.shared->g};
+        status = MoeBackward(
+            {x.view, layer.router->view, Tensor{}, layer.expert_weights, layer.shared->w},
+            dout.view, Tensor{}, g, moe);
+      }
+    };
+    const char* op = c.E ? "moe" : "mlp";
+    const double fwd_ms = MedianMs(options, forward);
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.message().c_str());
+      return 1;
+    }
+    Result fwd{op,   c.shape, c.variant, "fwd", fwd_ms, DecodeBytes(c), static_cast<double>(c.T),
+               "tok"};
+    if (decode) {
+      fwd.peer_ms = DecodeBytes(c) / gbps / 1e6;
+      std::snprintf(peer, sizeof peer, "read floor (%.1f GB/s)", gbps);
+    } else {
+      fwd.peer_ms = ForwardFlops(c) / gflops / 1e6;
+      std::snprintf(peer, sizeof peer, "GEMM floor (sgemm %.0f GFLOP/s)", gflops);
+    }
+    fwd.peer = peer;
+    results.push_back(fwd);
+    if (!c.backward) continue;
+    call = 0;
+    const double both_ms = MedianMs(options, [&] {
+      forward();
+      if (status.ok()) backward();
+    });
+    if (!status.ok()) {
+      std::fprintf(stderr, "%s\n", status.message().c_str());
+      return 1;
+    }
+    Result both{
+        op,   c.shape, c.variant, "fwd+bwd", both_ms, DecodeBytes(c), static_cast<double>(c.T),
+        "tok"};
+    both.peer_ms = 3.0 * ForwardFlops(c) / gflops / 1e6;
+    both.peer = peer;
+    results.push_back(both);
+  }
+  Print(options, results);
+  return 0;
+}
+
+const SuiteRegistration kRegistration{
+    {"mlp",
+     "MLP and MoE: granite-4.0-h-350m, granite-4.0-h-1b (shared_mlp), granite-4.0-h-tiny "
+     "(MoE); decode and prefill against the read and GEMM floors",
+     RunMlpBench}};
+
+}  // namespace
+}  // namespace ssmkit::bench
