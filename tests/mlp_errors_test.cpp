@@ -324,6 +324,28 @@ TEST_F(MlpErrors, DupOverlapsDgate) {
   Expect(MlpBwd(), {"mlp: grads.weights.dup:", "not overlapping grads.weights.dgate"});
 }
 
+// Column blocks of one (T, 2F) buffer (Zamba2's adapter gradient): disjoint halves are fine,
+// blocks sharing a column are not.
+TEST_F(MlpErrors, ColumnBlocksOfOneBuffer) {
+  HostTensor fused({kT, 2 * kF}, DType::kF32);
+  auto columns = [&](int64_t first) {
+    Tensor v = fused.view();
+    v.data = static_cast<float*>(fused.data()) + first;
+    v.shape[1] = kF;
+    return v;
+  };
+  mlp_grads_.dgate_add = columns(0);
+  mlp_grads_.dup_add = columns(kF);
+  EXPECT_TRUE(MlpBwd().ok());
+  mlp_grads_.dup_add = columns(kF - 1);
+  const Status s = MlpBwd();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mlp: grads.dup_add: expected memory not overlapping "
+                             "grads.dgate_add"),
+            std::string::npos)
+      << s.message();
+}
+
 // ------------------------------------------------------------------ MoE forward
 
 TEST_F(MlpErrors, RouterNull) {

@@ -120,12 +120,9 @@ Status MlpForward(const MlpInputs& inputs, const Tensor& out, const MlpOptions& 
   MlpParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "out", out, "(T, d)", p.rows, p.model));
-  const check::ByteSpan os = check::SpanOf(out);
-  if (check::Overlap(os, check::SpanOf(inputs.x))) return check::Overlapping(kOp, "out", "x");
-  if (check::Overlap(os, check::SpanOf(inputs.gate_add))) {
-    return check::Overlapping(kOp, "out", "gate_add");
-  }
-  if (check::Overlap(os, check::SpanOf(inputs.up_add))) {
+  if (check::Overlap(out, inputs.x)) return check::Overlapping(kOp, "out", "x");
+  if (check::Overlap(out, inputs.gate_add)) return check::Overlapping(kOp, "out", "gate_add");
+  if (check::Overlap(out, inputs.up_add)) {
     return check::Overlapping(kOp, "out", "up_add");
   }
   p.out = static_cast<float*>(out.data);
@@ -184,14 +181,13 @@ Status MlpBackward(const MlpInputs& inputs, const Tensor& dout, const MlpGrads& 
                                        {"weights.up_bias", w.up_bias},
                                        {"weights.down_bias", w.down_bias}};
   for (size_t i = 0; i < std::size(outputs); ++i) {
-    const check::ByteSpan s = check::SpanOf(outputs[i].tensor);
     for (const check::NamedTensor& o : others) {
-      if (check::Overlap(s, check::SpanOf(o.tensor))) {
+      if (check::Overlap(outputs[i].tensor, o.tensor)) {
         return check::Overlapping(kOp, outputs[i].name, o.name);
       }
     }
     for (size_t j = 0; j < i; ++j) {
-      if (check::Overlap(s, check::SpanOf(outputs[j].tensor))) {
+      if (check::Overlap(outputs[i].tensor, outputs[j].tensor)) {
         return check::Overlapping(kOp, outputs[i].name, outputs[j].name);
       }
     }

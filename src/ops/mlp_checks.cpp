@@ -153,17 +153,45 @@ Status MlpOptionsFor(const char* op, const char* prefix, const MlpOptions& optio
   return Status::Ok();
 }
 
+namespace {
+
+// The bytes [first, last] a tensor spans.
+struct ByteSpan {
+  const char* first;
+  const char* last;
+};
 ByteSpan SpanOf(const ssmkit::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return {};
   int64_t last = 0;
   for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
   const char* base = static_cast<const char*>(t.data);
   return {base, base + (last + 1) * DTypeSize(t.dtype) - 1};
 }
 
-bool Overlap(ByteSpan a, ByteSpan b) {
-  if (a.first == nullptr || b.first == nullptr) return false;
-  return a.first <= b.last && b.first <= a.last;
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+}  // namespace
+
+bool Overlap(const ssmkit::Tensor& a, const ssmkit::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  const ByteSpan sa = SpanOf(a), sb = SpanOf(b);
+  if (sa.last < sb.first || sb.last < sa.first) return false;
+  const int64_t ea = DTypeSize(a.dtype), eb = DTypeSize(b.dtype);
+  const int64_t stride = a.rank == 2 ? a.strides[0] * ea : 0;
+  const int64_t ca = a.rank == 2 ? a.shape[1] * ea : 0, cb = b.rank == 2 ? b.shape[1] * eb : 0;
+  const bool rows = a.rank == 2 && b.rank == 2 && a.strides[1] == 1 && b.strides[1] == 1 &&
+                    b.strides[0] * eb == stride && ca <= stride && cb <= stride && stride > 0;
+  if (!rows) return true;
+  // Row i of a is [i s, i s + ca) and row j of b [delta + j s, delta + j s + cb) (bytes from
+  // a's start): they meet when -cb < delta - m s < ca for m = i - j, i.e. for m within 1 of
+  // floor(delta / s), since ca, cb <= s.
+  const int64_t delta = static_cast<const char*>(b.data) - static_cast<const char*>(a.data);
+  const int64_t m0 = FloorDiv(delta, stride);
+  for (int64_t m = m0 - 1; m <= m0 + 1; ++m) {
+    if (m < -(b.shape[0] - 1) || m > a.shape[0] - 1) continue;
+    const int64_t gap = delta - m * stride;
+    if (-cb < gap && gap < ca) return true;
+  }
+  return false;
 }
 
 Status Overlapping(const char* op, const char* name, const char* other) {

@@ -39,13 +39,11 @@ Status MlpWeightGradsFor(const char* op, WeightsName name, const MlpWeightGrads&
 // Activation in range, multipliers finite, gate_multiplier 1 without a gate.
 Status MlpOptionsFor(const char* op, const char* prefix, const MlpOptions& options, bool gated);
 
-// The bytes [first, last] a tensor spans (empty when absent), and whether two spans meet.
-struct ByteSpan {
-  const char* first = nullptr;
-  const char* last = nullptr;
-};
-ByteSpan SpanOf(const ssmkit::Tensor& t);
-bool Overlap(ByteSpan a, ByteSpan b);
+// Whether two tensors share a byte (absent ones share none). Exact for two row-strided
+// matrices with the same row stride in bytes (the column blocks of one fused buffer, e.g. a
+// (T, 2F) adapter output split into gate and up halves, do not overlap); otherwise whether the
+// byte ranges they span meet.
+bool Overlap(const ssmkit::Tensor& a, const ssmkit::Tensor& b);
 
 // "<op>: <name>: expected memory not overlapping <other>, given an overlapping tensor".
 Status Overlapping(const char* op, const char* name, const char* other);

@@ -76,15 +76,14 @@ Status CheckDevices(const std::vector<Arg>& args) {
 // No output overlaps an input or an earlier output.
 Status CheckOverlaps(const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const check::ByteSpan s = check::SpanOf(*outputs[i].tensor);
-    if (s.first == nullptr) continue;
+    if (!outputs[i].tensor->defined()) continue;
     for (const Arg& in : inputs) {
-      if (check::Overlap(s, check::SpanOf(*in.tensor))) {
+      if (check::Overlap(*outputs[i].tensor, *in.tensor)) {
         return check::Overlapping(kOp, outputs[i].Name().c_str(), in.Name().c_str());
       }
     }
     for (size_t j = 0; j < i; ++j) {
-      if (check::Overlap(s, check::SpanOf(*outputs[j].tensor))) {
+      if (check::Overlap(*outputs[i].tensor, *outputs[j].tensor)) {
         return check::Overlapping(kOp, outputs[i].Name().c_str(), outputs[j].Name().c_str());
       }
     }
