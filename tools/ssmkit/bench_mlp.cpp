@@ -1,14 +1,17 @@
 // `ssmkit bench mlp`: the MLP and MoE ops at the feed-forward shapes of granite-4.0-h-350m,
 // granite-4.0-h-1b (their dense shared_mlp) and granite-4.0-h-tiny (64 experts of 512, top-6,
 // shared_mlp of 1024), decode (T = 1) and prefill (T = 512), forward and forward+backward.
-// Each case is printed against its floor, measured in the same run:
-//   - prefill: the products' FLOPs (2 T d F per projection; the backward's minimum 2x the
-//     forward's, without our recomputation of gate and up) at the sgemm rate this machine gives
-//     on a large product (OpenBLAS, split over the same threads),
-//   - decode: the weight bytes the call must read at the read bandwidth of a streaming sum over
-//     a buffer larger than the last-level cache. Decode cases cycle over several copies of the
-//     weights (and over 16 tokens for the MoE, so each call selects other experts) so that the
-//     weights come from memory, as in a model whose layers do not fit in cache.
+// Each case is timed interleaved with its floor (MedianMsInterleaved: run 1 of each, run 2 of
+// each, ...), so that the ratio sees one machine state on a shared VM:
+//   - prefill: the same products as bare OpenBLAS sgemm calls on f32 matrices of the case's
+//     shapes, split over the same threads (the MoE's as one product over its T k routed rows);
+//     forward+backward against 3x that (the backward's minimum is twice the forward's products;
+//     ours recomputes gate and up on top),
+//   - decode: a streaming read of the bytes the call must read (the weights, or the router, the
+//     k selected experts and the shared one), from a 256 MB buffer so that they come from
+//     memory; the decode cases themselves cycle over enough copies of the weights (and over 16
+//     tokens for the MoE, so each call selects other experts) to leave the cache, as a model
+//     whose layers do not fit in it does.
 // The peer column's ratio is floor / ours: the share of the floor reached.
 // Dimension legend: T tokens, d model width, F hidden width, E experts, k per token.
 #include <algorithm>
@@ -23,7 +26,6 @@
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "ssmkit/mlp.hpp"
-#include "ssmkit/threads.hpp"
 #include "train/gemm.hpp"
 
 namespace ssmkit::bench {
@@ -142,62 +144,84 @@ double ForwardFlops(const MlpBenchCase& c) {
   return 2.0 * T * d * (static_cast<double>(c.E) + 3.0 * static_cast<double>(c.k * c.F + c.Fs));
 }
 
-// GB/s of a streaming read over kColdBytes, split over the library's threads.
-double ReadBandwidth(const Options& options) {
-  const int64_t words = static_cast<int64_t>(kColdBytes / 8);
-  std::vector<uint64_t> buffer(static_cast<size_t>(words), 1);
-  std::vector<uint64_t> sums(static_cast<size_t>(NumThreads()), 0);
-  const double ms = MedianMs(options, [&] {
-    ParallelFor(words, [&](int64_t begin, int64_t end, int block) {
+// Reads `bytes` of a kColdBytes buffer per call, each call the next window, split over the
+// library's threads: the decode floor.
+class ColdRead {
+ public:
+  ColdRead() : words_(static_cast<int64_t>(kColdBytes / 8)), buffer_(words_, 1), sums_(64, 0) {}
+  void operator()(double bytes) {
+    const int64_t n = std::min(words_, static_cast<int64_t>(bytes / 8));
+    const int64_t begin = next_ + n > words_ ? 0 : next_;
+    next_ = begin + n;
+    ParallelFor(n, [&](int64_t b0, int64_t b1, int block) {
+      const uint64_t* w = buffer_.data() + begin;
       uint64_t a = 0, b = 0, c = 0, d = 0;
-      int64_t i = begin;
-      for (; i + 4 <= end; i += 4) {
-        a += buffer[i];
-        b += buffer[i + 1];
-        c += buffer[i + 2];
-        d += buffer[i + 3];
+      int64_t i = b0;
+      for (; i + 4 <= b1; i += 4) {
+        a += w[i];
+        b += w[i + 1];
+        c += w[i + 2];
+        d += w[i + 3];
       }
-      for (; i < end; ++i) a += buffer[i];
-      sums[block] += a + b + c + d;
+      for (; i < b1; ++i) a += w[i];
+      sums_[block % 64] += a + b + c + d;
     });
-  });
-  if (sums[0] == 0) std::fprintf(stderr, "bench mlp: unexpected read sum\n");
-  return kColdBytes / ms / 1e6;
-}
+  }
 
-// GFLOP/s of OpenBLAS sgemm on a large product (T = 512, d = 1536, F = 4096), split over the
-// library's threads as the trainer's GEMMs are.
-double SgemmRate(const Options& options) {
-  constexpr int64_t M = 512, K = 1536, N = 4096;
-  std::vector<float> a(M * K, 0.5f), b(N * K, 0.25f), c(M * N);
-  const double ms = MedianMs(options, [&] {
-    train::ParallelGemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
-  });
-  return 2.0 * M * K * N / ms / 1e6;
-}
+ private:
+  int64_t words_, next_ = 0;
+  std::vector<uint64_t> buffer_, sums_;
+};
+
+// The forward's products as bare sgemm calls on f32 matrices: x (R, d) times each projection
+// (gate and up (F, d), then h (R, F) times down (d, F)), R = T for a dense MLP, T k for the
+// experts, plus the shared expert and the router on T rows.
+class GemmFloor {
+ public:
+  explicit GemmFloor(const MlpBenchCase& c) : c_(c) {
+    const int64_t R = c.E ? c.T * c.k : c.T, F_max = std::max(c.F, c.Fs);
+    x_.assign(R * c.d, 0.5f);
+    w_.assign(std::max(F_max, c.E) * c.d, 0.25f);
+    h_.assign(R * F_max, 0.5f);
+    y_.assign(R * c.d, 0.0f);
+  }
+  void operator()() {
+    Mlp(c_.E ? c_.T * c_.k : c_.T, c_.F);
+    if (c_.E == 0) return;
+    Mlp(c_.T, c_.Fs);
+    Gemm(c_.T, c_.E, c_.d, x_.data(), h_.data());  // the router
+  }
+
+ private:
+  void Gemm(int64_t M, int64_t N, int64_t K, const float* a, float* out) {
+    train::ParallelGemm(false, true, M, N, K, 1.0f, a, K, w_.data(), K, 0.0f, out, N);
+  }
+  void Mlp(int64_t R, int64_t F) {
+    Gemm(R, F, c_.d, x_.data(), h_.data());  // gate
+    Gemm(R, F, c_.d, x_.data(), h_.data());  // up
+    Gemm(R, c_.d, F, h_.data(), y_.data());  // down
+  }
+  const MlpBenchCase& c_;
+  std::vector<float> x_, w_, h_, y_;
+};
 
 int RunMlpBench(const Options& options) {
   if (!options.ggml.empty()) {
     std::fprintf(stderr, "bench mlp: --ggml: no ggml case here (the peers are floors)\n");
     return 2;
   }
-  const double gbps = ReadBandwidth(options);
-  const double gflops = SgemmRate(options);
+  ColdRead cold_read;
   std::vector<Result> results;
-  char peer[160];
   for (const MlpBenchCase& c : kCases) {
     if (!options.shape.empty() && options.shape != c.shape) continue;
     if (!options.algo.empty() && options.algo != c.variant) continue;
     std::mt19937 rng(1234);
     const bool decode = c.T == 1;
+    const double layer_bytes = c.E ? DecodeBytes(c) * c.E / c.k : DecodeBytes(c);
     const int layers =
-        decode ? static_cast<int>(std::max(
-                     1.0, kColdBytes / (c.E ? DecodeBytes(c) * c.E / c.k : DecodeBytes(c))))
-               : 1;
+        decode ? static_cast<int>(std::clamp(kColdBytes / layer_bytes, 1.0, 64.0)) : 1;
     std::vector<std::unique_ptr<Layer>> stack;
-    for (int l = 0; l < std::min(layers, 64); ++l) {
-      stack.push_back(std::make_unique<Layer>(c, rng, c.backward));
-    }
+    for (int l = 0; l < layers; ++l) stack.push_back(std::make_unique<Layer>(c, rng, c.backward));
     const int64_t tokens = c.E && decode ? kMoeTokens : c.T;
     Buffer x({tokens, c.d}, DType::kF32, rng, 1.0f), out({c.T, c.d}, DType::kF32, rng, 0),
         dout({c.T, c.d}, DType::kF32, rng, 1.0f), dx({c.T, c.d}, DType::kF32, rng, 0);
@@ -238,38 +262,42 @@ int RunMlpBench(const Options& options) {
             dout.view, Tensor{}, g, moe);
       }
     };
+    std::unique_ptr<GemmFloor> gemm;
+    if (!decode) gemm = std::make_unique<GemmFloor>(c);
+    auto floor = [&] {
+      if (decode) {
+        cold_read(DecodeBytes(c));
+      } else {
+        (*gemm)();
+      }
+    };
     const char* op = c.E ? "moe" : "mlp";
-    const double fwd_ms = MedianMs(options, forward);
+    const char* peer = decode ? "read of its weight bytes" : "its products as bare sgemm";
+    std::vector<double> ms = MedianMsInterleaved(options, {forward, floor});
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());
       return 1;
     }
-    Result fwd{op,   c.shape, c.variant, "fwd", fwd_ms, DecodeBytes(c), static_cast<double>(c.T),
+    Result fwd{op,   c.shape, c.variant, "fwd", ms[0], DecodeBytes(c), static_cast<double>(c.T),
                "tok"};
-    if (decode) {
-      fwd.peer_ms = DecodeBytes(c) / gbps / 1e6;
-      std::snprintf(peer, sizeof peer, "read floor (%.1f GB/s)", gbps);
-    } else {
-      fwd.peer_ms = ForwardFlops(c) / gflops / 1e6;
-      std::snprintf(peer, sizeof peer, "GEMM floor (sgemm %.0f GFLOP/s)", gflops);
-    }
+    fwd.peer_ms = ms[1];
     fwd.peer = peer;
     results.push_back(fwd);
     if (!c.backward) continue;
     call = 0;
-    const double both_ms = MedianMs(options, [&] {
-      forward();
-      if (status.ok()) backward();
-    });
+    ms = MedianMsInterleaved(options, {[&] {
+                                         forward();
+                                         if (status.ok()) backward();
+                                       },
+                                       floor});
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());
       return 1;
     }
     Result both{
-        op,   c.shape, c.variant, "fwd+bwd", both_ms, DecodeBytes(c), static_cast<double>(c.T),
-        "tok"};
-    both.peer_ms = 3.0 * ForwardFlops(c) / gflops / 1e6;
-    both.peer = peer;
+        op, c.shape, c.variant, "fwd+bwd", ms[0], DecodeBytes(c), static_cast<double>(c.T), "tok"};
+    both.peer_ms = 3.0 * ms[1];
+    both.peer = "3x its forward products as bare sgemm";
     results.push_back(both);
   }
   Print(options, results);
