@@ -169,6 +169,13 @@ void ScatterRows(const MoeParams& p, int64_t t0, int64_t C, int64_t N, const flo
   });
 }
 
+// Sorts chunk [t0, t0 + C) and gathers its x rows into ws.rows_in. Returns N.
+int64_t BeginChunk(const MoeParams& p, int64_t t0, int64_t C, MoeWorkspace& ws) {
+  const int64_t N = SortChunk(p, t0, C, ws);
+  GatherRows(p.x, p.x_stride, ws.row_token.data(), N, p.model, Grown(ws.rows_in, N * p.model));
+  return N;
+}
+
 // The members of one chunk: every expert with rows (in expert order), then the shared expert.
 // Fills each member's weights and input rows, then calls routed(member, e, first_row) or
 // shared(member) for the rest.
@@ -239,11 +246,9 @@ Status MoeForward(const MoeParams& p) {
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t C = std::min(chunk, T - t0);
-    const int64_t N = SortChunk(p, t0, C, ws);
-    float* rows_in = Grown(ws.rows_in, N * d);
+    const int64_t N = BeginChunk(p, t0, C, ws);
     float* rows_out = Grown(ws.rows_out, N * d);
     float* shared_out = p.has_shared ? Grown(ws.shared_out, C * d) : nullptr;
-    GatherRows(p.x, p.x_stride, ws.row_token.data(), N, d, rows_in);
     const std::span<MlpMember> members = ChunkMembers(
         p, t0, C, ws,
         [&](MlpMember& m, int64_t, int64_t row) {
@@ -280,13 +285,11 @@ Status MoeBackward(const MoeBackwardParams& p) {
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t C = std::min(chunk, T - t0);
-    const int64_t N = SortChunk(p, t0, C, ws);
-    float* rows_in = Grown(ws.rows_in, N * d);
+    const int64_t N = BeginChunk(p, t0, C, ws);
     float* rows_dy = Grown(ws.rows_dy, N * d);
     float* rows_dx = Grown(ws.rows_out, N * d);
     float* drow_weight = Grown(ws.drow_weight, N);
     float* shared_dx = p.has_shared ? Grown(ws.shared_out, C * d) : nullptr;
-    GatherRows(p.x, p.x_stride, ws.row_token.data(), N, d, rows_in);
     GatherRows(p.dout, p.dout_stride, ws.row_token.data(), N, d, rows_dy);
     const std::span<MlpMember> members = ChunkMembers(
         p, t0, C, ws,

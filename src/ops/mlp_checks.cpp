@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "ops/check.hpp"
 
@@ -22,19 +23,6 @@ Status Renamed(const Status& status, const char* op, WeightsName name, const cha
     message = std::string(op) + ": " + path + ": " + message.substr(old_head.size());
   }
   return {status.code(), message};
-}
-
-// A weight matrix: (rows, cols), f32 | bf16 | f16, row-major contiguous.
-Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
-                    int64_t rows, int64_t cols) {
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
-                                       {DType::kF32, DType::kBF16, DType::kF16}));
-  if (!t.is_contiguous()) {
-    return Mismatch(
-        op, field, std::string("a contiguous row-major ") + legend + " tensor",
-        "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
-  }
-  return Status::Ok();
 }
 
 // A weight's gradient: the weight's shape, f32, contiguous.
@@ -57,6 +45,27 @@ Status Finite(const char* op, const char* name, float v) {
 }
 
 }  // namespace
+
+Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
+                    int64_t rows, int64_t cols) {
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
+                                       {DType::kF32, DType::kBF16, DType::kF16}));
+  if (!t.is_contiguous()) {
+    return Mismatch(
+        op, field, std::string("a contiguous row-major ") + legend + " tensor",
+        "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
+  }
+  return Status::Ok();
+}
+
+Status InputRows(const char* op, const ssmkit::Tensor& x, int64_t* rows, int64_t* cols) {
+  if (!x.defined()) return Mismatch(op, "x", "a tensor (T, d)", "null");
+  SSMKIT_RETURN_IF_ERROR(RankIn(op, "x", x, {2}));
+  *rows = x.shape[0];
+  *cols = x.shape[1];
+  if (*rows < 1 || *cols < 1) return Mismatch(op, "x", "T >= 1 and d >= 1", x.shape_string());
+  return Rows(op, "x", x, "(T, d)", *rows, *cols);
+}
 
 Status Rows(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
             int64_t rows, int64_t cols) {
@@ -192,6 +201,75 @@ bool Overlap(const ssmkit::Tensor& a, const ssmkit::Tensor& b) {
     if (-cb < gap && gap < ca) return true;
   }
   return false;
+}
+
+std::string Arg::Name() const {
+  std::string s = prefix;
+  if (index >= 0) s.append("[").append(std::to_string(index)).append("]");
+  if (field != nullptr) s.append(".").append(field);
+  return s;
+}
+
+void AddWeights(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeights& w) {
+  for (const auto& [field, t] : {std::pair{"gate", &w.gate},
+                                 {"up", &w.up},
+                                 {"down", &w.down},
+                                 {"gate_bias", &w.gate_bias},
+                                 {"up_bias", &w.up_bias},
+                                 {"down_bias", &w.down_bias}}) {
+    args.push_back({prefix, index, field, t});
+  }
+}
+
+void AddGrads(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeightGrads& g) {
+  for (const auto& [field, t] : {std::pair{"dgate", &g.dgate},
+                                 {"dup", &g.dup},
+                                 {"ddown", &g.ddown},
+                                 {"dgate_bias", &g.dgate_bias},
+                                 {"dup_bias", &g.dup_bias},
+                                 {"ddown_bias", &g.ddown_bias}}) {
+    args.push_back({prefix, index, field, t});
+  }
+}
+
+Status CpuOnly(const char* op, const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
+  int on_cuda = 0, on_cpu = 0;
+  for (const std::vector<Arg>* list : {&inputs, &outputs}) {
+    for (const Arg& a : *list) {
+      if (a.tensor->defined()) (a.tensor->device == Device::kCuda ? on_cuda : on_cpu) += 1;
+    }
+  }
+  if (on_cpu == 0 && on_cuda > 0) {
+    return Status::Unsupported(std::string(op) + ": CUDA tensors: this op runs on the CPU only");
+  }
+  const Device majority = on_cuda > on_cpu ? Device::kCuda : Device::kCpu;
+  auto name_of = [](Device d) { return d == Device::kCuda ? "a CUDA tensor" : "a CPU tensor"; };
+  for (const std::vector<Arg>* list : {&inputs, &outputs}) {
+    for (const Arg& a : *list) {
+      if (a.tensor->defined() && a.tensor->device != majority) {
+        return Mismatch(op, a.Name().c_str(), name_of(majority), name_of(a.tensor->device));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status NoOverlaps(const char* op, const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ssmkit::Tensor& out = *outputs[i].tensor;
+    if (!out.defined()) continue;
+    for (const Arg& in : inputs) {
+      if (Overlap(out, *in.tensor)) {
+        return Overlapping(op, outputs[i].Name().c_str(), in.Name().c_str());
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (Overlap(out, *outputs[j].tensor)) {
+        return Overlapping(op, outputs[i].Name().c_str(), outputs[j].Name().c_str());
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status Overlapping(const char* op, const char* name, const char* other) {
