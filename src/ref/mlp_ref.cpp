@@ -68,13 +68,14 @@ void BackwardRow(const MlpShape& s, const double* x, const MlpWeights& w, const 
                  const double* up_add, const double* dy, double* dx, double* dgate_add,
                  double* dup_add, const MlpWeightGrads& g) {
   const int64_t d = s.d, F = s.F;
-  std::vector<double> a(F), u(F), dyp(d), dh(F, 0.0), dg(F, 0.0), du(F);
+  std::vector<double> a(F), u(F), h(F), dyp(d), dh(F, 0.0), dg(F, 0.0), du(F);
   PreActivations(s, x, w, gate_add, up_add, a.data(), u.data());
+  for (int64_t f = 0; f < F; ++f) h[f] = Hidden(s, a[f], u[f]);
   for (int64_t i = 0; i < d; ++i) dyp[i] = dy[i] * s.down_multiplier;
   for (int64_t i = 0; i < d; ++i) {
     for (int64_t f = 0; f < F; ++f) {
       dh[f] += dyp[i] * w.down[i * F + f];
-      if (g.ddown) g.ddown[i * F + f] += dyp[i] * Hidden(s, a[f], u[f]);
+      if (g.ddown) g.ddown[i * F + f] += dyp[i] * h[f];
     }
     if (g.ddown_bias) g.ddown_bias[i] += dyp[i];
   }
