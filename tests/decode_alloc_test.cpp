@@ -11,8 +11,9 @@
 
 #include "random_model_config.hpp"
 #include "ssmkit/attention.hpp"
-#include "ssmkit/rope.hpp"
+#include "ssmkit/mlp.hpp"
 #include "ssmkit/model.hpp"
+#include "ssmkit/rope.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -164,6 +165,49 @@ TEST(DecodeAllocations, HybridsNoneAfterWarmUp) {
     ASSERT_TRUE(s.ok()) << s.message();
     ExpectNoAllocationInDecode(*model, 1, greedy);
     ExpectNoAllocationInDecode(*model, 3, greedy);
+  }
+  SetNumThreads(0);
+}
+
+// The MLP and MoE ops (a hybrid model's feed-forward blocks) allocate nothing once warm, at
+// decode sizes (T = 1 and 3), bf16 weights, 2 threads, every optional output on.
+TEST(DecodeAllocations, MlpAndMoeNoneAfterWarmUp) {
+  SetNumThreads(2);
+  Rng rng(FreshSeed());
+  constexpr int64_t d = 256, F = 1024, E = 8, Fe = 256, k = 2, Fs = 512;
+  std::vector<HostTensor> tensors;
+  tensors.reserve(64);
+  auto weight = [&](std::vector<int64_t> shape) -> Tensor {
+    tensors.emplace_back(std::move(shape), DType::kBF16);
+    tensors.back().Fill(rng.NormalVec(tensors.back().numel(), 0.05));
+    return tensors.back().view();
+  };
+  const MlpWeights mlp{weight({F, d}), weight({F, d}), weight({d, F})};
+  std::vector<MlpWeights> experts;
+  for (int64_t e = 0; e < E; ++e)
+    experts.push_back({weight({Fe, d}), weight({Fe, d}), weight({d, Fe})});
+  const MlpWeights shared{weight({Fs, d}), weight({Fs, d}), weight({d, Fs})};
+  const Tensor router = weight({E, d});
+  for (int64_t T : {1, 3}) {
+    HostTensor x({T, d}, DType::kF32), out({T, d}, DType::kF32), logits({T, E}, DType::kF32),
+        counts({E}, DType::kI64), index({T, k}, DType::kI32), top({T, k}, DType::kF32);
+    x.Fill(rng.NormalVec(T * d));
+    MoeOptions moe;
+    moe.top_k = k;
+    auto step = [&] {
+      const bool mlp_ok = MlpForward({x.view(), mlp}, out.view()).ok();
+      const MoeInputs in{x.view(), router, Tensor{}, experts, shared};
+      const MoeOutputs outs{out.view(), logits.view(), counts.view(), index.view(), top.view()};
+      return mlp_ok && MoeForward(in, outs, moe).ok();
+    };
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(step());  // warm-up: workspaces grow
+    g_allocations = 0;
+    g_counting = true;
+    bool ok = true;
+    for (int i = 0; i < 20; ++i) ok = ok && step();
+    g_counting = false;
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 20 MLP + MoE calls, T=" << T;
   }
   SetNumThreads(0);
 }
