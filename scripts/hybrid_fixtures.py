@@ -135,8 +135,8 @@ def granite(ctx):
         bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
     ctx.make("granitemoehybrid-moe", T.GraniteMoeHybridForCausalLM, cfg, "split", 21,
              config_edit=lambda c: c.update(layer_types=["mamba", "attention", "mamba", "attention"]))
-    # Dense (the shared MLP alone), no position embedding ("nope"), tied embeddings; the layer
-    # types as transformers 5 writes them.
+    # Dense (the shared MLP alone), no position embedding, tied embeddings; the layer types as
+    # transformers 5 writes them, position_embedding_type as the hub files do ("nope").
     cfg = T.GraniteMoeHybridConfig(
         vocab_size=SPLIT_VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=1, num_local_experts=0,
@@ -145,7 +145,8 @@ def granite(ctx):
         mamba_chunk_size=8, embedding_multiplier=8.0, residual_multiplier=0.3,
         attention_multiplier=0.2, logits_scaling=1.5, pad_token_id=1, bos_token_id=0,
         eos_token_id=0, tie_word_embeddings=True)
-    ctx.make("granitemoehybrid-dense", T.GraniteMoeHybridForCausalLM, cfg, "split", 22)
+    ctx.make("granitemoehybrid-dense", T.GraniteMoeHybridForCausalLM, cfg, "split", 22,
+             config_edit=lambda c: c.update(position_embedding_type="nope"))
 
 
 def bamba(ctx):

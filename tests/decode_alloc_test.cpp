@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "random_model_config.hpp"
+#include "ssmkit/attention.hpp"
+#include "ssmkit/mlp.hpp"
 #include "ssmkit/model.hpp"
+#include "ssmkit/rope.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -166,6 +169,49 @@ TEST(DecodeAllocations, HybridsNoneAfterWarmUp) {
   SetNumThreads(0);
 }
 
+// The MLP and MoE ops (a hybrid model's feed-forward blocks) allocate nothing once warm, at
+// decode sizes (T = 1 and 3), bf16 weights, 2 threads, every optional output on.
+TEST(DecodeAllocations, MlpAndMoeNoneAfterWarmUp) {
+  SetNumThreads(2);
+  Rng rng(FreshSeed());
+  constexpr int64_t d = 256, F = 1024, E = 8, Fe = 256, k = 2, Fs = 512;
+  std::vector<HostTensor> tensors;
+  tensors.reserve(64);
+  auto weight = [&](std::vector<int64_t> shape) -> Tensor {
+    tensors.emplace_back(std::move(shape), DType::kBF16);
+    tensors.back().Fill(rng.NormalVec(tensors.back().numel(), 0.05));
+    return tensors.back().view();
+  };
+  const MlpWeights mlp{weight({F, d}), weight({F, d}), weight({d, F})};
+  std::vector<MlpWeights> experts;
+  for (int64_t e = 0; e < E; ++e)
+    experts.push_back({weight({Fe, d}), weight({Fe, d}), weight({d, Fe})});
+  const MlpWeights shared{weight({Fs, d}), weight({Fs, d}), weight({d, Fs})};
+  const Tensor router = weight({E, d});
+  for (int64_t T : {1, 3}) {
+    HostTensor x({T, d}, DType::kF32), out({T, d}, DType::kF32), logits({T, E}, DType::kF32),
+        counts({E}, DType::kI64), index({T, k}, DType::kI32), top({T, k}, DType::kF32);
+    x.Fill(rng.NormalVec(T * d));
+    MoeOptions moe;
+    moe.top_k = k;
+    auto step = [&] {
+      const bool mlp_ok = MlpForward({x.view(), mlp}, out.view()).ok();
+      const MoeInputs in{x.view(), router, Tensor{}, experts, shared};
+      const MoeOutputs outs{out.view(), logits.view(), counts.view(), index.view(), top.view()};
+      return mlp_ok && MoeForward(in, outs, moe).ok();
+    };
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(step());  // warm-up: workspaces grow
+    g_allocations = 0;
+    g_counting = true;
+    bool ok = true;
+    for (int i = 0; i < 20; ++i) ok = ok && step();
+    g_counting = false;
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 20 MLP + MoE calls, T=" << T;
+  }
+  SetNumThreads(0);
+}
+
 // The counter sees allocations: without this the test above could pass vacuously.
 TEST(DecodeAllocations, CounterCounts) {
   g_allocations = 0;
@@ -174,6 +220,44 @@ TEST(DecodeAllocations, CounterCounts) {
   g_counting = false;
   delete v;
   EXPECT_GE(g_allocations.load(), 2);
+}
+
+// An attention layer's decode step on a paged cache (rope on the new q and k, append, paged
+// attention), two sequences at ~2000 tokens so that the flash-decoding split and both threads
+// run: no allocation once warm, also as the context grows past a split boundary.
+TEST(DecodeAllocations, NoneInAttentionDecode) {
+  SetNumThreads(2);
+  constexpr int64_t B = 2, H = 12, Hk = 4, E = 64, kBlock = 16, kMaxBlocks = 160;
+  std::vector<float> q(B * H * E, 0.5f), k(B * Hk * E, 0.25f), v(B * Hk * E, 1.0f), out(B * H * E);
+  std::vector<float> k_blocks(B * kMaxBlocks * kBlock * Hk * E), v_blocks(k_blocks.size());
+  std::vector<int32_t> table(B * kMaxBlocks), lens{2000, 1500}, positions(B);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  const PagedKv kv{
+      Tensor::Contiguous(k_blocks.data(), DType::kF32, {B * kMaxBlocks, kBlock, Hk, E}),
+      Tensor::Contiguous(v_blocks.data(), DType::kF32, {B * kMaxBlocks, kBlock, Hk, E}),
+      Tensor::Contiguous(table.data(), DType::kI32, {B, kMaxBlocks}),
+      Tensor::Contiguous(lens.data(), DType::kI32, {B})};
+  const Tensor q_t = Tensor::Contiguous(q.data(), DType::kF32, {B, 1, H, E});
+  const Tensor k_t = Tensor::Contiguous(k.data(), DType::kF32, {B, 1, Hk, E});
+  const Tensor v_t = Tensor::Contiguous(v.data(), DType::kF32, {B, 1, Hk, E});
+  const Tensor out_t = Tensor::Contiguous(out.data(), DType::kF32, {B, 1, H, E});
+  const Tensor pos_t = Tensor::Contiguous(positions.data(), DType::kI32, {B, 1});
+  auto step = [&] {
+    for (int64_t b = 0; b < B; ++b) positions[b] = lens[b]++;
+    Status s = RopeForward({q_t, k_t, pos_t, Tensor{}}, q_t, k_t);
+    if (s.ok()) s = PagedKvAppend(k_t, v_t, kv);
+    if (s.ok()) s = AttentionPagedForward(q_t, kv, out_t);
+    return s.ok();
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step());  // warm-up
+  g_allocations = 0;
+  g_counting = true;
+  bool ok = true;
+  for (int i = 0; i < 60; ++i) ok = ok && step();  // sequence 0 crosses 2048: one more piece
+  g_counting = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 60 attention decode steps";
+  SetNumThreads(0);
 }
 
 }  // namespace

@@ -62,6 +62,10 @@ TEST(HybridConfig, GraniteLayerTypesInBothSpellings) {
   EXPECT_FLOAT_EQ(scaled.multipliers.logits, 0.25f);
   EXPECT_EQ(scaled.attention.rotary_dim, 16);  // Granite ignores partial_rotary_factor
   EXPECT_DOUBLE_EQ(scaled.attention.rope_theta, 500.0);
+  // The published Granite-4.0-H files write "nope" for no position embedding.
+  const ModelConfig nope = ParseOk(kGranite + R"(, "position_embedding_type": "nope",
+                                                  "rope_theta": 10000})");
+  EXPECT_EQ(nope.attention.rotary_dim, 0);
 }
 
 TEST(HybridConfig, BambaHardCodesHalfRotary) {
@@ -149,6 +153,8 @@ TEST(HybridConfig, UnsupportedFormsAreErrors) {
                    &c);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_NE(s.message().find("rope type \"yarn\""), std::string::npos) << s.message();
+  s = Parse(kGranite + R"(, "position_embedding_type": "alibi"})", &c);
+  EXPECT_NE(s.message().find("position_embedding_type"), std::string::npos) << s.message();
   s = Parse(kGranite + R"(, "layer_types": ["mamba", "cross_attention", "mamba"]})", &c);
   EXPECT_NE(s.message().find("\"layer_types\""), std::string::npos) << s.message();
   s = Parse(kGranite + R"(, "layer_types": ["mamba"]})", &c);

@@ -15,8 +15,11 @@
 
 namespace ssmkit::testing {
 
-// One MLP's weights at realistic scales: gate and up N(0, 1/d) (pre-activations of unit
-// scale for unit inputs), down N(0, 1/F), biases N(0, 0.1^2).
+// One MLP's weights at realistic scales, drawn uniform as nn.Linear initialises them: gate and
+// up with variance 1/d (pre-activations of unit scale for unit inputs), down 1/F, biases
+// 0.1^2. The values are stored in the weight dtype as they are drawn; their fp64 copies (for
+// the oracle) are made by Materialize, which large MoE problems call only for the experts the
+// tokens select.
 struct WeightSet {
   int64_t d = 0, F = 0;
   bool gated = true, bias = false;
@@ -24,27 +27,50 @@ struct WeightSet {
   std::vector<double> gate_d, up_d, down_d, gate_bias_d, up_bias_d, down_bias_d;
 
   WeightSet() = default;
-  WeightSet(Rng& rng, int64_t d_, int64_t F_, bool gated_, bool bias_, DType dtype)
+  WeightSet(Rng& rng, int64_t d_, int64_t F_, bool gated_, bool bias_, DType dtype,
+            bool lazy = false)
       : d(d_), F(F_), gated(gated_), bias(bias_) {
     const double in_scale = 1.0 / std::sqrt(static_cast<double>(d));
     const double out_scale = 1.0 / std::sqrt(static_cast<double>(F));
-    up = HostTensor({F, d}, dtype);
-    up_d = up.Fill(rng.NormalVec(F * d, in_scale));
-    down = HostTensor({d, F}, dtype);
-    down_d = down.Fill(rng.NormalVec(d * F, out_scale));
-    if (gated) {
-      gate = HostTensor({F, d}, dtype);
-      gate_d = gate.Fill(rng.NormalVec(F * d, in_scale));
-    }
+    up = Drawn(rng, {F, d}, dtype, in_scale);
+    down = Drawn(rng, {d, F}, dtype, out_scale);
+    if (gated) gate = Drawn(rng, {F, d}, dtype, in_scale);
     if (bias) {
-      up_bias = HostTensor({F}, DType::kF32);
-      up_bias_d = up_bias.Fill(rng.NormalVec(F, 0.1));
-      down_bias = HostTensor({d}, DType::kF32);
-      down_bias_d = down_bias.Fill(rng.NormalVec(d, 0.1));
-      if (gated) {
-        gate_bias = HostTensor({F}, DType::kF32);
-        gate_bias_d = gate_bias.Fill(rng.NormalVec(F, 0.1));
-      }
+      up_bias = Drawn(rng, {F}, DType::kF32, 0.1);
+      down_bias = Drawn(rng, {d}, DType::kF32, 0.1);
+      if (gated) gate_bias = Drawn(rng, {F}, DType::kF32, 0.1);
+    }
+    if (!lazy) Materialize();
+  }
+
+  // A tensor of uniform values with standard deviation `stddev`, drawn straight into storage
+  // by splitmix64 seeded from `rng` (a granite-4.0-h-tiny layer holds 151M weights: the
+  // standard distributions took seconds).
+  static HostTensor Drawn(Rng& rng, std::vector<int64_t> shape, DType dtype, double stddev) {
+    HostTensor t(std::move(shape), dtype);
+    const float a = static_cast<float>(stddev * std::sqrt(3.0));
+    uint64_t state = static_cast<uint64_t>(rng.Uniform(0.0, 9007199254740992.0));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      uint64_t z = state += 0x9e3779b97f4a7c15ull;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      const float unit = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
+      StoreFromF32(t.data(), dtype, i, (2.0f * unit - 1.0f) * a);
+    }
+    return t;
+  }
+
+  // The stored values in fp64, once.
+  void Materialize() {
+    if (!up_d.empty()) return;
+    up_d = up.ToDouble();
+    down_d = down.ToDouble();
+    if (gated) gate_d = gate.ToDouble();
+    if (bias) {
+      up_bias_d = up_bias.ToDouble();
+      down_bias_d = down_bias.ToDouble();
+      if (gated) gate_bias_d = gate_bias.ToDouble();
     }
   }
 

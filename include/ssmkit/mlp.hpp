@@ -42,8 +42,8 @@
 // Workspace: internal. Each calling thread keeps its own buffers (thread_local), grown before
 // any parallel region and reused by the next call: once a call of a given shape has run, a
 // call of that shape or smaller allocates nothing (the engine's decode step after warm-up).
-// Prefill is processed in chunks of rows, so the buffers stay a few MB whatever T is. A failed
-// allocation returns kOutOfMemory with nothing written.
+// Prefill is processed in chunks of rows, so the buffers are bounded whatever T is: ~8 MB for
+// an MLP, up to ~64 MB for a MoE (docs/ops/mlp.md). A failed allocation returns kOutOfMemory.
 //
 // Threads: hidden features (F) are split over threads for the gate/up products and their
 // activation, model features (d) for the down product; each output element is computed by one

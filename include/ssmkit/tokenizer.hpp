@@ -48,8 +48,15 @@ class Tokenizer {
   // The bytes token `id` stands for, appended to `bytes` (nothing for an unknown id, or for a
   // special token when skip_special). Concatenate, then read with Utf8Lossy.
   virtual void AppendTokenBytes(int32_t id, bool skip_special, std::string* bytes) const = 0;
-  // The text of `ids`: their bytes, read as UTF-8 with invalid sequences replaced.
-  virtual std::string Decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  // The text of `ids`: their bytes, read as UTF-8 with invalid sequences replaced (a
+  // TokenTextStream over them).
+  std::string Decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  // A byte-fallback token (<0xNN>, its byte from AppendTokenBytes): a run of them that is not
+  // valid UTF-8 decodes to one U+FFFD per token, as the `tokenizers` ByteFallback decoder does.
+  virtual bool IsByteToken(int32_t id) const {
+    (void)id;
+    return false;
+  }
   // Leading spaces the decoder removes from the start of the text (SentencePiece-style
   // tokenizers drop the space their encoder put before the first word).
   virtual int leading_spaces_stripped() const { return 0; }
@@ -61,15 +68,11 @@ class Tokenizer {
   // The id of a token's text (e.g. "<|endoftext|>"), or -1.
   virtual int32_t TokenId(std::string_view token) const = 0;
   virtual std::string name() const = 0;  // "bpe (path)" or "bytes"
-
- protected:
-  // `text` without up to n leading spaces.
-  static std::string StripLeadingSpaces(std::string text, int n);
 };
 
-// The text of generated tokens as they come: the bytes of a character split across tokens are
-// held until it is complete, so that every piece is valid UTF-8 on its own and the pieces
-// concatenate to Decode(all ids).
+// The text of generated tokens as they come: the bytes of a character split across tokens (and
+// a run of byte-fallback tokens) are held until complete, so that every piece is valid UTF-8 on
+// its own and the pieces concatenate to Decode(all ids).
 class TokenTextStream {
  public:
   TokenTextStream(const Tokenizer& tokenizer, bool skip_special)
@@ -82,8 +85,12 @@ class TokenTextStream {
  private:
   const Tokenizer* tokenizer_;
   bool skip_special_;
+  void FlushByteRun();
+
   int strip_ = -1;       // leading spaces still to remove (-1: not yet read from the tokenizer)
   std::string pending_;  // bytes of an incomplete character
+  std::string run_;      // the bytes of a run of byte-fallback tokens
+  int64_t run_tokens_ = 0;
   std::string text_;
 };
 

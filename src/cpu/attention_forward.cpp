@@ -43,23 +43,12 @@ using namespace attn;  // NOLINT: this file is the attention kernel
 
 // Tuned for speed, do not affect correctness beyond rounding: keys per flash-decoding piece,
 // and the multiply-adds below which a call stays on the calling thread.
-constexpr int64_t kSplitKeys = 1024;
+constexpr int64_t kSplitKeys = 512;
+// At most this many pieces per (sequence, kv head): the decode workspace (the pieces' partial
+// results) and the item list are sized for it once, so that a growing context never makes a
+// decode step allocate (tests/decode_alloc_test.cpp).
+constexpr int64_t kMaxPieces = 16;
 constexpr double kMinParallelFmas = 1 << 17;
-
-struct Geometry {
-  int64_t G, Lq, E, Ev, Evp, rows_p;  // rows_p: Rp of a full tile
-};
-
-Geometry MakeGeometry(const AttentionParams& p) {
-  Geometry g;
-  g.G = p.group();
-  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
-  g.E = p.head_dim;
-  g.Ev = p.v_head_dim;
-  g.Evp = RoundUp(g.Ev, Lanes());
-  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
-  return g;
-}
 
 // One block's scratch.
 struct Scratch {
@@ -70,6 +59,7 @@ struct Scratch {
   float* st;             // (K, Rp)
   float* o;              // (Rp, Evp)
   float *m, *l, *alpha;  // (Rp)
+  float* tile_max;       // (Rp)
   int32_t *lo, *hi;      // (Rp)
   static Scratch Carve(Carver<float>& f, Carver<int32_t>& i, const Geometry& g) {
     const int64_t rp = g.rows_p;
@@ -79,6 +69,7 @@ struct Scratch {
             f.Take(kKeyTile * g.Evp),
             f.Take(kKeyTile * rp),
             f.Take(rp * g.Evp),
+            f.Take(rp),
             f.Take(rp),
             f.Take(rp),
             f.Take(rp),
@@ -110,42 +101,69 @@ int64_t TileCount(const QueryTile& t) {
   return t.Empty() ? 0 : (t.key_hi - t.key_lo + kKeyTile) / kKeyTile;
 }
 
-// The items, largest query tiles (latest positions) first. `lo` and `hi` are scratch (Rp).
+// Work and flash-decoding pieces of one query tile; the tile's rows' intervals land in `t`.
+struct TilePlan {
+  int64_t pieces;
+  double fmas;  // per piece
+};
+TilePlan PlanTile(const AttentionParams& p, const Geometry& g, const QueryTile& t,
+                  int64_t query_tiles) {
+  const int64_t key_tiles = TileCount(t);
+  int64_t pieces = 1;
+  if (query_tiles == 1 && key_tiles > 1) {
+    const int64_t keys = t.key_hi - t.key_lo + 1;
+    pieces = std::min({key_tiles, (keys + kSplitKeys - 1) / kSplitKeys, kMaxPieces});
+  }
+  double visible = 0.0;  // keys summed over the rows
+  for (int64_t r = 0; r < t.rows; r += g.G) {
+    const int64_t keys = int64_t{t.hi[r]} - int64_t{t.lo[r]} + 1;
+    visible += static_cast<double>(std::max<int64_t>(0, keys) * g.G);
+  }
+  return {pieces, visible * static_cast<double>(g.E + g.Ev) / static_cast<double>(pieces)};
+}
+
+// The items. Several query tiles per sequence (prefill): grouped by (sequence, kv head), each
+// group packed once (PackGroup), its largest query tiles (latest positions) first. One query
+// tile per sequence (decode): by sequence, then piece, then kv head, so that consecutive items
+// read the same stretch of the cache (a token's kv heads are adjacent in memory): by kv head
+// first, every head re-streamed the whole cache from memory for a quarter of its bytes.
+// `lo` and `hi` are scratch (Rp).
 void ListItems(const AttentionParams& p, const Geometry& g, int32_t* lo, int32_t* hi,
                std::vector<Item>* items, int64_t* partials) {
   items->clear();
   *partials = 0;
   const int64_t tiles = (p.q_len + g.Lq - 1) / g.Lq;
-  for (int64_t qt = tiles - 1; qt >= 0; --qt) {
-    const int64_t i0 = qt * g.Lq, positions = std::min(g.Lq, p.q_len - i0);
-    for (int64_t b = 0; b < p.batch; ++b) {
-      QueryTile t;
-      SetUpQueryTile(p, b, 0, i0, positions, lo, hi, &t);
-      const int64_t key_tiles = TileCount(t);
-      int64_t pieces = 1;
-      if (tiles == 1 && key_tiles > 1) {
-        const int64_t keys = t.key_hi - t.key_lo + 1;
-        pieces = std::min(key_tiles, (keys + kSplitKeys - 1) / kSplitKeys);
-      }
-      double visible = 0.0;  // keys summed over the rows
-      for (int64_t r = 0; r < t.rows; r += g.G) {
-        const int64_t keys = int64_t{hi[r]} - int64_t{lo[r]} + 1;
-        visible += static_cast<double>(std::max<int64_t>(0, keys) * g.G);
-      }
-      const double fmas = visible * static_cast<double>(g.E + g.Ev) / static_cast<double>(pieces);
+  items->reserve(static_cast<size_t>(p.batch * p.kv_heads * (tiles > 1 ? tiles : kMaxPieces)));
+  QueryTile t;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (tiles > 1) {
       for (int64_t hk = 0; hk < p.kv_heads; ++hk) {
-        for (int64_t s = 0; s < pieces; ++s) {
-          items->push_back({b, hk, i0, positions, s, pieces, pieces > 1 ? *partials : -1, fmas});
+        for (int64_t qt = tiles - 1; qt >= 0; --qt) {
+          const int64_t i0 = qt * g.Lq, positions = std::min(g.Lq, p.q_len - i0);
+          SetUpQueryTile(p, b, hk, i0, positions, lo, hi, &t);
+          const TilePlan plan = PlanTile(p, g, t, tiles);
+          items->push_back({b, hk, i0, positions, 0, 1, -1, plan.fmas});
         }
-        if (pieces > 1) *partials += pieces;
+      }
+      continue;
+    }
+    SetUpQueryTile(p, b, 0, 0, p.q_len, lo, hi, &t);
+    const TilePlan plan = PlanTile(p, g, t, tiles);
+    for (int64_t s = 0; s < plan.pieces; ++s) {
+      for (int64_t hk = 0; hk < p.kv_heads; ++hk) {
+        const int64_t first = plan.pieces > 1 ? *partials + hk * plan.pieces : -1;
+        items->push_back({b, hk, 0, p.q_len, s, plan.pieces, first, plan.fmas});
       }
     }
+    if (plan.pieces > 1) *partials += p.kv_heads * plan.pieces;
   }
 }
 
 // The online softmax over one key tile: St becomes P, and m, l, alpha are updated per row.
-void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, float* st, float* m, float* l,
-                 float* alpha) {
+// tile_max (Rp): St's column maxima, masked entries included (TileGemm's colmax); recomputed
+// here for the column blocks the mask touches.
+void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, const float* tile_maxima, float* st,
+                 float* m, float* l, float* alpha) {
   const DF df;
   const int64_t N = Lanes();
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
@@ -155,12 +173,9 @@ void SoftmaxTile(const QueryTile& t, int64_t k0, int64_t count, float* st, float
       hn::StoreU(hn::Set(df, 1.0f), df, alpha + r0);
       continue;
     }
-    VF tile_max = neg_inf;
-    if (Unmasked(t, r0, k0, count)) {
-      for (int64_t j = 0; j < count; ++j) {
-        tile_max = hn::Max(tile_max, hn::LoadU(df, st + j * t.rows_p + r0));
-      }
-    } else {
+    VF tile_max = hn::LoadU(df, tile_maxima + r0);
+    if (!Unmasked(t, r0, k0, count)) {
+      tile_max = neg_inf;
       for (int64_t j = 0; j < count; ++j) {
         const VF s = hn::LoadU(df, st + j * t.rows_p + r0);
         tile_max = hn::Max(tile_max, hn::IfThenElse(VisibleMask(t, r0, k0 + j), s, neg_inf));
@@ -208,8 +223,33 @@ void WriteRow(const AttentionParams& p, const Geometry& g, const QueryTile& t, i
   }
 }
 
+// The keys and values of one (sequence, kv head) packed once for all its query tiles: K rows
+// of E floats, V rows of Evp (zero padded), contiguous. Null: each tile packs its own (one
+// query tile per sequence, decode: every key is read once anyway).
+struct PackedKv {
+  const float* k = nullptr;  // (S, E)
+  const float* v = nullptr;  // (S, Evp)
+};
+
+// Packs the first `keys` keys and values of (b, hk) into `k` (keys, E) and `v` (keys, Evp),
+// rows split over the threads. Prefill re-reads every key once per query tile; from the
+// caller's tensors (rows Hk * E floats apart, bf16 or paged) that was cache-miss bound
+// (measured: a third of the time in the row copies), from this contiguous copy the tiles
+// stream in order.
+void PackGroup(const AttentionParams& p, const Geometry& g, int64_t b, int64_t hk, int64_t keys,
+               int blocks, float* k, float* v) {
+  auto pack = [&](int64_t first, int64_t last) {
+    LoadRows(p, KeyView(p), b, hk, first, last - first, g.E, g.E, k + first * g.E);
+    LoadRows(p, ValueView(p), b, hk, first, last - first, g.Ev, g.Evp, v + first * g.Evp);
+  };
+  if (blocks == 1) return pack(0, keys);  // a small call stays on the calling thread
+  ParallelFor(blocks, [&](int64_t begin, int64_t end, int) {
+    pack(keys * begin / blocks, keys * end / blocks);
+  });
+}
+
 void RunItem(const AttentionParams& p, const Geometry& g, const Item& item, const Scratch& s,
-             const Workspace& ws) {
+             const Workspace& ws, PackedKv packed) {
   QueryTile t;
   SetUpQueryTile(p, item.b, item.hk, item.i0, item.positions, s.lo, s.hi, &t);
   const int64_t tiles = TileCount(t);
@@ -222,12 +262,16 @@ void RunItem(const AttentionParams& p, const Geometry& g, const Item& item, cons
   for (int64_t tile = first; tile < last; ++tile) {
     const int64_t k0 = t.key_lo + tile * kKeyTile;
     const int64_t count = std::min(kKeyTile, t.key_hi + 1 - k0);
-    const RowsTile k = LoadRows(p, KeyView(p), t.b, t.hk, k0, count, g.E, g.E, s.kpack);
-    TileGemm(count, t.rows_p, g.E, MatA{k.data, k.stride, 1}, s.qt, t.rows_p, s.st, t.rows_p,
-             false);
-    SoftmaxTile(t, k0, count, s.st, s.m, s.l, s.alpha);
+    const RowsTile k = packed.k ? RowsTile{packed.k + k0 * g.E, g.E}
+                                : LoadRows(p, KeyView(p), t.b, t.hk, k0, count, g.E, g.E, s.kpack);
+    std::fill(s.tile_max, s.tile_max + t.rows_p, -std::numeric_limits<float>::infinity());
+    TileGemm(count, t.rows_p, g.E, MatA{k.data, k.stride, 1}, s.qt, t.rows_p, s.st, t.rows_p, false,
+             s.tile_max);
+    SoftmaxTile(t, k0, count, s.tile_max, s.st, s.m, s.l, s.alpha);
     RescaleRows(t.rows, g.Evp, s.alpha, s.o);
-    const RowsTile v = LoadRows(p, ValueView(p), t.b, t.hk, k0, count, g.Ev, g.Evp, s.vpack);
+    const RowsTile v = packed.v
+                           ? RowsTile{packed.v + k0 * g.Evp, g.Evp}
+                           : LoadRows(p, ValueView(p), t.b, t.hk, k0, count, g.Ev, g.Evp, s.vpack);
     TileGemm(t.rows, g.Evp, count, MatA{s.st, 1, t.rows_p}, v.data, v.stride, s.o, g.Evp, true);
   }
   if (item.pieces == 1) {
@@ -272,6 +316,7 @@ void MergePieces(const AttentionParams& p, const Geometry& g, const Item& item, 
 
 Status ForwardImpl(const AttentionParams& p) {
   const Geometry g = MakeGeometry(p);
+  const int64_t query_tiles = (p.q_len + g.Lq - 1) / g.Lq;
   thread_local std::vector<Item> items;
   int64_t partials = 0;
   {
@@ -284,16 +329,37 @@ Status ForwardImpl(const AttentionParams& p) {
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t wanted = std::max<int64_t>(1, static_cast<int64_t>(fmas / kMinParallelFmas));
   const int blocks = ParallelBlocks(std::min(n, wanted));
-  const Workspace ws(g, blocks, partials * PartialSize(g));
+  // Several query tiles per sequence: each (sequence, kv head) is packed once (PackGroup);
+  // else the flash-decoding pieces' partial results.
+  const bool prepack = query_tiles > 1;
+  int64_t max_keys = 0;
+  for (int64_t b = 0; prepack && b < p.batch; ++b) max_keys = std::max(max_keys, p.KeyCount(b));
+  // The decode path's partials: room for kMaxPieces per (sequence, kv head), whatever this
+  // call's lengths need, so that the workspace does not grow with the context.
+  const int64_t partial_room = p.batch * p.kv_heads * kMaxPieces;
+  const Workspace ws(g, blocks, prepack ? max_keys * (g.E + g.Evp) : partial_room * PartialSize(g));
   // Workers get the list by pointer: the name `items` inside the region is their own copy.
   const Item* list = items.data();
-  std::atomic<int64_t> next{0};
-  ParallelFor(blocks, [&](int64_t, int64_t, int block) {
-    const Scratch s = ws.Block(block);
-    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      RunItem(p, g, list[i], s, ws);
+  auto run = [&](int64_t begin, int64_t end, PackedKv packed) {
+    std::atomic<int64_t> next{begin};
+    ParallelFor(blocks, [&](int64_t, int64_t, int block) {
+      const Scratch s = ws.Block(block);
+      for (int64_t i = next.fetch_add(1); i < end; i = next.fetch_add(1)) {
+        RunItem(p, g, list[i], s, ws, packed);
+      }
+    });
+  };
+  if (!prepack) {
+    run(0, n, {});
+  } else {  // one group of query_tiles items per (sequence, kv head), in ListItems' order
+    float* k = ws.Shared();
+    float* v = k + max_keys * g.E;
+    for (int64_t group = 0; group < p.batch * p.kv_heads; ++group) {
+      const int64_t b = group / p.kv_heads, hk = group % p.kv_heads;
+      PackGroup(p, g, b, hk, p.KeyCount(b), blocks, k, v);
+      run(group * query_tiles, (group + 1) * query_tiles, {k, v});
     }
-  });
+  }
   if (partials > 0) {
     const Scratch s = ws.Block(0);
     for (const Item& item : items) {

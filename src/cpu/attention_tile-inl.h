@@ -1,6 +1,6 @@
 // The tile machinery of the CPU attention kernels, shared by the forward and the backward:
 // the register-blocked matrix product every tile product runs on, the query tile (its rows,
-// their visible key intervals, q packed transposed), key/value tiles (read in place or packed),
+// their visible key intervals, q packed transposed), key/value rows packed as f32 tiles,
 // and the masked exponentials.
 // A Highway "-inl.h": included once per target from files that use foreach_target.h.
 //
@@ -10,9 +10,9 @@
 //
 // Scores are kept transposed, St (K, Rp): key j's scores against every row of the tile are
 // contiguous, so the softmax's per-row maxima and sums run down the columns with one vector
-// per N rows, and the key tile is the left operand of St = K Qt, read in place from the
-// caller's k when it is f32 (no transposition of K at all). q is scaled by scale * log2(e) as
-// it is packed, so the softmax runs on exp2.
+// per N rows, and the key tile is the left operand of St = K Qt as it is stored (no
+// transposition of K at all). q is scaled by scale * log2(e) as it is packed, so the softmax
+// runs on exp2.
 #if defined(SSMKIT_CPU_ATTENTION_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SSMKIT_CPU_ATTENTION_TILE_INL_H_
 #undef SSMKIT_CPU_ATTENTION_TILE_INL_H_
@@ -27,6 +27,7 @@
 
 #include "core/dtype.hpp"
 #include "cpu/simd_math-inl.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "ops/attention_params.hpp"
 
@@ -44,6 +45,7 @@ using DI = hn::RebindToSigned<DF>;
 constexpr int kBlockRows = 6;
 constexpr int64_t kRowTarget = 64;
 constexpr int64_t kKeyTile = 72;
+constexpr int64_t kPrefetchRows = 24;
 
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
@@ -61,7 +63,8 @@ struct MatA {
 // C[kRows, kVecs * N] (+)= A[kRows, depth] B[depth, kVecs * N], B's rows ldb apart.
 template <int kRows, int kVecs>
 HWY_INLINE void MicroTile(MatA a, const float* HWY_RESTRICT b, int64_t ldb, int64_t depth,
-                          float* HWY_RESTRICT c, int64_t ldc, bool accumulate) {
+                          float* HWY_RESTRICT c, int64_t ldc, bool accumulate,
+                          float* HWY_RESTRICT colmax) {
   const DF df;
   const int64_t N = Lanes();
   VF acc[kRows][kVecs];
@@ -82,43 +85,72 @@ HWY_INLINE void MicroTile(MatA a, const float* HWY_RESTRICT b, int64_t ldb, int6
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], df, c + r * ldc + v * N);
   }
+  if (!colmax) return;
+  for (int v = 0; v < kVecs; ++v) {
+    VF m = hn::LoadU(df, colmax + v * N);
+    for (int r = 0; r < kRows; ++r) m = hn::Max(m, acc[r][v]);
+    hn::StoreU(m, df, colmax + v * N);
+  }
 }
 
+// MicroTile for rows in [1, kBlockRows].
 template <int kVecs>
-HWY_INLINE void RowBlocks(int64_t rows, MatA a, const float* b, int64_t ldb, int64_t depth,
-                          float* c, int64_t ldc, bool accumulate) {
-  int64_t r0 = 0;
-  for (; r0 + kBlockRows <= rows; r0 += kBlockRows) {
-    MicroTile<kBlockRows, kVecs>(a.Rows(r0), b, ldb, depth, c + r0 * ldc, ldc, accumulate);
-  }
-  const MatA ar = a.Rows(r0);
-  float* cr = c + r0 * ldc;
-  switch (rows - r0) {
+HWY_INLINE void Block(int64_t rows, MatA a, const float* b, int64_t ldb, int64_t depth, float* c,
+                      int64_t ldc, bool accumulate, float* colmax) {
+  switch (rows) {
+    case 6:
+      return MicroTile<6, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 5:
-      return MicroTile<5, kVecs>(ar, b, ldb, depth, cr, ldc, accumulate);
+      return MicroTile<5, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 4:
-      return MicroTile<4, kVecs>(ar, b, ldb, depth, cr, ldc, accumulate);
+      return MicroTile<4, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 3:
-      return MicroTile<3, kVecs>(ar, b, ldb, depth, cr, ldc, accumulate);
+      return MicroTile<3, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     case 2:
-      return MicroTile<2, kVecs>(ar, b, ldb, depth, cr, ldc, accumulate);
-    case 1:
-      return MicroTile<1, kVecs>(ar, b, ldb, depth, cr, ldc, accumulate);
+      return MicroTile<2, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
     default:
-      return;
+      return MicroTile<1, kVecs>(a, b, ldb, depth, c, ldc, accumulate, colmax);
   }
 }
 
-// C (rows, cols) (+)= A (rows, depth) B (depth, cols); cols a multiple of N. Column panels
-// outside, so that a panel of B (depth x 2N) stays in L1 while the rows of A stream past.
+// C (rows, cols) (+)= A (rows, depth) B (depth, cols); cols a multiple of N. Row blocks
+// outside: a block's rows of A (a few lines) stay in L1 while the column panels pass, and B
+// (a tile: <= 18 KiB) stays in L1 across the blocks. Panels outside measured the same.
+// With `colmax` (cols), also colmax[c] = max(colmax[c], max_r C[r, c]): the softmax's
+// per-row maxima of St, taken while the scores are still in registers.
 inline void TileGemm(int64_t rows, int64_t cols, int64_t depth, MatA a, const float* b, int64_t ldb,
-                     float* c, int64_t ldc, bool accumulate) {
+                     float* c, int64_t ldc, bool accumulate, float* colmax = nullptr) {
   const int64_t N = Lanes();
-  int64_t c0 = 0;
-  for (; c0 + 2 * N <= cols; c0 += 2 * N) {
-    RowBlocks<2>(rows, a, b + c0, ldb, depth, c + c0, ldc, accumulate);
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+    const int64_t n = std::min<int64_t>(kBlockRows, rows - r0);
+    const MatA ar = a.Rows(r0);
+    float* cr = c + r0 * ldc;
+    int64_t c0 = 0;
+    for (; c0 + 2 * N <= cols; c0 += 2 * N) {
+      Block<2>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate, colmax ? colmax + c0 : nullptr);
+    }
+    if (c0 < cols) {
+      Block<1>(n, ar, b + c0, ldb, depth, cr + c0, ldc, accumulate, colmax ? colmax + c0 : nullptr);
+    }
   }
-  if (c0 < cols) RowBlocks<1>(rows, a, b + c0, ldb, depth, c + c0, ldc, accumulate);
+}
+
+// The tile sizes of one call.
+struct Geometry {
+  int64_t G, Lq, E, Ev, Ep, Evp;  // G = H / Hk, Lq positions per query tile
+  int64_t rows_p;                 // Rp of a full query tile
+};
+
+inline Geometry MakeGeometry(const AttentionParams& p) {
+  Geometry g;
+  g.G = p.group();
+  g.Lq = std::min(p.q_len, std::max<int64_t>(1, kRowTarget / g.G));
+  g.E = p.head_dim;
+  g.Ev = p.v_head_dim;
+  g.Ep = RoundUp(g.E, Lanes());
+  g.Evp = RoundUp(g.Ev, Lanes());
+  g.rows_p = RoundUp(g.Lq * g.G, Lanes());
+  return g;
 }
 
 // ------------------------------------------------------------------ scratch
@@ -144,7 +176,7 @@ class Carver {
 // Per-thread-block scratch of `Layout` (a struct with a static Carve(Carver<float>&,
 // Carver<int32_t>&, const Shape&) filling its pointers) plus `shared` floats, carved from
 // buffers of the calling thread grown before the parallel region: nothing is allocated inside
-// it, and nothing once warm (decode).
+// it, and nothing once warm (decode: tests/decode_alloc_test.cpp).
 template <class Layout, class Shape>
 class BlockScratch {
  public:
@@ -191,9 +223,12 @@ inline int64_t KvRowOffset(const AttentionParams& p, const HeadsSeqView& view, i
   return view.Offset(block, t % c.block_size, hk);
 }
 
-// A key or value tile as f32 rows: in place in the caller's tensor when it is f32, dense and
-// (for use as a right operand) a whole number of vectors wide, else packed into `scratch`
-// (K rows of `padded` floats, zeros past `width`).
+// A key or value tile as f32 rows, packed: K rows of `padded` floats (zeros past `width`),
+// whatever the source's dtype, layout or paging. Reading k and v in place (f32, dense) was
+// measured slower: their rows are Hk * E floats apart (1 KiB at E = 64, Hk = 4), so a tile's
+// rows fall in a quarter of L1's sets and evict each other between the column panels of a
+// product; packed rows 256 bytes apart spread over all sets. The copy is ~1.5% of a tile's
+// multiply-adds.
 struct RowsTile {
   const float* data;
   int64_t stride;
@@ -202,13 +237,29 @@ struct RowsTile {
 inline RowsTile LoadRows(const AttentionParams& p, const HeadsSeqView& view, int64_t b, int64_t hk,
                          int64_t k0, int64_t count, int64_t width, int64_t padded,
                          float* scratch /* (count, padded) */) {
-  if (!p.paged && view.dtype == DType::kF32 && width == padded) {
-    return {static_cast<const float*>(view.data) + view.Offset(b, k0, hk), view.stride_seq};
-  }
   const DF df;
+  const int64_t N = Lanes();
+  const int64_t size = DTypeSize(view.dtype), line_elements = 64 / size;
+  const int64_t keys = p.KeyCount(b);  // rows that exist, for the prefetch
   for (int64_t j = 0; j < count; ++j) {
     float* dst = scratch + j * padded;
-    RowToF32Simd(df, view.data, view.dtype, KvRowOffset(p, view, b, hk, k0 + j), width, dst);
+    const int64_t offset = KvRowOffset(p, view, b, hk, k0 + j);
+    // The rows of one kv head are Hk * E apart: a few per 4 KiB page, too few for the hardware
+    // prefetcher to follow, so decode (every row from memory) waited on each one. Fetch the
+    // row kPrefetchRows ahead (across tiles).
+    if (k0 + j + kPrefetchRows < keys) {
+      const char* ahead = static_cast<const char*>(view.data) +
+                          KvRowOffset(p, view, b, hk, k0 + j + kPrefetchRows) * size;
+      for (int64_t e = 0; e < width; e += line_elements) hwy::Prefetch(ahead + e * size);
+    }
+    int64_t e = 0;
+    if (view.dtype == DType::kF32) {  // inline: a memcpy call per 256-byte row cost more
+      const float* src = static_cast<const float*>(view.data) + offset;
+      for (; e + N <= width; e += N) hn::StoreU(hn::LoadU(df, src + e), df, dst + e);
+      for (; e < width; ++e) dst[e] = src[e];
+    } else {
+      RowToF32Simd(df, view.data, view.dtype, offset, width, dst);
+    }
     std::fill(dst + width, dst + padded, 0.0f);
   }
   return {scratch, padded};

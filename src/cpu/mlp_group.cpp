@@ -168,7 +168,10 @@ int64_t MlpChunkRows(int64_t d, int64_t hidden) {
 
 Status MlpGroupForward(int64_t d, const MlpOptions& options, std::span<const MlpMember> members) {
   const int64_t M = static_cast<int64_t>(members.size());
-  thread_local ForwardWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local ForwardWorkspace storage;
+  ForwardWorkspace& ws = storage;
   int64_t* offsets = Grown(ws.offsets, M + 1);
   int64_t weights = 0;
   offsets[0] = 0;
@@ -343,7 +346,10 @@ void BackwardPanel(int64_t d, const MlpOptions& options, const MlpMember& mb, in
 Status MlpGroupBackward(int64_t d, const MlpOptions& options, std::span<const MlpMember> members,
                         bool accumulate) {
   const int64_t M = static_cast<int64_t>(members.size());
-  thread_local BackwardWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local BackwardWorkspace storage;
+  BackwardWorkspace& ws = storage;
   int64_t* row_offset = Grown(ws.row_offset, M + 1);
   int64_t weights = 0, max_rows = 0;
   bool want_dx = false, routed = false;

@@ -47,7 +47,7 @@ struct MoeWorkspace {
   std::vector<float> logits;       // (T, E), when the caller does not want them
   std::vector<int32_t> index;      // (T, k)
   std::vector<float> weight;       // (T, k)
-  std::vector<float> scratch;      // B blocks of E + k
+  std::vector<float> scratch;      // B blocks of E + 2k
   std::vector<int64_t> offsets;    // (E + 1): the chunk's rows of expert e start at offsets[e]
   std::vector<int64_t> fill;       // (E)
   std::vector<int64_t> row_token;  // (N): the token of each sorted row
@@ -169,6 +169,13 @@ void ScatterRows(const MoeParams& p, int64_t t0, int64_t C, int64_t N, const flo
   });
 }
 
+// Sorts chunk [t0, t0 + C) and gathers its x rows into ws.rows_in. Returns N.
+int64_t BeginChunk(const MoeParams& p, int64_t t0, int64_t C, MoeWorkspace& ws) {
+  const int64_t N = SortChunk(p, t0, C, ws);
+  GatherRows(p.x, p.x_stride, ws.row_token.data(), N, p.model, Grown(ws.rows_in, N * p.model));
+  return N;
+}
+
 // The members of one chunk: every expert with rows (in expert order), then the shared expert.
 // Fills each member's weights and input rows, then calls routed(member, e, first_row) or
 // shared(member) for the rest.
@@ -218,7 +225,10 @@ void ZeroGrads(const MlpWeightGradParams& g, int64_t d, int64_t F) {
 
 Status MoeForward(const MoeParams& p) {
   const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
-  thread_local MoeWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local MoeWorkspace storage;
+  MoeWorkspace& ws = storage;
   float* logits = p.router_logits ? p.router_logits : Grown(ws.logits, T * E);
   SSMKIT_RETURN_IF_ERROR(Route(p, logits, p.router_logits ? p.router_logits_stride : E, ws));
   if (p.expert_counts != nullptr) {
@@ -236,11 +246,9 @@ Status MoeForward(const MoeParams& p) {
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t C = std::min(chunk, T - t0);
-    const int64_t N = SortChunk(p, t0, C, ws);
-    float* rows_in = Grown(ws.rows_in, N * d);
+    const int64_t N = BeginChunk(p, t0, C, ws);
     float* rows_out = Grown(ws.rows_out, N * d);
     float* shared_out = p.has_shared ? Grown(ws.shared_out, C * d) : nullptr;
-    GatherRows(p.x, p.x_stride, ws.row_token.data(), N, d, rows_in);
     const std::span<MlpMember> members = ChunkMembers(
         p, t0, C, ws,
         [&](MlpMember& m, int64_t, int64_t row) {
@@ -259,7 +267,10 @@ Status MoeForward(const MoeParams& p) {
 
 Status MoeBackward(const MoeBackwardParams& p) {
   const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
-  thread_local MoeWorkspace ws;
+  // The calling thread's workspace, named through a reference: inside a parallel region a
+  // thread_local's name would mean the worker's own (empty) instance.
+  thread_local MoeWorkspace storage;
+  MoeWorkspace& ws = storage;
   float* logits = Grown(ws.logits, T * E);
   SSMKIT_RETURN_IF_ERROR(Route(p, logits, E, ws));
   if (!p.expert_grads.empty()) {
@@ -269,18 +280,16 @@ Status MoeBackward(const MoeBackwardParams& p) {
   }
   if (p.has_shared) ZeroGrads(GradParamsOf(p.shared_grads), d, p.shared_weights.up.shape[0]);
   float* dlogits = Grown(ws.dlogits, T * E);
-  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * (E + k));
+  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * (E + 2 * k));
 
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t C = std::min(chunk, T - t0);
-    const int64_t N = SortChunk(p, t0, C, ws);
-    float* rows_in = Grown(ws.rows_in, N * d);
+    const int64_t N = BeginChunk(p, t0, C, ws);
     float* rows_dy = Grown(ws.rows_dy, N * d);
     float* rows_dx = Grown(ws.rows_out, N * d);
     float* drow_weight = Grown(ws.drow_weight, N);
     float* shared_dx = p.has_shared ? Grown(ws.shared_out, C * d) : nullptr;
-    GatherRows(p.x, p.x_stride, ws.row_token.data(), N, d, rows_in);
     GatherRows(p.dout, p.dout_stride, ws.row_token.data(), N, d, rows_dy);
     const std::span<MlpMember> members = ChunkMembers(
         p, t0, C, ws,
@@ -304,8 +313,8 @@ Status MoeBackward(const MoeBackwardParams& p) {
 
     // d logits of the chunk's tokens from d w (the sorted rows' drow_weight).
     MaybeParallel(C, C * E * 8, [&](int64_t c0, int64_t c1, int block) {
-      float* sc = scratch + block * (E + k);
-      float* dweight = sc + E;  // (k)
+      float* sc = scratch + block * (E + 2 * k);  // the routing's E + k
+      float* dweight = sc + E + k;                // (k)
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t t = t0 + c;
         for (int64_t j = 0; j < k; ++j) dweight[j] = drow_weight[ws.slot_row[c * k + j]];

@@ -7,6 +7,9 @@
 //   kSoftmaxTopK: w_j = p[S_j] (/ sum_i p[S_i] when normalised), p = softmax(logits):
 //     dp[S_j] = dw_j, or (dw_j - sum_i w_i dw_i) / sum_i p[S_i] when normalised; 0 elsewhere
 //     dlogits[e] = p[e] (dp[e] - sum_j p[S_j] dp[S_j])
+// Each (dq_j - sum_i q_i dq_i) is evaluated as dq_j sum_{e != j} q_e - sum_{i != j} q_i dq_i
+// (SoftmaxInner), so that a weight near 1 (one dominant expert) does not lose its logit's
+// small gradient to 1 minus a rounded 1.
 #include "cpu/moe_routing.hpp"
 
 #include <cmath>
@@ -43,6 +46,17 @@ void Softmax(const float* v, int64_t n, float* p) {
   for (int64_t i = 0; i < n; ++i) p[i] /= sum;
 }
 
+// For q = softmax over n entries and dq nonzero only at idx[0..m) (idx null: the first m):
+// dq_i sum_{e != idx_i} q_e - sum_{j != i} q_{idx_j} dq_j, which equals dq_i - sum_j q dq.
+float SoftmaxInner(const float* q, int64_t n, const int32_t* idx, const float* dq, int64_t m,
+                   int64_t i) {
+  const int64_t self = idx ? idx[i] : i;
+  float rest = 0.0f, others = 0.0f;
+  for (int64_t e = 0; e < n; ++e) rest += e == self ? 0.0f : q[e];
+  for (int64_t j = 0; j < m; ++j) others += j == i ? 0.0f : q[idx ? idx[j] : j] * dq[j];
+  return dq[i] * rest - others;
+}
+
 }  // namespace
 
 void RouteToken(const MoeOptions& options, int64_t E, const float* logits, int32_t* index,
@@ -67,24 +81,28 @@ void RouteTokenBackward(const MoeOptions& options, int64_t E, const float* logit
                         const int32_t* index, const float* weight, const float* dweight,
                         float* dlogits, float* scratch) {
   const int64_t k = options.top_k;
-  float wdw = 0.0f;  // sum_j w_j dw_j
-  for (int64_t j = 0; j < k; ++j) wdw += weight[j] * dweight[j];
   for (int64_t e = 0; e < E; ++e) dlogits[e] = 0.0f;
   if (options.routing == MoeRouting::kTopKSoftmax) {
-    for (int64_t j = 0; j < k; ++j) dlogits[index[j]] = weight[j] * (dweight[j] - wdw);
+    for (int64_t j = 0; j < k; ++j) {
+      dlogits[index[j]] = weight[j] * SoftmaxInner(weight, k, nullptr, dweight, k, j);
+    }
     return;
   }
-  const float* p = scratch;
+  const float* p = scratch;  // (E), then dp (k) after it
+  float* dp = scratch + E;
   Softmax(logits, E, scratch);
   float selected = 0.0f;
   for (int64_t j = 0; j < k; ++j) selected += p[index[j]];
-  float pdp = 0.0f;  // sum_j p[S_j] dp[S_j]; dp is held in dlogits for now
+  float pdp = 0.0f;  // sum_j p[S_j] dp[S_j]
   for (int64_t j = 0; j < k; ++j) {
-    const float dp = options.normalize_top_k ? (dweight[j] - wdw) / selected : dweight[j];
-    dlogits[index[j]] = dp;
-    pdp += p[index[j]] * dp;
+    dp[j] = options.normalize_top_k ? SoftmaxInner(weight, k, nullptr, dweight, k, j) / selected
+                                    : dweight[j];
+    pdp += p[index[j]] * dp[j];
   }
-  for (int64_t e = 0; e < E; ++e) dlogits[e] = p[e] * (dlogits[e] - pdp);
+  for (int64_t e = 0; e < E; ++e) dlogits[e] = -p[e] * pdp;
+  for (int64_t j = 0; j < k; ++j) {
+    dlogits[index[j]] = p[index[j]] * SoftmaxInner(p, E, index, dp, k, j);
+  }
 }
 
 }  // namespace ssmkit::cpu

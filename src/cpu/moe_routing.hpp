@@ -14,7 +14,7 @@ void RouteToken(const MoeOptions& options, int64_t E, const float* logits, int32
                 float* weight, float* scratch);
 
 // dlogits (E), overwritten, from dweight (k), the gradient of the token's routing weights.
-// The selection passes no gradient. scratch: E floats.
+// The selection passes no gradient. scratch: E + k floats.
 void RouteTokenBackward(const MoeOptions& options, int64_t E, const float* logits,
                         const int32_t* index, const float* weight, const float* dweight,
                         float* dlogits, float* scratch);

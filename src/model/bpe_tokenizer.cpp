@@ -9,23 +9,13 @@
 
 #include "core/mapped_file.hpp"
 #include "model/tokenizer_pipeline.hpp"
+#include "model/unicode_text.hpp"
 #include "ssmkit/tokenizer.hpp"
 
 namespace ssmkit {
 namespace {
 
 using Json = nlohmann::json;
-
-// Decodes one UTF-8 character at s[i] (valid input); advances i.
-uint32_t NextCodePoint(std::string_view s, size_t* i) {
-  const uint8_t b = static_cast<uint8_t>(s[*i]);
-  const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-  uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-  for (int k = 1; k < len && *i + k < s.size(); ++k)
-    cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
-  *i += len;
-  return cp;
-}
 
 struct AddedToken {
   std::string content;
@@ -45,7 +35,9 @@ class BpeTokenizer final : public Tokenizer {
 
   Status Encode(std::string_view text, std::vector<int32_t>* ids) const override;
   void AppendTokenBytes(int32_t id, bool skip_special, std::string* bytes) const override;
-  std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
+  bool IsByteToken(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < byte_token_.size() && byte_token_[id];
+  }
   int leading_spaces_stripped() const override { return pipeline_.strip_leading_spaces(); }
   void AddSpecialTokens(std::vector<int32_t>* ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
@@ -85,6 +77,7 @@ class BpeTokenizer final : public Tokenizer {
   // (left id, right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
   std::vector<AddedToken> added_tokens_;
+  std::vector<bool> byte_token_;  // the <0xNN> tokens, when the decoder has ByteFallback
   bool ignore_merges_ = false;
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;
@@ -194,7 +187,16 @@ Status BpeTokenizer::Load(const std::string& path) {
   if (const Status s = pipeline_.Load(root); !s.ok())
     return Status(s.code(), path_ + ": " + s.message());
   SSMKIT_RETURN_IF_ERROR(ReadModel(root.at("model")));
-  return ReadAddedTokens(root.contains("added_tokens") ? root.at("added_tokens") : Json());
+  SSMKIT_RETURN_IF_ERROR(
+      ReadAddedTokens(root.contains("added_tokens") ? root.at("added_tokens") : Json()));
+  byte_token_.assign(id_to_token_.size(), false);
+  for (size_t id = 0; id < id_to_token_.size(); ++id) {
+    std::string bytes;
+    int byte = -1;
+    pipeline_.DecodeToken(id_to_token_[id], &bytes, &byte);
+    byte_token_[id] = byte >= 0;
+  }
+  return Status::Ok();
 }
 
 template <class Piece>
@@ -257,7 +259,7 @@ void BpeTokenizer::EncodeWord(const std::string& word, std::vector<int32_t>* ids
   std::vector<int32_t> symbols;
   for (size_t i = 0; i < mapped.size();) {
     const size_t begin = i;
-    NextCodePoint(mapped, &i);
+    model::NextCodePoint(mapped, &i);
     const std::string_view character = std::string_view(mapped).substr(begin, i - begin);
     const int32_t id = TokenId(character);
     if (id >= 0) {
@@ -321,42 +323,6 @@ void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special, std::string* 
   int byte = -1;
   pipeline_.DecodeToken(id_to_token_[id], bytes, &byte);
   if (byte >= 0) bytes->push_back(static_cast<char>(byte));
-}
-
-// As the base class does, except for runs of <0xNN> byte tokens (ByteFallback): a run that is
-// not valid UTF-8 becomes one U+FFFD per token, as the `tokenizers` decoder writes it.
-std::string BpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string bytes, run;
-  int run_tokens = 0;
-  auto flush = [&]() {
-    std::string checked;
-    Utf8Lossy(run, true, &checked);
-    if (checked == run) {
-      bytes += run;
-    } else {
-      for (int i = 0; i < run_tokens; ++i) bytes += "\xEF\xBF\xBD";
-    }
-    run.clear();
-    run_tokens = 0;
-  };
-  for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) continue;
-    if (skip_special && static_cast<size_t>(id) < special_.size() && special_[id]) continue;
-    int byte = -1;
-    std::string text;
-    pipeline_.DecodeToken(id_to_token_[id], &text, &byte);
-    if (byte >= 0) {
-      run.push_back(static_cast<char>(byte));
-      ++run_tokens;
-      continue;
-    }
-    if (run_tokens > 0) flush();
-    bytes += text;
-  }
-  if (run_tokens > 0) flush();
-  std::string out;
-  Utf8Lossy(bytes, true, &out);
-  return StripLeadingSpaces(out, leading_spaces_stripped());
 }
 
 }  // namespace

@@ -85,8 +85,18 @@ struct Mamba2Defaults {
   int64_t heads, groups, state, conv, expand, chunk;
   bool conv_bias, proj_bias;
 };
+// The "mamba_"-prefixed keys GraniteMoeHybrid, Bamba and Falcon-H1 share, with their classes'
+// defaults.
+extern const Mamba2Keys kMambaPrefixedKeys;
+extern const Mamba2Defaults kMambaPrefixedDefaults;
 // d_inner must be set (or 0: expand * hidden); head_dim "auto" (or absent) is d_inner / heads.
 Status ReadMamba2(const Reader& r, const Mamba2Keys& k, const Mamba2Defaults& d, ModelConfig* c);
+
+// The tensors of transformers' decoder-layer naming that Bamba, Falcon-H1 and Jamba share:
+// model.embed_tokens, per layer "input_layernorm" before the mixer ("mamba." and / or
+// "self_attn.") and "pre_ff_layernorm" before "feed_forward." (an MLP, or a router and
+// per-expert or fused experts), model.final_layernorm.
+void PlanDecoderLayers(Planner& p, ModelWeights* w);
 
 // hidden_act / mlp_hidden_act: a name include/ssmkit/mlp.hpp knows.
 Status ReadActivation(const Reader& r, const char* key, const char* fallback, std::string* act);

@@ -14,11 +14,7 @@ Status ParseBamba(const Reader& r, ModelConfig* c) {
       ReadCommon(r, {4096, 32, 128000, false, 262144, "rms_norm_eps", 1e-5f, 0}, c));
   SSMKIT_RETURN_IF_ERROR(ReadAttention(r, 32, 8, c));
   SSMKIT_RETURN_IF_ERROR(ReadRope(r, /*use_partial=*/true, /*partial_default=*/0.5, c));
-  SSMKIT_RETURN_IF_ERROR(ReadMamba2(
-      r,
-      {"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
-       "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias"},
-      {128, 1, 256, 4, 2, 256, true, false}, c));
+  SSMKIT_RETURN_IF_ERROR(ReadMamba2(r, kMambaPrefixedKeys, kMambaPrefixedDefaults, c));
   FeedForwardConfig& f = c->ffn;
   SSMKIT_RETURN_IF_ERROR(ReadActivation(r, "hidden_act", "silu", &f.activation));
   f.intermediate = 14336;
@@ -43,25 +39,6 @@ Status ParseBamba(const Reader& r, ModelConfig* c) {
   return Status::Ok();
 }
 
-void PlanBamba(Planner& p, ModelWeights* w) {
-  const ModelConfig& c = p.config();
-  const int64_t d = c.d_model;
-  p.Matrix({"model.embed_tokens.weight"}, {c.vocab_size, d}, &w->embedding);
-  for (Block& b : w->blocks) {
-    const std::string l = "model.layers." + std::to_string(b.spec.layer) + ".";
-    if (b.spec.kind == BlockKind::kMlp) {
-      p.Vector({l + "pre_ff_layernorm.weight"}, {d}, &b.norm);
-      p.Mlp(l + "feed_forward.", c.ffn.intermediate, true, &b.ffn.mlp);
-      continue;
-    }
-    p.Vector({l + "input_layernorm.weight"}, {d}, &b.norm);
-    if (b.spec.kind == BlockKind::kMamba2) {
-      p.Mamba2(l + "mamba.", &b.mamba2);
-    } else {
-      p.Attention(l + "self_attn.", &b.attention);
-    }
-  }
-  p.Vector({"model.final_layernorm.weight"}, {d}, &w->norm_f);
-}
+void PlanBamba(Planner& p, ModelWeights* w) { PlanDecoderLayers(p, w); }
 
 }  // namespace ssmkit::model

@@ -124,6 +124,47 @@ Status ReadRope(const Reader& r, bool use_partial, double partial_default, Model
   return Status::Ok();
 }
 
+const Mamba2Keys kMambaPrefixedKeys = {"mamba_n_heads",    "mamba_d_head",    "mamba_n_groups",
+                                       "mamba_d_state",    "mamba_d_conv",    "mamba_expand",
+                                       "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias"};
+const Mamba2Defaults kMambaPrefixedDefaults = {128, 1, 256, 4, 2, 256, true, false};
+
+void PlanDecoderLayers(Planner& p, ModelWeights* w) {
+  const ModelConfig& c = p.config();
+  const int64_t d = c.d_model, E = c.ffn.num_experts, F = c.ffn.intermediate;
+  p.Matrix({"model.embed_tokens.weight"}, {c.vocab_size, d}, &w->embedding);
+  for (Block& b : w->blocks) {
+    const std::string l = "model.layers." + std::to_string(b.spec.layer) + ".";
+    const BlockKind k = b.spec.kind;
+    if (k != BlockKind::kMlp && k != BlockKind::kMoe) {
+      p.Vector({l + "input_layernorm.weight"}, {d}, &b.norm);
+      if (k == BlockKind::kMamba1) p.Mamba1(l + "mamba.", &b.mamba1);
+      if (k == BlockKind::kMamba2 || k == BlockKind::kParallelHybrid)
+        p.Mamba2(l + "mamba.", &b.mamba2);
+      if (k == BlockKind::kAttention || k == BlockKind::kParallelHybrid)
+        p.Attention(l + "self_attn.", &b.attention);
+      continue;
+    }
+    p.Vector({l + "pre_ff_layernorm.weight"}, {d}, &b.norm);
+    const std::string m = l + "feed_forward.";
+    if (k == BlockKind::kMlp) {
+      p.Mlp(m, F, true, &b.ffn.mlp);
+      continue;
+    }
+    p.Matrix({m + "router.weight"}, {E, d}, &b.ffn.router);
+    if (p.Has(m + "experts.gate_up_proj")) {  // transformers 5's fused spelling
+      p.Matrix({m + "experts.gate_up_proj"}, {E, 2 * F, d}, &b.ffn.experts_gate_up);
+      p.Matrix({m + "experts.down_proj"}, {E, d, F}, &b.ffn.experts_down);
+      p.SplitExperts(&b.ffn);
+      continue;
+    }
+    b.ffn.experts.assign(static_cast<size_t>(E), MlpWeights{});
+    for (int64_t e = 0; e < E; ++e)
+      p.Mlp(m + "experts." + std::to_string(e) + ".", F, true, &b.ffn.experts[e]);
+  }
+  p.Vector({"model.final_layernorm.weight"}, {d}, &w->norm_f);
+}
+
 Status ReadMamba2(const Reader& r, const Mamba2Keys& k, const Mamba2Defaults& d, ModelConfig* c) {
   c->arch = ModelArch::kMamba2;
   c->nheads = d.heads;

@@ -39,11 +39,7 @@ Status ParseFalconH1(const Reader& r, ModelConfig* c) {
   c->d_inner = 1024;
   if (r.json().contains("mamba_d_ssm") && r.json().at("mamba_d_ssm").is_null()) c->d_inner = 0;
   SSMKIT_RETURN_IF_ERROR(r.Int("mamba_d_ssm", &c->d_inner));
-  SSMKIT_RETURN_IF_ERROR(ReadMamba2(
-      r,
-      {"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
-       "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias"},
-      {128, 1, 256, 4, 2, 256, true, false}, c));
+  SSMKIT_RETURN_IF_ERROR(ReadMamba2(r, kMambaPrefixedKeys, kMambaPrefixedDefaults, c));
   bool projectors_bias = false;
   SSMKIT_RETURN_IF_ERROR(r.Bool("projectors_bias", &projectors_bias));
   c->out_proj_bias = projectors_bias ? 1 : 0;
@@ -82,21 +78,8 @@ Status ParseFalconH1(const Reader& r, ModelConfig* c) {
 }
 
 void PlanFalconH1(Planner& p, ModelWeights* w) {
+  PlanDecoderLayers(p, w);
   const ModelConfig& c = p.config();
-  const int64_t d = c.d_model;
-  p.Matrix({"model.embed_tokens.weight"}, {c.vocab_size, d}, &w->embedding);
-  for (Block& b : w->blocks) {
-    const std::string l = "model.layers." + std::to_string(b.spec.layer) + ".";
-    if (b.spec.kind == BlockKind::kMlp) {
-      p.Vector({l + "pre_ff_layernorm.weight"}, {d}, &b.norm);
-      p.Mlp(l + "feed_forward.", c.ffn.intermediate, true, &b.ffn.mlp);
-      continue;
-    }
-    p.Vector({l + "input_layernorm.weight"}, {d}, &b.norm);
-    p.Mamba2(l + "mamba.", &b.mamba2);
-    p.Attention(l + "self_attn.", &b.attention);
-  }
-  p.Vector({"model.final_layernorm.weight"}, {d}, &w->norm_f);
   // The muP vector (not stored: transformers computes it from the config): one multiplier per
   // in_proj output, by section [z (D), x (D), B (G N), C (G N), dt (H)].
   const Multipliers& m = c.multipliers;

@@ -20,18 +20,16 @@ Status ParseGraniteMoeHybrid(const Reader& r, ModelConfig* c) {
   SSMKIT_RETURN_IF_ERROR(ReadAttention(r, 32, -1, c));
   c->attention.scale = 1.0f;
   SSMKIT_RETURN_IF_ERROR(r.Float("attention_multiplier", &c->attention.scale));
+  // transformers applies rope for "rope" and nothing otherwise; the published Granite-4.0-H
+  // files spell "none" as "nope". Other strings are refused rather than guessed at.
   std::string position = "";
   SSMKIT_RETURN_IF_ERROR(r.String("position_embedding_type", &position));
   if (position == "rope") {
     SSMKIT_RETURN_IF_ERROR(ReadRope(r, /*use_partial=*/false, 0.0, c));
-  } else if (!position.empty()) {
-    return r.Wrong("position_embedding_type", "\"rope\" or null");
+  } else if (!position.empty() && position != "nope") {
+    return r.Wrong("position_embedding_type", "\"rope\", \"nope\" or null");
   }
-  SSMKIT_RETURN_IF_ERROR(ReadMamba2(
-      r,
-      {"mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv",
-       "mamba_expand", "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias"},
-      {128, 1, 256, 4, 2, 256, true, false}, c));
+  SSMKIT_RETURN_IF_ERROR(ReadMamba2(r, kMambaPrefixedKeys, kMambaPrefixedDefaults, c));
   FeedForwardConfig& f = c->ffn;
   SSMKIT_RETURN_IF_ERROR(ReadActivation(r, "hidden_act", "silu", &f.activation));
   f.gated = true;

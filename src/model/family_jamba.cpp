@@ -60,42 +60,6 @@ Status ParseJamba(const Reader& r, ModelConfig* c) {
   return Status::Ok();
 }
 
-void PlanJamba(Planner& p, ModelWeights* w) {
-  const ModelConfig& c = p.config();
-  const int64_t d = c.d_model, E = c.ffn.num_experts, F = c.ffn.intermediate;
-  p.Matrix({"model.embed_tokens.weight"}, {c.vocab_size, d}, &w->embedding);
-  for (Block& b : w->blocks) {
-    const std::string l = "model.layers." + std::to_string(b.spec.layer) + ".";
-    switch (b.spec.kind) {
-      case BlockKind::kMamba1:
-        p.Vector({l + "input_layernorm.weight"}, {d}, &b.norm);
-        p.Mamba1(l + "mamba.", &b.mamba1);
-        break;
-      case BlockKind::kAttention:
-        p.Vector({l + "input_layernorm.weight"}, {d}, &b.norm);
-        p.Attention(l + "self_attn.", &b.attention);
-        break;
-      case BlockKind::kMlp:
-        p.Vector({l + "pre_ff_layernorm.weight"}, {d}, &b.norm);
-        p.Mlp(l + "feed_forward.", F, true, &b.ffn.mlp);
-        break;
-      default: {
-        p.Vector({l + "pre_ff_layernorm.weight"}, {d}, &b.norm);
-        const std::string m = l + "feed_forward.";
-        p.Matrix({m + "router.weight"}, {E, d}, &b.ffn.router);
-        if (p.Has(m + "experts.gate_up_proj")) {
-          p.Matrix({m + "experts.gate_up_proj"}, {E, 2 * F, d}, &b.ffn.experts_gate_up);
-          p.Matrix({m + "experts.down_proj"}, {E, d, F}, &b.ffn.experts_down);
-          p.SplitExperts(&b.ffn);
-          break;
-        }
-        b.ffn.experts.assign(static_cast<size_t>(E), MlpWeights{});
-        for (int64_t e = 0; e < E; ++e)
-          p.Mlp(m + "experts." + std::to_string(e) + ".", F, true, &b.ffn.experts[e]);
-      }
-    }
-  }
-  p.Vector({"model.final_layernorm.weight"}, {d}, &w->norm_f);
-}
+void PlanJamba(Planner& p, ModelWeights* w) { PlanDecoderLayers(p, w); }
 
 }  // namespace ssmkit::model

@@ -70,6 +70,21 @@ int64_t BytesFor(const SlotHeader& h) {
               h.kv_layers * h.length * (h.key_floats + h.value_floats));
 }
 
+// Calls visit(state memory, bytes) for each piece of a slot's state, in the buffer's order.
+template <class Visit>
+void ForEachPiece(const Session::Impl& s, int64_t slot, const SlotHeader& h, Visit&& visit) {
+  for (int64_t i = 0; i < h.ssm_blocks; ++i) {
+    visit(s.states.conv(i, slot, 1).data, 4 * h.conv_floats);
+    visit(s.states.ssm(i, slot, 1).data, 4 * h.ssm_floats);
+  }
+  for (int64_t l = 0; l < h.kv_layers; ++l) {
+    for (int64_t t = 0; t < h.length; ++t) {
+      visit(s.kv.key(l, slot, t), 4 * h.key_floats);
+      visit(s.kv.value(l, slot, t), 4 * h.value_floats);
+    }
+  }
+}
+
 Status CheckSlot(const Session& s, int64_t slot, const char* fn) {
   if (slot < 0 || slot >= s.max_batch()) {
     return Status::InvalidArgument(std::string(fn) + ": slot " + std::to_string(slot) +
@@ -97,21 +112,12 @@ Status Session::SaveSlot(int64_t slot, std::span<uint8_t> buffer, int64_t* bytes
                                    std::to_string(buffer.size()));
   }
   uint8_t* p = buffer.data();
-  auto put = [&](const void* src, int64_t n) {
-    std::memcpy(p, src, static_cast<size_t>(n));
+  std::memcpy(p, &h, sizeof h);
+  p += sizeof h;
+  ForEachPiece(s, slot, h, [&](const void* piece, int64_t n) {
+    std::memcpy(p, piece, static_cast<size_t>(n));
     p += n;
-  };
-  put(&h, sizeof h);
-  for (int64_t i = 0; i < h.ssm_blocks; ++i) {
-    put(s.states.conv(i, slot, 1).data, 4 * h.conv_floats);
-    put(s.states.ssm(i, slot, 1).data, 4 * h.ssm_floats);
-  }
-  for (int64_t l = 0; l < h.kv_layers; ++l) {
-    for (int64_t t = 0; t < h.length; ++t) {
-      put(s.kv.key(l, slot, t), 4 * h.key_floats);
-      put(s.kv.value(l, slot, t), 4 * h.value_floats);
-    }
-  }
+  });
   *bytes_written = bytes;
   return Status::Ok();
 }
@@ -149,20 +155,10 @@ Status Session::RestoreSlot(int64_t slot, std::span<const uint8_t> buffer) {
   s.Reset(slot);
   if (h.kv_layers > 0) SSMKIT_RETURN_IF_ERROR(s.kv.Reserve(slot, h.length));
   const uint8_t* p = buffer.data() + sizeof h;
-  auto get = [&](void* dst, int64_t n) {
-    std::memcpy(dst, p, static_cast<size_t>(n));
+  ForEachPiece(s, slot, h, [&](void* piece, int64_t n) {
+    std::memcpy(piece, p, static_cast<size_t>(n));
     p += n;
-  };
-  for (int64_t i = 0; i < h.ssm_blocks; ++i) {
-    get(s.states.conv(i, slot, 1).data, 4 * h.conv_floats);
-    get(s.states.ssm(i, slot, 1).data, 4 * h.ssm_floats);
-  }
-  for (int64_t l = 0; l < h.kv_layers; ++l) {
-    for (int64_t t = 0; t < h.length; ++t) {
-      get(s.kv.key(l, slot, t), 4 * h.key_floats);
-      get(s.kv.value(l, slot, t), 4 * h.value_floats);
-    }
-  }
+  });
   s.lengths[slot] = h.length;
   return Status::Ok();
 }

@@ -36,17 +36,6 @@ const ByteMap& TheByteMap() {
   return map;
 }
 
-// Decodes one UTF-8 character at s[i] (valid input); advances i.
-uint32_t NextCodePoint(std::string_view s, size_t* i) {
-  const uint8_t b = static_cast<uint8_t>(s[*i]);
-  const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-  uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-  for (int k = 1; k < len && *i + k < s.size(); ++k)
-    cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
-  *i += len;
-  return cp;
-}
-
 void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
   std::string out;

@@ -2,6 +2,7 @@
 // regexes (the GPT-2 one ByteLevel uses, and a Split pre-tokenizer's own). Strings are UTF-8.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,6 +11,17 @@
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::model {
+
+// Decodes the UTF-8 character at s[*i] (valid UTF-8 assumed) and advances *i past it.
+inline uint32_t NextCodePoint(std::string_view s, size_t* i) {
+  const uint8_t b = static_cast<uint8_t>(s[*i]);
+  const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+  uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
+  for (int k = 1; k < len && *i + k < s.size(); ++k)
+    cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
+  *i += len;
+  return cp;
+}
 
 // Canonical composition (NFC). Invalid UTF-8 is read with U+FFFD replacements first.
 Status NormalizeNfc(std::string_view text, std::string* out);

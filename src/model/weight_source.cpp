@@ -2,17 +2,21 @@
 
 namespace ssmkit::model {
 
-int64_t WeightTensor::numel() const {
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
 }
 
-std::string WeightTensor::shape_string() const {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
+int64_t WeightTensor::numel() const { return Numel(shape); }
+
+std::string WeightTensor::shape_string() const { return ShapeString(shape); }
 
 Tensor WeightTensor::view() const { return ContiguousView(data, dtype, shape); }
 

@@ -28,6 +28,10 @@ struct WeightTensor {
   Tensor view() const;               // contiguous, float dtypes only
 };
 
+// "(2, 3)", "(4,)": a shape as Python writes it, for messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
+int64_t Numel(const std::vector<int64_t>& shape);
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;

@@ -11,18 +11,6 @@
 namespace ssmkit::model {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
-int64_t Numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // "'a'" or "'a' (or 'b')".
 std::string NameList(const std::vector<std::string>& names) {
   std::string s = "'" + names[0] + "'";

@@ -2,6 +2,7 @@
 // fused gate/up view. Every rule here has a test in tests/mlp_errors_test.cpp.
 // Dimension legend: T rows, d model width, F hidden width.
 #include <string>
+#include <vector>
 
 #include "cpu/mlp.hpp"
 #include "ops/check.hpp"
@@ -27,36 +28,19 @@ constexpr ActivationName kActivationNames[] = {
     {"relu2", MlpActivation::kRelu2},
 };
 
-// A row-strided matrix's row stride; any stride serves a single row.
-int64_t RowStride(const Tensor& t, int64_t cols) { return t.shape[0] == 1 ? cols : t.strides[0]; }
-
-Status CheckDevice(const MlpInputs& in, std::initializer_list<check::NamedTensor> outputs) {
-  const MlpWeights& w = in.weights;
-  Device device;
-  SSMKIT_RETURN_IF_ERROR(check::Devices(kOp,
-                                        {{"x", in.x},
-                                         {"weights.gate", w.gate},
-                                         {"weights.up", w.up},
-                                         {"weights.down", w.down},
-                                         {"weights.gate_bias", w.gate_bias},
-                                         {"weights.up_bias", w.up_bias},
-                                         {"weights.down_bias", w.down_bias},
-                                         {"gate_add", in.gate_add},
-                                         {"up_add", in.up_add}},
-                                        outputs, &device));
-  if (device != Device::kCpu) {
-    return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
-  }
-  return Status::Ok();
+// The inputs as Args (for the device and overlap checks), into a reused vector.
+void InputArgs(const MlpInputs& in, std::vector<check::Arg>& args) {
+  args.clear();
+  args.push_back({"x", -1, nullptr, &in.x});
+  check::AddWeights(args, "weights", -1, in.weights);
+  args.push_back({"gate_add", -1, nullptr, &in.gate_add});
+  args.push_back({"up_add", -1, nullptr, &in.up_add});
 }
 
 // x, the weights, the options and the additive inputs; fills everything in p but out.
 Status CheckInputs(const MlpInputs& in, const MlpOptions& options, MlpParams* p) {
-  if (!in.x.defined()) return check::Mismatch(kOp, "x", "a tensor (T, d)", "null");
-  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "x", in.x, {2}));
-  const int64_t T = in.x.shape[0], d = in.x.shape[1];
-  if (T < 1 || d < 1) return check::Mismatch(kOp, "x", "T >= 1 and d >= 1", in.x.shape_string());
-  SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "x", in.x, "(T, d)", T, d));
+  int64_t T = 0, d = 0;
+  SSMKIT_RETURN_IF_ERROR(check::InputRows(kOp, in.x, &T, &d));
   int64_t F = 0;
   SSMKIT_RETURN_IF_ERROR(check::MlpWeightsFor(kOp, {"weights"}, in.weights, d, &F));
   const bool gated = in.weights.gate.defined();
@@ -72,14 +56,14 @@ Status CheckInputs(const MlpInputs& in, const MlpOptions& options, MlpParams* p)
   p->options = options;
   p->weights = WeightParamsOf(in.weights);
   p->x = static_cast<const float*>(in.x.data);
-  p->x_stride = RowStride(in.x, d);
+  p->x_stride = check::RowStride(in.x, d);
   if (in.gate_add.defined()) {
     p->gate_add = static_cast<const float*>(in.gate_add.data);
-    p->gate_add_stride = RowStride(in.gate_add, F);
+    p->gate_add_stride = check::RowStride(in.gate_add, F);
   }
   if (in.up_add.defined()) {
     p->up_add = static_cast<const float*>(in.up_add.data);
-    p->up_add_stride = RowStride(in.up_add, F);
+    p->up_add_stride = check::RowStride(in.up_add, F);
   }
   return Status::Ok();
 }
@@ -88,7 +72,7 @@ Status CheckInputs(const MlpInputs& in, const MlpOptions& options, MlpParams* p)
 void SetRows(const Tensor& t, int64_t cols, float** data, int64_t* stride) {
   if (!t.defined()) return;
   *data = static_cast<float*>(t.data);
-  *stride = RowStride(t, cols);
+  *stride = check::RowStride(t, cols);
 }
 
 }  // namespace
@@ -116,36 +100,29 @@ const char* MlpActivationName(MlpActivation activation) {
 }
 
 Status MlpForward(const MlpInputs& inputs, const Tensor& out, const MlpOptions& options) {
-  SSMKIT_RETURN_IF_ERROR(CheckDevice(inputs, {{"out", out}}));
+  thread_local std::vector<check::Arg> in_args, out_args;
+  InputArgs(inputs, in_args);
+  out_args.assign({{"out", -1, nullptr, &out}});
+  SSMKIT_RETURN_IF_ERROR(check::CpuOnly(kOp, in_args, out_args));
   MlpParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "out", out, "(T, d)", p.rows, p.model));
-  const check::ByteSpan os = check::ByteSpanOf(out);
-  if (check::Overlap(os, check::ByteSpanOf(inputs.x))) return check::Overlapping(kOp, "out", "x");
-  if (check::Overlap(os, check::ByteSpanOf(inputs.gate_add))) {
-    return check::Overlapping(kOp, "out", "gate_add");
-  }
-  if (check::Overlap(os, check::ByteSpanOf(inputs.up_add))) {
-    return check::Overlapping(kOp, "out", "up_add");
-  }
+  SSMKIT_RETURN_IF_ERROR(check::NoOverlaps(kOp, in_args, out_args));
   p.out = static_cast<float*>(out.data);
-  p.out_stride = RowStride(out, p.model);
+  p.out_stride = check::RowStride(out, p.model);
   return check::RunGuarded(kOp, [&] { return cpu::MlpForward(p); });
 }
 
 Status MlpBackward(const MlpInputs& inputs, const Tensor& dout, const MlpGrads& grads,
                    const MlpOptions& options) {
-  const MlpWeightGrads& g = grads.weights;
-  SSMKIT_RETURN_IF_ERROR(CheckDevice(inputs, {{"dout", dout},
-                                              {"grads.dx", grads.dx},
-                                              {"grads.dgate_add", grads.dgate_add},
-                                              {"grads.dup_add", grads.dup_add},
-                                              {"grads.weights.dgate", g.dgate},
-                                              {"grads.weights.dup", g.dup},
-                                              {"grads.weights.ddown", g.ddown},
-                                              {"grads.weights.dgate_bias", g.dgate_bias},
-                                              {"grads.weights.dup_bias", g.dup_bias},
-                                              {"grads.weights.ddown_bias", g.ddown_bias}}));
+  thread_local std::vector<check::Arg> in_args, out_args;
+  InputArgs(inputs, in_args);
+  in_args.push_back({"dout", -1, nullptr, &dout});
+  out_args.assign({{"grads", -1, "dx", &grads.dx},
+                   {"grads", -1, "dgate_add", &grads.dgate_add},
+                   {"grads", -1, "dup_add", &grads.dup_add}});
+  check::AddGrads(out_args, "grads.weights", -1, grads.weights);
+  SSMKIT_RETURN_IF_ERROR(check::CpuOnly(kOp, in_args, out_args));
   MlpBackwardParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
   const int64_t T = p.rows, d = p.model, F = p.weights.hidden;
@@ -160,49 +137,17 @@ Status MlpBackward(const MlpInputs& inputs, const Tensor& dout, const MlpGrads& 
   SSMKIT_RETURN_IF_ERROR(
       check::OptionalRows(kOp, "grads.dgate_add", grads.dgate_add, "(T, F)", T, F));
   SSMKIT_RETURN_IF_ERROR(check::OptionalRows(kOp, "grads.dup_add", grads.dup_add, "(T, F)", T, F));
-  SSMKIT_RETURN_IF_ERROR(check::MlpWeightGradsFor(kOp, {"grads.weights"}, g, inputs.weights));
+  SSMKIT_RETURN_IF_ERROR(
+      check::MlpWeightGradsFor(kOp, {"grads.weights"}, grads.weights, inputs.weights));
 
-  // No gradient output may overlap an input or another output.
-  const MlpWeights& w = inputs.weights;
-  const check::NamedTensor outputs[] = {{"grads.dx", grads.dx},
-                                        {"grads.dgate_add", grads.dgate_add},
-                                        {"grads.dup_add", grads.dup_add},
-                                        {"grads.weights.dgate", g.dgate},
-                                        {"grads.weights.dup", g.dup},
-                                        {"grads.weights.ddown", g.ddown},
-                                        {"grads.weights.dgate_bias", g.dgate_bias},
-                                        {"grads.weights.dup_bias", g.dup_bias},
-                                        {"grads.weights.ddown_bias", g.ddown_bias}};
-  const check::NamedTensor others[] = {{"x", inputs.x},
-                                       {"dout", dout},
-                                       {"gate_add", inputs.gate_add},
-                                       {"up_add", inputs.up_add},
-                                       {"weights.gate", w.gate},
-                                       {"weights.up", w.up},
-                                       {"weights.down", w.down},
-                                       {"weights.gate_bias", w.gate_bias},
-                                       {"weights.up_bias", w.up_bias},
-                                       {"weights.down_bias", w.down_bias}};
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    const check::ByteSpan s = check::ByteSpanOf(outputs[i].tensor);
-    for (const check::NamedTensor& o : others) {
-      if (check::Overlap(s, check::ByteSpanOf(o.tensor))) {
-        return check::Overlapping(kOp, outputs[i].name, o.name);
-      }
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (check::Overlap(s, check::ByteSpanOf(outputs[j].tensor))) {
-        return check::Overlapping(kOp, outputs[i].name, outputs[j].name);
-      }
-    }
-  }
+  SSMKIT_RETURN_IF_ERROR(check::NoOverlaps(kOp, in_args, out_args));
 
   p.dout = static_cast<const float*>(dout.data);
-  p.dout_stride = RowStride(dout, d);
+  p.dout_stride = check::RowStride(dout, d);
   SetRows(grads.dx, d, &p.dx, &p.dx_stride);
   SetRows(grads.dgate_add, F, &p.dgate_add, &p.dgate_add_stride);
   SetRows(grads.dup_add, F, &p.dup_add, &p.dup_add_stride);
-  p.grads = GradParamsOf(g);
+  p.grads = GradParamsOf(grads.weights);
   return check::RunGuarded(kOp, [&] { return cpu::MlpBackward(p); });
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "ops/check.hpp"
 
@@ -22,19 +23,6 @@ Status Renamed(const Status& status, const char* op, WeightsName name, const cha
     message = std::string(op) + ": " + path + ": " + message.substr(old_head.size());
   }
   return {status.code(), message};
-}
-
-// A weight matrix: (rows, cols), f32 | bf16 | f16, row-major contiguous.
-Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
-                    int64_t rows, int64_t cols) {
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
-                                       {DType::kF32, DType::kBF16, DType::kF16}));
-  if (!t.is_contiguous()) {
-    return Mismatch(
-        op, field, std::string("a contiguous row-major ") + legend + " tensor",
-        "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
-  }
-  return Status::Ok();
 }
 
 // A weight's gradient: the weight's shape, f32, contiguous.
@@ -57,6 +45,27 @@ Status Finite(const char* op, const char* name, float v) {
 }
 
 }  // namespace
+
+Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
+                    int64_t rows, int64_t cols) {
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
+                                       {DType::kF32, DType::kBF16, DType::kF16}));
+  if (!t.is_contiguous()) {
+    return Mismatch(
+        op, field, std::string("a contiguous row-major ") + legend + " tensor",
+        "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
+  }
+  return Status::Ok();
+}
+
+Status InputRows(const char* op, const ssmkit::Tensor& x, int64_t* rows, int64_t* cols) {
+  if (!x.defined()) return Mismatch(op, "x", "a tensor (T, d)", "null");
+  SSMKIT_RETURN_IF_ERROR(RankIn(op, "x", x, {2}));
+  *rows = x.shape[0];
+  *cols = x.shape[1];
+  if (*rows < 1 || *cols < 1) return Mismatch(op, "x", "T >= 1 and d >= 1", x.shape_string());
+  return Rows(op, "x", x, "(T, d)", *rows, *cols);
+}
 
 Status Rows(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
             int64_t rows, int64_t cols) {
@@ -153,17 +162,114 @@ Status MlpOptionsFor(const char* op, const char* prefix, const MlpOptions& optio
   return Status::Ok();
 }
 
-ByteSpan ByteSpanOf(const ssmkit::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return {};
+namespace {
+
+// The bytes [first, last] a tensor spans.
+struct ByteSpan {
+  const char* first;
+  const char* last;
+};
+ByteSpan SpanOf(const ssmkit::Tensor& t) {
   int64_t last = 0;
   for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
   const char* base = static_cast<const char*>(t.data);
   return {base, base + (last + 1) * DTypeSize(t.dtype) - 1};
 }
 
-bool Overlap(ByteSpan a, ByteSpan b) {
-  if (a.first == nullptr || b.first == nullptr) return false;
-  return a.first <= b.last && b.first <= a.last;
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+}  // namespace
+
+bool Overlap(const ssmkit::Tensor& a, const ssmkit::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  const ByteSpan sa = SpanOf(a), sb = SpanOf(b);
+  if (sa.last < sb.first || sb.last < sa.first) return false;
+  const int64_t ea = DTypeSize(a.dtype), eb = DTypeSize(b.dtype);
+  const int64_t stride = a.rank == 2 ? a.strides[0] * ea : 0;
+  const int64_t ca = a.rank == 2 ? a.shape[1] * ea : 0, cb = b.rank == 2 ? b.shape[1] * eb : 0;
+  const bool rows = a.rank == 2 && b.rank == 2 && a.strides[1] == 1 && b.strides[1] == 1 &&
+                    b.strides[0] * eb == stride && ca <= stride && cb <= stride && stride > 0;
+  if (!rows) return true;
+  // Row i of a is [i s, i s + ca) and row j of b [delta + j s, delta + j s + cb) (bytes from
+  // a's start): they meet when -cb < delta - m s < ca for m = i - j, i.e. for m within 1 of
+  // floor(delta / s), since ca, cb <= s.
+  const int64_t delta = static_cast<const char*>(b.data) - static_cast<const char*>(a.data);
+  const int64_t m0 = FloorDiv(delta, stride);
+  for (int64_t m = m0 - 1; m <= m0 + 1; ++m) {
+    if (m < -(b.shape[0] - 1) || m > a.shape[0] - 1) continue;
+    const int64_t gap = delta - m * stride;
+    if (-cb < gap && gap < ca) return true;
+  }
+  return false;
+}
+
+std::string Arg::Name() const {
+  std::string s = prefix;
+  if (index >= 0) s.append("[").append(std::to_string(index)).append("]");
+  if (field != nullptr) s.append(".").append(field);
+  return s;
+}
+
+void AddWeights(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeights& w) {
+  for (const auto& [field, t] : {std::pair{"gate", &w.gate},
+                                 {"up", &w.up},
+                                 {"down", &w.down},
+                                 {"gate_bias", &w.gate_bias},
+                                 {"up_bias", &w.up_bias},
+                                 {"down_bias", &w.down_bias}}) {
+    args.push_back({prefix, index, field, t});
+  }
+}
+
+void AddGrads(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeightGrads& g) {
+  for (const auto& [field, t] : {std::pair{"dgate", &g.dgate},
+                                 {"dup", &g.dup},
+                                 {"ddown", &g.ddown},
+                                 {"dgate_bias", &g.dgate_bias},
+                                 {"dup_bias", &g.dup_bias},
+                                 {"ddown_bias", &g.ddown_bias}}) {
+    args.push_back({prefix, index, field, t});
+  }
+}
+
+Status CpuOnly(const char* op, const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
+  int on_cuda = 0, on_cpu = 0;
+  for (const std::vector<Arg>* list : {&inputs, &outputs}) {
+    for (const Arg& a : *list) {
+      if (a.tensor->defined()) (a.tensor->device == Device::kCuda ? on_cuda : on_cpu) += 1;
+    }
+  }
+  if (on_cpu == 0 && on_cuda > 0) {
+    return Status::Unsupported(std::string(op) + ": CUDA tensors: this op runs on the CPU only");
+  }
+  const Device majority = on_cuda > on_cpu ? Device::kCuda : Device::kCpu;
+  auto name_of = [](Device d) { return d == Device::kCuda ? "a CUDA tensor" : "a CPU tensor"; };
+  for (const std::vector<Arg>* list : {&inputs, &outputs}) {
+    for (const Arg& a : *list) {
+      if (a.tensor->defined() && a.tensor->device != majority) {
+        return Mismatch(op, a.Name().c_str(), name_of(majority), name_of(a.tensor->device));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status NoOverlaps(const char* op, const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const ssmkit::Tensor& out = *outputs[i].tensor;
+    if (!out.defined()) continue;
+    for (const Arg& in : inputs) {
+      if (Overlap(out, *in.tensor)) {
+        return Overlapping(op, outputs[i].Name().c_str(), in.Name().c_str());
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (Overlap(out, *outputs[j].tensor)) {
+        return Overlapping(op, outputs[i].Name().c_str(), outputs[j].Name().c_str());
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status Overlapping(const char* op, const char* name, const char* other) {

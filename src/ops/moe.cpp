@@ -15,103 +15,21 @@ namespace {
 
 constexpr const char* kOp = "moe";
 
-int64_t RowStride(const Tensor& t, int64_t cols) { return t.shape[0] == 1 ? cols : t.strides[0]; }
-
 bool AnyDefined(const MlpWeights& w) {
   return w.gate.defined() || w.up.defined() || w.down.defined() || w.gate_bias.defined() ||
          w.up_bias.defined() || w.down_bias.defined();
 }
 
-// A tensor argument, named "<prefix>[<index>].<field>" (index -1: "<prefix>.<field>"; field
-// null: "<prefix>"). The name is built only for a message.
-struct Arg {
-  const char* prefix;
-  int64_t index;
-  const char* field;
-  const Tensor* tensor;
-  std::string Name() const {
-    std::string s = prefix;
-    if (index >= 0) s.append("[").append(std::to_string(index)).append("]");
-    if (field != nullptr) s += std::string(".") + field;
-    return s;
-  }
-};
-
-void AddWeights(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeights& w) {
-  args.push_back({prefix, index, "gate", &w.gate});
-  args.push_back({prefix, index, "up", &w.up});
-  args.push_back({prefix, index, "down", &w.down});
-  args.push_back({prefix, index, "gate_bias", &w.gate_bias});
-  args.push_back({prefix, index, "up_bias", &w.up_bias});
-  args.push_back({prefix, index, "down_bias", &w.down_bias});
-}
-
-void AddGrads(std::vector<Arg>& args, const char* prefix, int64_t index, const MlpWeightGrads& g) {
-  args.push_back({prefix, index, "dgate", &g.dgate});
-  args.push_back({prefix, index, "dup", &g.dup});
-  args.push_back({prefix, index, "ddown", &g.ddown});
-  args.push_back({prefix, index, "dgate_bias", &g.dgate_bias});
-  args.push_back({prefix, index, "dup_bias", &g.dup_bias});
-  args.push_back({prefix, index, "ddown_bias", &g.ddown_bias});
-}
-
-// Every tensor on the CPU (the op has no CUDA backend): kUnsupported when all defined ones
-// are on CUDA, a mismatch naming the odd one out otherwise.
-Status CheckDevices(const std::vector<Arg>& args) {
-  int on_cuda = 0, on_cpu = 0;
-  for (const Arg& a : args) {
-    if (a.tensor->defined()) (a.tensor->device == Device::kCuda ? on_cuda : on_cpu) += 1;
-  }
-  if (on_cuda > on_cpu) {
-    return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
-  }
-  for (const Arg& a : args) {
-    if (a.tensor->defined() && a.tensor->device != Device::kCpu) {
-      return check::Mismatch(kOp, a.Name().c_str(), "a CPU tensor", "a CUDA tensor");
-    }
-  }
-  return Status::Ok();
-}
-
-// No output overlaps an input or an earlier output.
-Status CheckOverlaps(const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const check::ByteSpan s = check::ByteSpanOf(*outputs[i].tensor);
-    if (s.first == nullptr) continue;
-    for (const Arg& in : inputs) {
-      if (check::Overlap(s, check::ByteSpanOf(*in.tensor))) {
-        return check::Overlapping(kOp, outputs[i].Name().c_str(), in.Name().c_str());
-      }
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (check::Overlap(s, check::ByteSpanOf(*outputs[j].tensor))) {
-        return check::Overlapping(kOp, outputs[i].Name().c_str(), outputs[j].Name().c_str());
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 // The inputs and options; fills everything in p but the outputs.
 Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p) {
-  if (!in.x.defined()) return check::Mismatch(kOp, "x", "a tensor (T, d)", "null");
-  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "x", in.x, {2}));
-  const int64_t T = in.x.shape[0], d = in.x.shape[1];
-  if (T < 1 || d < 1) return check::Mismatch(kOp, "x", "T >= 1 and d >= 1", in.x.shape_string());
-  SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "x", in.x, "(T, d)", T, d));
-
+  int64_t T = 0, d = 0;
+  SSMKIT_RETURN_IF_ERROR(check::InputRows(kOp, in.x, &T, &d));
   const Tensor& rw = in.router_weight;
   if (!rw.defined()) return check::Mismatch(kOp, "router_weight", "a tensor (E, d)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "router_weight", rw, {2}));
   const int64_t E = rw.shape[0];
   if (E < 1) return check::Mismatch(kOp, "router_weight", "E >= 1", rw.shape_string());
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "router_weight", rw, {"(E, d)", {E, d}},
-                                       {DType::kF32, DType::kBF16, DType::kF16}));
-  if (!rw.is_contiguous()) {
-    return check::Mismatch(
-        kOp, "router_weight", "a contiguous row-major (E, d) tensor",
-        "strides (" + std::to_string(rw.strides[0]) + ", " + std::to_string(rw.strides[1]) + ")");
-  }
+  SSMKIT_RETURN_IF_ERROR(check::WeightMatrix(kOp, "router_weight", rw, "(E, d)", E, d));
   SSMKIT_RETURN_IF_ERROR(
       check::Optional(kOp, "router_bias", in.router_bias, {"(E)", {E}}, {DType::kF32}));
 
@@ -169,7 +87,7 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
   p->experts = E;
   p->options = options;
   p->x = static_cast<const float*>(in.x.data);
-  p->x_stride = RowStride(in.x, d);
+  p->x_stride = check::RowStride(in.x, d);
   p->router_weight = rw.data;
   p->router_dtype = rw.dtype;
   p->router_bias = static_cast<const float*>(in.router_bias.data);
@@ -179,21 +97,21 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
 }
 
 // The inputs as Args (for the device and overlap checks), into a reused vector.
-void InputArgs(const MoeInputs& in, std::vector<Arg>& args) {
+void InputArgs(const MoeInputs& in, std::vector<check::Arg>& args) {
   args.clear();
   args.push_back({"x", -1, nullptr, &in.x});
   args.push_back({"router_weight", -1, nullptr, &in.router_weight});
   args.push_back({"router_bias", -1, nullptr, &in.router_bias});
   for (int64_t e = 0; e < static_cast<int64_t>(in.experts.size()); ++e) {
-    AddWeights(args, "experts", e, in.experts[e]);
+    check::AddWeights(args, "experts", e, in.experts[e]);
   }
-  AddWeights(args, "shared_expert", -1, in.shared_expert);
+  check::AddWeights(args, "shared_expert", -1, in.shared_expert);
 }
 
 }  // namespace
 
 Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeOptions& options) {
-  thread_local std::vector<Arg> in_args, out_args;
+  thread_local std::vector<check::Arg> in_args, out_args;
   InputArgs(inputs, in_args);
   out_args.clear();
   out_args.push_back({"outputs", -1, "out", &outputs.out});
@@ -201,10 +119,7 @@ Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeO
   out_args.push_back({"outputs", -1, "expert_counts", &outputs.expert_counts});
   out_args.push_back({"outputs", -1, "top_k_index", &outputs.top_k_index});
   out_args.push_back({"outputs", -1, "top_k_weight", &outputs.top_k_weight});
-  in_args.insert(in_args.end(), out_args.begin(), out_args.end());
-  const Status devices = CheckDevices(in_args);
-  in_args.resize(in_args.size() - out_args.size());
-  SSMKIT_RETURN_IF_ERROR(devices);
+  SSMKIT_RETURN_IF_ERROR(check::CpuOnly(kOp, in_args, out_args));
 
   MoeParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
@@ -227,29 +142,29 @@ Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeO
   }
   SSMKIT_RETURN_IF_ERROR(
       check::OptionalRows(kOp, "outputs.top_k_weight", outputs.top_k_weight, "(T, k)", T, k));
-  SSMKIT_RETURN_IF_ERROR(CheckOverlaps(in_args, out_args));
+  SSMKIT_RETURN_IF_ERROR(check::NoOverlaps(kOp, in_args, out_args));
 
   p.out = static_cast<float*>(outputs.out.data);
-  p.out_stride = RowStride(outputs.out, d);
+  p.out_stride = check::RowStride(outputs.out, d);
   if (outputs.router_logits.defined()) {
     p.router_logits = static_cast<float*>(outputs.router_logits.data);
-    p.router_logits_stride = RowStride(outputs.router_logits, E);
+    p.router_logits_stride = check::RowStride(outputs.router_logits, E);
   }
   p.expert_counts = static_cast<int64_t*>(outputs.expert_counts.data);
   if (ti.defined()) {
     p.top_k_index = static_cast<int32_t*>(ti.data);
-    p.top_k_index_stride = RowStride(ti, k);
+    p.top_k_index_stride = check::RowStride(ti, k);
   }
   if (outputs.top_k_weight.defined()) {
     p.top_k_weight = static_cast<float*>(outputs.top_k_weight.data);
-    p.top_k_weight_stride = RowStride(outputs.top_k_weight, k);
+    p.top_k_weight_stride = check::RowStride(outputs.top_k_weight, k);
   }
   return check::RunGuarded(kOp, [&] { return cpu::MoeForward(p); });
 }
 
 Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& drouter_logits,
                    const MoeGrads& grads, const MoeOptions& options) {
-  thread_local std::vector<Arg> in_args, out_args;
+  thread_local std::vector<check::Arg> in_args, out_args;
   InputArgs(inputs, in_args);
   in_args.push_back({"dout", -1, nullptr, &dout});
   in_args.push_back({"drouter_logits", -1, nullptr, &drouter_logits});
@@ -258,13 +173,10 @@ Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& dr
   out_args.push_back({"grads", -1, "drouter_weight", &grads.drouter_weight});
   out_args.push_back({"grads", -1, "drouter_bias", &grads.drouter_bias});
   for (int64_t e = 0; e < static_cast<int64_t>(grads.experts.size()); ++e) {
-    AddGrads(out_args, "grads.experts", e, grads.experts[e]);
+    check::AddGrads(out_args, "grads.experts", e, grads.experts[e]);
   }
-  AddGrads(out_args, "grads.shared_expert", -1, grads.shared_expert);
-  in_args.insert(in_args.end(), out_args.begin(), out_args.end());
-  const Status devices = CheckDevices(in_args);
-  in_args.resize(in_args.size() - out_args.size());
-  SSMKIT_RETURN_IF_ERROR(devices);
+  check::AddGrads(out_args, "grads.shared_expert", -1, grads.shared_expert);
+  SSMKIT_RETURN_IF_ERROR(check::CpuOnly(kOp, in_args, out_args));
 
   MoeBackwardParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
@@ -296,17 +208,17 @@ Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& dr
   }
   SSMKIT_RETURN_IF_ERROR(check::MlpWeightGradsFor(kOp, {"grads.shared_expert"}, grads.shared_expert,
                                                   inputs.shared_expert));
-  SSMKIT_RETURN_IF_ERROR(CheckOverlaps(in_args, out_args));
+  SSMKIT_RETURN_IF_ERROR(check::NoOverlaps(kOp, in_args, out_args));
 
   p.dout = static_cast<const float*>(dout.data);
-  p.dout_stride = RowStride(dout, d);
+  p.dout_stride = check::RowStride(dout, d);
   if (drouter_logits.defined()) {
     p.drouter_logits = static_cast<const float*>(drouter_logits.data);
-    p.drouter_logits_stride = RowStride(drouter_logits, E);
+    p.drouter_logits_stride = check::RowStride(drouter_logits, E);
   }
   if (grads.dx.defined()) {
     p.dx = static_cast<float*>(grads.dx.data);
-    p.dx_stride = RowStride(grads.dx, d);
+    p.dx_stride = check::RowStride(grads.dx, d);
   }
   p.drouter_weight = static_cast<float*>(grads.drouter_weight.data);
   p.drouter_bias = static_cast<float*>(grads.drouter_bias.data);

@@ -68,13 +68,14 @@ void BackwardRow(const MlpShape& s, const double* x, const MlpWeights& w, const 
                  const double* up_add, const double* dy, double* dx, double* dgate_add,
                  double* dup_add, const MlpWeightGrads& g) {
   const int64_t d = s.d, F = s.F;
-  std::vector<double> a(F), u(F), dyp(d), dh(F, 0.0), dg(F, 0.0), du(F);
+  std::vector<double> a(F), u(F), h(F), dyp(d), dh(F, 0.0), dg(F, 0.0), du(F);
   PreActivations(s, x, w, gate_add, up_add, a.data(), u.data());
+  for (int64_t f = 0; f < F; ++f) h[f] = Hidden(s, a[f], u[f]);
   for (int64_t i = 0; i < d; ++i) dyp[i] = dy[i] * s.down_multiplier;
   for (int64_t i = 0; i < d; ++i) {
     for (int64_t f = 0; f < F; ++f) {
       dh[f] += dyp[i] * w.down[i * F + f];
-      if (g.ddown) g.ddown[i * F + f] += dyp[i] * Hidden(s, a[f], u[f]);
+      if (g.ddown) g.ddown[i * F + f] += dyp[i] * h[f];
     }
     if (g.ddown_bias) g.ddown_bias[i] += dyp[i];
   }
@@ -149,27 +150,45 @@ void RouterLogits(const MoeShape& s, const MoeInputs& in, const double* x, doubl
   }
 }
 
+// With q = softmax over n entries and a gradient dq that is nonzero only at the m entries
+// idx[0..m) (idx null: the first m), entry i's
+//   dq_i sum_{e != idx_i} q_e - sum_{j != i} q_{idx_j} dq_j  =  dq_i - sum_j q_{idx_j} dq_j;
+// times q_{idx_i} it is the gradient of that entry's logit. 1 - q is summed from the other
+// entries rather than taken as 1 minus a rounded q: a q near 1 (one dominant expert) keeps
+// its digits, and so does its logit's small gradient.
+double SoftmaxInner(const double* q, int64_t n, const int64_t* idx, const double* dq, int64_t m,
+                    int64_t i) {
+  const int64_t self = idx ? idx[i] : i;
+  double rest = 0.0, others = 0.0;
+  for (int64_t e = 0; e < n; ++e) rest += e == self ? 0.0 : q[e];
+  for (int64_t j = 0; j < m; ++j) others += j == i ? 0.0 : q[idx ? idx[j] : j] * dq[j];
+  return dq[i] * rest - others;
+}
+
 // dlogits (E) from the gradient dw (k) of one token's routing weights.
 void RouteBackward(const MoeShape& s, const double* logits, const int64_t* index,
                    const double* weight, const double* dw, double* dlogits) {
   std::fill(dlogits, dlogits + s.E, 0.0);
-  double wdw = 0.0;  // sum_j w_j dw_j
-  for (int64_t j = 0; j < s.k; ++j) wdw += weight[j] * dw[j];
   if (s.routing == MoeRouting::kTopKSoftmax) {
-    for (int64_t j = 0; j < s.k; ++j) dlogits[index[j]] = weight[j] * (dw[j] - wdw);
+    for (int64_t j = 0; j < s.k; ++j) {
+      dlogits[index[j]] = weight[j] * SoftmaxInner(weight, s.k, nullptr, dw, s.k, j);
+    }
     return;
   }
   const std::vector<double> p = Softmax(logits, s.E);
-  std::vector<double> dp(s.E, 0.0);
+  std::vector<double> dp(s.k);
   double selected = 0.0;
   for (int64_t j = 0; j < s.k; ++j) selected += p[index[j]];
   for (int64_t j = 0; j < s.k; ++j) {
     // w_j = p_j / S when normalised: dp_j = (dw_j - sum_i w_i dw_i) / S
-    dp[index[j]] = s.normalize_top_k ? (dw[j] - wdw) / selected : dw[j];
+    dp[j] = s.normalize_top_k ? SoftmaxInner(weight, s.k, nullptr, dw, s.k, j) / selected : dw[j];
   }
   double pdp = 0.0;
-  for (int64_t e = 0; e < s.E; ++e) pdp += p[e] * dp[e];
-  for (int64_t e = 0; e < s.E; ++e) dlogits[e] = p[e] * (dp[e] - pdp);
+  for (int64_t j = 0; j < s.k; ++j) pdp += p[index[j]] * dp[j];
+  for (int64_t e = 0; e < s.E; ++e) dlogits[e] = -p[e] * pdp;
+  for (int64_t j = 0; j < s.k; ++j) {
+    dlogits[index[j]] = p[index[j]] * SoftmaxInner(p.data(), s.E, index, dp.data(), s.k, j);
+  }
 }
 
 MlpShape SharedShape(const MoeShape& s) {
