@@ -10,7 +10,7 @@ namespace {
 // Bounds on what a template may do (a template or the data it renders may come from outside).
 constexpr size_t kMaxOutputBytes = size_t{64} << 20;
 constexpr int kMaxCallDepth = 100;
-constexpr int64_t kMaxIterations = 10'000'000;
+constexpr int64_t kMaxIterations = 1'000'000;
 
 Status TypeError(const std::string& what) { return Status::InvalidArgument(what); }
 
@@ -243,33 +243,43 @@ Status Evaluator::ExecFor(const Node& n) {
   // one that ended by {% continue %} or {% break %} does not count.
   bool completed = false;
   const int64_t length = static_cast<int64_t>(items.size());
+  auto index = std::make_shared<int64_t>(0);
+  Dict fields;
+  for (const char* name : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                           "depth", "depth0", "previtem", "nextitem"}) {
+    fields.items.emplace_back(name, Value());
+  }
+  fields.items[6].second = Value(length);
+  fields.items[7].second = Value(1);
+  fields.items[8].second = Value(0);
+  fields.items.emplace_back(
+      "cycle", Value(Function([index](const Args& args, Value* out) {
+        if (args.positional.empty()) {
+          return TypeError("loop.cycle: no items given");
+        }
+        *out = args.positional[static_cast<size_t>(*index) % args.positional.size()];
+        return Status::Ok();
+      })));
+  const Value loop(std::move(fields));
   for (int64_t i = 0; i < length; ++i) {
     if (++iterations_ > kMaxIterations) {
       return Status::InvalidArgument("more than " + std::to_string(kMaxIterations) +
                                      " loop iterations");
     }
-    Dict loop;
-    loop.items = {
-        {"index", Value(i + 1)},
-        {"index0", Value(i)},
-        {"revindex", Value(length - i)},
-        {"revindex0", Value(length - i - 1)},
-        {"first", Value(i == 0)},
-        {"last", Value(i == length - 1)},
-        {"length", Value(length)},
-        {"depth", Value(1)},
-        {"depth0", Value(0)},
-        {"previtem", i > 0 ? items[i - 1] : Value::MakeUndefined("loop.previtem")},
-        {"nextitem", i + 1 < length ? items[i + 1] : Value::MakeUndefined("loop.nextitem")}};
-    loop.items.emplace_back("cycle", Value(Function([i](const Args& args, Value* out) -> Status {
-                              if (args.positional.empty())
-                                return TypeError("loop.cycle: no items given");
-                              *out =
-                                  args.positional[static_cast<size_t>(i) % args.positional.size()];
-                              return Status::Ok();
-                            })));
+    // One loop object per for statement, advanced in place (jinja2's LoopContext is one object
+    // too): no allocation per iteration.
+    std::vector<std::pair<std::string, Value>>& f = loop.mutable_dict().items;
+    f[0].second = Value(i + 1);
+    f[1].second = Value(i);
+    f[2].second = Value(length - i);
+    f[3].second = Value(length - i - 1);
+    f[4].second = Value(i == 0);
+    f[5].second = Value(i == length - 1);
+    f[9].second = i > 0 ? items[i - 1] : Value::MakeUndefined("loop.previtem");
+    f[10].second = i + 1 < length ? items[i + 1] : Value::MakeUndefined("loop.nextitem");
+    *index = i;
     scopes_.emplace_back();
-    scopes_.back().emplace_back("loop", Value(std::move(loop)));
+    scopes_.back().emplace_back("loop", loop);
     Status st = bind(items[i]);
     if (st.ok()) st = ExecBody(*n.children[1]);
     scopes_.pop_back();
