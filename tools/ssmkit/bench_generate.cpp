@@ -1,6 +1,7 @@
 // `ssmkit bench generate`: whole-model generation speed on random weights of the docs/targets.md
 // shapes (m1-130m, m2-130m): a prefill of 512 tokens, then 256 decode steps with greedy
-// sampling, at batch 1 and 8, with f32 and bf16 weights.
+// sampling, at batch 1 and 8, with f32 and bf16 weights; and at batch 32 (a server's batched
+// decode step) a prefill of 64 tokens and 64 decode steps.
 //
 // The floor: a decode step must read every weight once (Model::decode_weight_bytes), so at
 // batch B it cannot produce more than B * bandwidth / bytes tokens per second. The read
@@ -11,6 +12,13 @@
 // median over those steps of (probe time / step time). The probe stands apart from the timed
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
+//
+// The ceiling at larger batches: a decode step multiplies every weight matrix by B rows, B
+// multiply-adds per weight, so it cannot run faster than the machine's multiply-add rate allows.
+// After every kProbeEvery-th step an FmaProbe (`bench floor`'s independent FMA chains) sized to
+// the step's multiply-adds runs on the same threads, and "of FMA" is the median over those steps
+// of (the step's multiply-adds per second) / (the probe's): the share of the FMA rate the step
+// reaches (issue 20's bar: >= 50% at batch 8 and 32).
 // Each case reports the median of --runs repetitions (default 3) of prefill + decode.
 #include <chrono>
 #include <cstdio>
@@ -21,6 +29,8 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "core/dtype.hpp"
+#include "fma_rate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
@@ -30,6 +40,11 @@ namespace {
 
 constexpr int64_t kPromptTokens = 512;
 constexpr int64_t kDecodeSteps = 256;
+// Batches above this prefill and decode less: a step of 32 sequences takes as long as ~10 of
+// one, and decode speed does not depend on the prompt's length (the state has a fixed size).
+constexpr int64_t kLongRunMaxBatch = 8;
+constexpr int64_t kShortPromptTokens = 64;
+constexpr int64_t kShortDecodeSteps = 64;
 constexpr int kDefaultRepetitions = 3;
 // Decode steps per bandwidth probe: 64 probes per repetition. Tuned for run time only.
 constexpr int64_t kProbeEvery = 4;
@@ -65,10 +80,18 @@ double TimedSum(const std::vector<float>& data, volatile float* sink) {
 
 struct CaseResult {
   std::string shape, dtype;
-  int64_t batch = 0;
+  int64_t batch = 0, prompt_tokens = 0, decode_steps = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, floor_tok_s = 0;
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
+  double gflops = 0, fraction_of_fma = 0;  // the decode steps' multiply-adds (x2) per second
 };
+
+// Seconds the probe takes (one Run).
+double TimedFma(bench::FmaProbe& probe) {
+  const auto t0 = std::chrono::steady_clock::now();
+  probe.Run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetitions,
                CaseResult* r) {
@@ -83,8 +106,11 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> token(0,
                                                static_cast<int32_t>(config.config_vocab_size - 1));
+  const bool long_run = batch <= kLongRunMaxBatch;
+  const int64_t prompt_tokens = long_run ? kPromptTokens : kShortPromptTokens;
+  const int64_t decode_steps = long_run ? kDecodeSteps : kShortDecodeSteps;
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch),
-                                            std::vector<int32_t>(kPromptTokens));
+                                            std::vector<int32_t>(prompt_tokens));
   for (auto& p : prompts) {
     for (auto& t : p) t = token(rng);
   }
@@ -94,14 +120,19 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   const int64_t weight_bytes = model->decode_weight_bytes();
   const std::vector<float> probe(static_cast<size_t>(weight_bytes / 4), 1.0f);
   volatile float sink = 0.0f;
+  // Multiply-adds of one step: every weight element once per sequence.
+  const double step_fmas = static_cast<double>(weight_bytes / DTypeSize(dtype)) * batch;
+  const double lanes = DispatchedFloatLanes();
+  FmaProbe fma(NumThreads(), step_fmas / NumThreads() / lanes);
+  const double probe_fmas = fma.FmasPerThread() * NumThreads() * lanes;
   using Clock = std::chrono::steady_clock;
-  std::vector<double> prefill_s, decode_s, probe_s, probe_over_step;
+  std::vector<double> prefill_s, decode_s, probe_s, probe_over_step, step_over_fma;
   for (int rep = 0; rep < repetitions; ++rep) {
     const auto t0 = Clock::now();
     SSMKIT_RETURN_IF_ERROR(session->Prefill(prompts, logits));
     prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     double decode = 0.0;
-    for (int64_t step = 0; step < kDecodeSteps; ++step) {
+    for (int64_t step = 0; step < decode_steps; ++step) {
       const auto s0 = Clock::now();
       for (int64_t b = 0; b < batch; ++b)
         next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
@@ -111,6 +142,8 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
       if (step % kProbeEvery == kProbeEvery - 1) {
         probe_s.push_back(TimedSum(probe, &sink));
         probe_over_step.push_back(probe_s.back() / step_s);
+        const double fma_s = TimedFma(fma);
+        step_over_fma.push_back((step_fmas / step_s) / (probe_fmas / fma_s));
       }
     }
     decode_s.push_back(decode);
@@ -118,8 +151,13 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   r->shape = shape;
   r->dtype = DTypeName(dtype);
   r->batch = batch;
-  r->prefill_tok_s = static_cast<double>(batch * kPromptTokens) / Median(prefill_s);
-  r->decode_tok_s = static_cast<double>(batch * kDecodeSteps) / Median(decode_s);
+  r->prompt_tokens = prompt_tokens;
+  r->decode_steps = decode_steps;
+  r->prefill_tok_s = static_cast<double>(batch * prompt_tokens) / Median(prefill_s);
+  r->decode_tok_s = static_cast<double>(batch * decode_steps) / Median(decode_s);
+  r->gflops = 2.0 * step_fmas / batch * r->decode_tok_s / 1e9;
+  r->fraction_of_fma = Median(step_over_fma);
+  if (!fma.Sane()) return Status::Internal("bench generate: unexpected FMA chain sums");
   r->weight_mb = static_cast<double>(weight_bytes) / 1e6;
   const double probe_median = Median(probe_s);
   r->read_gb_s = static_cast<double>(weight_bytes) / probe_median / 1e9;
@@ -134,8 +172,13 @@ int RunGenerateBench(const Options& options) {
   for (const char* shape : {"m1-130m", "m2-130m"}) {
     if (!options.shape.empty() && options.shape != shape) continue;
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      if (!options.algo.empty() && options.algo != DTypeName(dtype)) continue;
-      for (int64_t batch : {1, 8}) {
+      for (int64_t batch : {1, 8, 32}) {
+        // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
+        const std::string dtype_name = DTypeName(dtype), batch_name = "b" + std::to_string(batch);
+        if (!options.algo.empty() && options.algo != dtype_name && options.algo != batch_name &&
+            options.algo != dtype_name + "/" + batch_name) {
+          continue;
+        }
         CaseResult r;
         const Status s = RunCase(shape, dtype, batch, repetitions, &r);
         if (!s.ok()) {
@@ -158,30 +201,37 @@ int RunGenerateBench(const Options& options) {
                        {"shape", r.shape},
                        {"weights", r.dtype},
                        {"batch", r.batch},
-                       {"prompt_tokens", kPromptTokens},
-                       {"decode_steps", kDecodeSteps},
+                       {"prompt_tokens", r.prompt_tokens},
+                       {"decode_steps", r.decode_steps},
                        {"prefill_tokens_per_s", r.prefill_tok_s},
                        {"decode_tokens_per_s", r.decode_tok_s},
                        {"weight_mb_per_step", r.weight_mb},
                        {"read_gb_per_s", r.read_gb_s},
                        {"floor_tokens_per_s", r.floor_tok_s},
                        {"fraction_of_floor", r.fraction_of_floor},
+                       {"decode_gflops", r.gflops},
+                       {"fraction_of_fma", r.fraction_of_fma},
+                       {"simd_target", DispatchedTargetName()},
                        {"threads", NumThreads()}});
     }
     std::printf("%s\n", array.dump(1).c_str());
     return 0;
   }
   std::printf(
-      "prefill %lld tokens, decode %lld steps, median of %d, %d threads; a read-bandwidth probe "
-      "over the step's weight bytes after every %lldth step\n",
-      static_cast<long long>(kPromptTokens), static_cast<long long>(kDecodeSteps), repetitions,
-      NumThreads(), static_cast<long long>(kProbeEvery));
-  std::printf("%-9s %-6s %5s %14s %14s %10s %10s %12s %9s\n", "shape", "weights", "batch",
-              "prefill tok/s", "decode tok/s", "MB/step", "probe GB/s", "floor tok/s", "of floor");
+      "prefill %lld tokens, decode %lld steps (batch 32: %lld and %lld), median of %d, %d threads, "
+      "%s; a read-bandwidth probe over the step's weight bytes and an FMA probe of the step's "
+      "multiply-adds after every %lldth step\n",
+      static_cast<long long>(kPromptTokens), static_cast<long long>(kDecodeSteps),
+      static_cast<long long>(kShortPromptTokens), static_cast<long long>(kShortDecodeSteps),
+      repetitions, NumThreads(), DispatchedTargetName(), static_cast<long long>(kProbeEvery));
+  std::printf("%-9s %-6s %5s %14s %14s %10s %10s %12s %9s %9s %7s\n", "shape", "weights", "batch",
+              "prefill tok/s", "decode tok/s", "MB/step", "probe GB/s", "floor tok/s", "of floor",
+              "GFLOP/s", "of FMA");
   for (const CaseResult& r : results) {
-    std::printf("%-9s %-6s %5lld %14.1f %14.1f %10.1f %10.1f %12.1f %8.0f%%\n", r.shape.c_str(),
-                r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s, r.decode_tok_s,
-                r.weight_mb, r.read_gb_s, r.floor_tok_s, 100.0 * r.fraction_of_floor);
+    std::printf("%-9s %-6s %5lld %14.1f %14.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%%\n",
+                r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
+                r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
+                100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma);
   }
   return 0;
 }
@@ -189,7 +239,8 @@ int RunGenerateBench(const Options& options) {
 const SuiteRegistration kRegistration{
     {"generate",
      "whole-model prefill (512 tokens) and decode (256 steps) on random m1-130m / m2-130m weights, "
-     "batch 1 and 8, f32 and bf16 (--algo f32|bf16), against the weight-bandwidth floor",
+     "batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...), against the "
+     "weight-bandwidth floor and the FMA rate",
      RunGenerateBench}};
 
 }  // namespace
