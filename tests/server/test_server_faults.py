@@ -161,13 +161,19 @@ def test_chat_without_a_template_is_a_clear_400(start_server):
     assert "chat template" in e.value.body["message"]
 
 
-def open_stream(server, body):
-    """A raw socket with a streaming request sent and its first event read."""
+def send_stream(server, body):
+    """A raw socket with a streaming completion request sent (nothing read yet)."""
     host, port = server.host_port
     sock = socket.create_connection((host, port), timeout=30)
     data = json.dumps({**body, "stream": True}).encode()
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return sock
+
+
+def open_stream(server, body):
+    """A raw socket with a streaming request sent and its first event read."""
+    sock = send_stream(server, body)
     received = b""
     while b"data: " not in received:
         chunk = sock.recv(4096)
@@ -181,11 +187,7 @@ def test_a_client_that_leaves_frees_its_slot(start_server):
     socks = [open_stream(s, {"prompt": "And God said", "max_tokens": 4000})]
     assert wait_for(lambda: s.metrics()["ssmkit_slots_busy"] == 1)
     # A second one waits in the queue, then leaves before it gets the slot.
-    host, port = s.host_port
-    waiting = socket.create_connection((host, port), timeout=30)
-    data = json.dumps({"prompt": "x", "max_tokens": 5, "stream": True}).encode()
-    waiting.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                    str(len(data)).encode() + b"\r\n\r\n" + data)
+    waiting = send_stream(s, {"prompt": "x", "max_tokens": 5})
     assert wait_for(lambda: s.metrics()["ssmkit_queue_depth"] == 1)
     waiting.close()
     socks[0].close()
@@ -201,11 +203,7 @@ def test_a_client_that_leaves_frees_its_slot(start_server):
 def test_overload_gets_503_with_retry_after(start_server):
     s = start_server("--slots", "1", "--queue", "1")
     busy = [open_stream(s, {"prompt": "And", "max_tokens": 4000})]
-    host, port = s.host_port
-    queued = socket.create_connection((host, port), timeout=30)
-    data = json.dumps({"prompt": "x", "max_tokens": 4000, "stream": True}).encode()
-    queued.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                   str(len(data)).encode() + b"\r\n\r\n" + data)
+    queued = send_stream(s, {"prompt": "x", "max_tokens": 4000})
     assert wait_for(lambda: s.metrics()["ssmkit_queue_depth"] == 1)
     status, headers, body = post(s, "/v1/completions", {"prompt": "x", "max_tokens": 1})
     assert_error(status, body, 503)

@@ -188,8 +188,12 @@ Status Evaluator::ExecSet(const Node& n) {
     ns.mutable_dict().Set(n.names[1], std::move(v));
     return Status::Ok();
   }
+  return AssignTargets(n, v);
+}
+
+Status Evaluator::AssignTargets(const Node& n, const Value& v) {
   if (n.names.size() == 1) {
-    Assign(n.names[0], std::move(v));
+    Assign(n.names[0], v);
     return Status::Ok();
   }
   Array parts;
@@ -210,27 +214,12 @@ Status Evaluator::ExecFor(const Node& n) {
   Status s = Iterate(iterable, &items);
   if (!s.ok())
     return Status::InvalidArgument("line " + std::to_string(n.line) + ": " + s.message());
-  auto bind = [&](const Value& item) -> Status {
-    if (n.names.size() == 1) {
-      Assign(n.names[0], item);
-      return Status::Ok();
-    }
-    Array parts;
-    SSMKIT_RETURN_IF_ERROR(Iterate(item, &parts));
-    if (parts.size() != n.names.size()) {
-      return TypeError("line " + std::to_string(n.line) + ": cannot unpack " +
-                       std::to_string(parts.size()) + " values into " +
-                       std::to_string(n.names.size()));
-    }
-    for (size_t i = 0; i < parts.size(); ++i) Assign(n.names[i], parts[i]);
-    return Status::Ok();
-  };
   if (n.children.size() > 3) {
     // The loop filter runs first: loop.length and loop.last count what passes.
     Array kept;
     for (const Value& item : items) {
       scopes_.emplace_back();
-      Status st = bind(item);
+      Status st = AssignTargets(n, item);
       Value keep;
       if (st.ok()) st = Eval(*n.children[3], &keep);
       scopes_.pop_back();
@@ -280,7 +269,7 @@ Status Evaluator::ExecFor(const Node& n) {
     *index = i;
     scopes_.emplace_back();
     scopes_.back().emplace_back("loop", loop);
-    Status st = bind(items[i]);
+    Status st = AssignTargets(n, items[i]);
     if (st.ok()) st = ExecBody(*n.children[1]);
     scopes_.pop_back();
     SSMKIT_RETURN_IF_ERROR(st);

@@ -32,6 +32,8 @@ class Evaluator {
   Status ExecBody(const Node& body);
   Status ExecFor(const Node& n);
   Status ExecSet(const Node& n);
+  // The targets of a set or for (n.names): one name takes v, several unpack it.
+  Status AssignTargets(const Node& n, const Value& v);
   Status Eval(const Node& n, Value* out);
   Status EvalInner(const Node& n, Value* out);
   Status EvalArgs(const Node& n, size_t first, Args* args);

@@ -436,14 +436,20 @@ class Parser {
       } else if (IsOp("[")) {
         SSMKIT_RETURN_IF_ERROR(Subscript(out));
       } else if (IsOp("(")) {
-        NodePtr n = Make(NodeKind::kCall, Peek().line);
-        n->children.push_back(*out);
-        SSMKIT_RETURN_IF_ERROR(Arguments(n.get()));
-        *out = n;
+        SSMKIT_RETURN_IF_ERROR(Call(out));
       } else {
         return Status::Ok();
       }
     }
+  }
+
+  // *out(arguments): the call replaces *out.
+  Status Call(NodePtr* out) {
+    NodePtr n = Make(NodeKind::kCall, Peek().line);
+    n->children.push_back(*out);
+    SSMKIT_RETURN_IF_ERROR(Arguments(n.get()));
+    *out = n;
+    return Status::Ok();
   }
 
   Status Subscript(NodePtr* out) {
@@ -510,10 +516,7 @@ class Parser {
         }
         *out = n;
       } else if (IsOp("(")) {
-        NodePtr n = Make(NodeKind::kCall, Peek().line);
-        n->children.push_back(*out);
-        SSMKIT_RETURN_IF_ERROR(Arguments(n.get()));
-        *out = n;
+        SSMKIT_RETURN_IF_ERROR(Call(out));
       } else {
         return Status::Ok();
       }
