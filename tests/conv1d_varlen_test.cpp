@@ -13,6 +13,7 @@
 #include "ref/conv1d_ref.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "test_util.hpp"
+#include "varlen_test_util.hpp"
 
 namespace ssmkit::testing {
 namespace {
@@ -22,13 +23,9 @@ constexpr double kOracleBound = 1e-5;
 constexpr double kOracleFdBound = 1e-8;
 constexpr double kFastFdBound = 1e-4;
 
-// Positions [l0, l0 + len) of batch row b of a (B, D, L) or (B, L) tensor (time last).
-Tensor Slice(Tensor t, int64_t b, int64_t l0, int64_t len) {
-  const int64_t offset = b * t.strides[0] + l0 * t.strides[t.rank - 1];
-  t.data = static_cast<char*>(t.data) + offset * DTypeSize(t.dtype);
-  t.shape[0] = 1;
-  t.shape[t.rank - 1] = len;
-  return t;
+// Positions [l0, l0 + len) of batch row b of a (B, D, L) tensor.
+Tensor Slice(const Tensor& t, int64_t b, int64_t l0, int64_t len) {
+  return Narrow(Row(t, b), t.rank - 1, l0, len);
 }
 
 struct Packed {

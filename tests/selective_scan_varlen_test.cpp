@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "selective_scan_fixture.hpp"
+#include "varlen_test_util.hpp"
 
 namespace ssmkit::testing {
 namespace {
@@ -36,20 +37,9 @@ constexpr ScanAlgorithm kAlgorithms[] = {ScanAlgorithm::kSequential, ScanAlgorit
 
 // Positions [l0, l0 + len) of batch row b of a tensor whose last dimension is time ((B, D, L),
 // (B, N, L), (B, G, N, L)); a constant (D, N) B or C is returned as is.
-Tensor Slice(Tensor t, int64_t b, int64_t l0, int64_t len) {
+Tensor Slice(const Tensor& t, int64_t b, int64_t l0, int64_t len) {
   if (t.rank == 2) return t;
-  const int64_t offset = b * t.strides[0] + l0 * t.strides[t.rank - 1];
-  t.data = static_cast<char*>(t.data) + offset * DTypeSize(t.dtype);
-  t.shape[0] = 1;
-  t.shape[t.rank - 1] = len;
-  return t;
-}
-
-// Row r of a (R, D, N) state tensor as a (1, D, N) one.
-Tensor Row(Tensor t, int64_t r) {
-  t.data = static_cast<char*>(t.data) + r * t.strides[0] * DTypeSize(t.dtype);
-  t.shape[0] = 1;
-  return t;
+  return Narrow(Row(t, b), t.rank - 1, l0, len);
 }
 
 // A packed problem: `lengths` per batch row (each row the same layout), inputs from the

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ssd_fixture.hpp"
+#include "varlen_test_util.hpp"
 
 namespace ssmkit::testing {
 namespace {
@@ -30,18 +31,7 @@ constexpr double kFastFdBound = 1e-4;
 constexpr SsdAlgorithm kAlgorithms[] = {SsdAlgorithm::kSequential, SsdAlgorithm::kChunked};
 
 // Positions [l0, l0 + len) of a (1, L, ...) tensor.
-Tensor Slice(Tensor t, int64_t l0, int64_t len) {
-  t.data = static_cast<char*>(t.data) + l0 * t.strides[1] * DTypeSize(t.dtype);
-  t.shape[1] = len;
-  return t;
-}
-
-// Row r of an (R, H, P, N) state tensor as a (1, H, P, N) one.
-Tensor Row(Tensor t, int64_t r) {
-  t.data = static_cast<char*>(t.data) + r * t.strides[0] * DTypeSize(t.dtype);
-  t.shape[0] = 1;
-  return t;
-}
+Tensor Slice(const Tensor& t, int64_t l0, int64_t len) { return Narrow(t, 1, l0, len); }
 
 struct VarlenCase {
   std::vector<int64_t> lengths = {1, 9, 37, 2, 64, 1, 21};

@@ -157,6 +157,70 @@ std::vector<PackedRule> PackedRules() {
   };
 }
 
+// One rule of one op: a break of its valid call, and the Status it must give.
+template <class Call>
+struct Rule {
+  const char* name;
+  bool backward;
+  std::function<void(Call&, Tensors&)> breaks;
+  std::vector<std::string> message;  // substrings the status message must hold
+  StatusCode code = StatusCode::kInvalidArgument;
+};
+
+template <class Call>
+void PrintTo(const Rule<Call>& r, std::ostream* os) {
+  *os << r.name;
+}
+
+template <class Call>
+std::string RuleName(const ::testing::TestParamInfo<Rule<Call>>& info) {
+  return std::string(info.param.backward ? "Backward" : "Forward") + info.param.name;
+}
+
+// The starting point of every rule is accepted and writes its outputs.
+template <class Call>
+void ExpectValidCallsSucceed(Call (*valid)(Tensors&, bool)) {
+  for (bool backward : {false, true}) {
+    Tensors t;
+    const Status s = valid(t, backward).Run();
+    EXPECT_TRUE(s.ok()) << s.message();
+    EXPECT_FALSE(t.OutputsUntouched());
+  }
+}
+
+template <class Call>
+void ExpectRejected(const Rule<Call>& rule, Call (*valid)(Tensors&, bool)) {
+  Tensors t;
+  Call call = valid(t, rule.backward);
+  rule.breaks(call, t);
+  const Status s = call.Run();
+  EXPECT_EQ(s.code(), rule.code) << s.message();
+  for (const std::string& piece : rule.message) {
+    EXPECT_NE(s.message().find(piece), std::string::npos)
+        << "missing \"" << piece << "\" in: " << s.message();
+  }
+  EXPECT_TRUE(t.OutputsUntouched()) << "an output was written by a call that failed";
+}
+
+// The shared packing rules for both directions of an op; `drop_per_sequence` removes the
+// per-sequence tensors from a call whose break removed cu_seqlens.
+template <class Call, class Drop>
+void AddPackedRules(std::vector<Rule<Call>>* rules, bool takes_cu_seqlens, Drop drop_per_sequence) {
+  for (const PackedRule& r : PackedRules()) {
+    if (!takes_cu_seqlens && !r.conv) continue;
+    for (bool backward : {false, true}) {
+      rules->push_back({r.name, backward,
+                        [r, drop_per_sequence](Call& c, Tensors& t) {
+                          Tensor no_cu_seqlens;
+                          Tensor& cu = c.CuSeqlens() ? *c.CuSeqlens() : no_cu_seqlens;
+                          r.breaks(c.SeqIdx(), cu, t);
+                          if (!cu.defined()) drop_per_sequence(c);
+                        },
+                        r.message});
+    }
+  }
+}
+
 // ---- selective scan (B = 1, D = 4, L = 9, N = 3)
 
 struct ScanCall {
@@ -169,6 +233,8 @@ struct ScanCall {
     return backward ? SelectiveScanBackward(in, dout, Tensor{}, grads)
                     : SelectiveScanForward(in, out);
   }
+  Tensor& SeqIdx() { return in.seq_idx; }
+  Tensor* CuSeqlens() { return &in.cu_seqlens; }
 };
 
 ScanCall ValidScan(Tensors& t, bool backward) {
@@ -189,15 +255,8 @@ ScanCall ValidScan(Tensors& t, bool backward) {
   return c;
 }
 
-struct ScanRule {
-  const char* name;
-  bool backward;
-  std::function<void(ScanCall&, Tensors&)> breaks;
-  std::vector<std::string> message;
-};
-
-std::vector<ScanRule> ScanRules() {
-  std::vector<ScanRule> rules = {
+std::vector<Rule<ScanCall>> ScanRules() {
+  std::vector<Rule<ScanCall>> rules = {
       {"VarlenStatesWithoutCuSeqlens",
        false,
        [](ScanCall& c, Tensors&) {
@@ -253,60 +312,23 @@ std::vector<ScanRule> ScanRules() {
        {"selective_scan: cu_seqlens: expected batch B = 1 (the sequences are packed along L), "
         "given B = 2"}},
   };
-  for (const PackedRule& r : PackedRules()) {
-    for (bool backward : {false, true}) {
-      rules.push_back({r.name, backward,
-                       [r](ScanCall& c, Tensors& t) {
-                         r.breaks(c.in.seq_idx, c.in.cu_seqlens, t);
-                         // Without cu_seqlens the per-sequence tensors go too.
-                         if (!c.in.cu_seqlens.defined()) {
-                           c.in.initial_state = Tensor{};
-                           c.out.varlen_states = Tensor{};
-                           c.dout.dvarlen_states = Tensor{};
-                           c.grads.dinitial_state = Tensor{};
-                         }
-                       },
-                       r.message});
-    }
-  }
+  AddPackedRules(&rules, true, [](ScanCall& c) {
+    c.in.initial_state = Tensor{};
+    c.out.varlen_states = Tensor{};
+    c.dout.dvarlen_states = Tensor{};
+    c.grads.dinitial_state = Tensor{};
+  });
   return rules;
 }
 
-void PrintTo(const ScanRule& r, std::ostream* os) { *os << r.name; }
+class ScanVarlenErrors : public ::testing::TestWithParam<Rule<ScanCall>> {};
 
-class ScanVarlenErrors : public ::testing::TestWithParam<ScanRule> {};
+TEST(ScanVarlenErrorsStart, ValidCallsSucceed) { ExpectValidCallsSucceed(&ValidScan); }
 
-TEST(ScanVarlenErrorsStart, ValidCallsSucceed) {
-  for (bool backward : {false, true}) {
-    Tensors t;
-    const Status s = ValidScan(t, backward).Run();
-    EXPECT_TRUE(s.ok()) << s.message();
-    EXPECT_FALSE(t.OutputsUntouched());
-  }
-}
-
-TEST_P(ScanVarlenErrors, Rule) {
-  const ScanRule& rule = GetParam();
-  Tensors t;
-  ScanCall call = ValidScan(t, rule.backward);
-  rule.breaks(call, t);
-  const Status s = call.Run();
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  for (const std::string& piece : rule.message) {
-    EXPECT_NE(s.message().find(piece), std::string::npos)
-        << "missing \"" << piece << "\" in: " << s.message();
-  }
-  EXPECT_TRUE(t.OutputsUntouched()) << "an output was written by a call that failed";
-}
-
-std::string RuleName(const char* name, bool backward) {
-  return std::string(backward ? "Backward" : "Forward") + name;
-}
+TEST_P(ScanVarlenErrors, Rule) { ExpectRejected(GetParam(), &ValidScan); }
 
 INSTANTIATE_TEST_SUITE_P(SelectiveScan, ScanVarlenErrors, ::testing::ValuesIn(ScanRules()),
-                         [](const ::testing::TestParamInfo<ScanRule>& info) {
-                           return RuleName(info.param.name, info.param.backward);
-                         });
+                         RuleName<ScanCall>);
 
 // ---- SSD (B = 1, L = 9, H = 2, P = 2, G = 1, N = 4)
 
@@ -317,6 +339,8 @@ struct SsdCall {
   SsdGrads grads;
   bool backward = false;
   Status Run() const { return backward ? SsdBackward(in, dout, grads) : SsdForward(in, out); }
+  Tensor& SeqIdx() { return in.seq_idx; }
+  Tensor* CuSeqlens() { return &in.cu_seqlens; }
 };
 
 SsdCall ValidSsd(Tensors& t, bool backward) {
@@ -337,16 +361,8 @@ SsdCall ValidSsd(Tensors& t, bool backward) {
   return c;
 }
 
-struct SsdRule {
-  const char* name;
-  bool backward;
-  std::function<void(SsdCall&, Tensors&)> breaks;
-  std::vector<std::string> message;
-  StatusCode code = StatusCode::kInvalidArgument;
-};
-
-std::vector<SsdRule> SsdRules() {
-  std::vector<SsdRule> rules = {
+std::vector<Rule<SsdCall>> SsdRules() {
+  std::vector<Rule<SsdCall>> rules = {
       {"VarlenStatesWithoutCuSeqlens",
        false,
        [](SsdCall& c, Tensors&) {
@@ -386,55 +402,22 @@ std::vector<SsdRule> SsdRules() {
        {"ssd: cu_seqlens: not on the CUDA backend yet"},
        StatusCode::kUnsupported},
   };
-  for (const PackedRule& r : PackedRules()) {
-    for (bool backward : {false, true}) {
-      rules.push_back({r.name, backward,
-                       [r](SsdCall& c, Tensors& t) {
-                         r.breaks(c.in.seq_idx, c.in.cu_seqlens, t);
-                         if (!c.in.cu_seqlens.defined()) {
-                           c.in.initial_states = Tensor{};
-                           c.out.varlen_states = Tensor{};
-                           c.dout.dvarlen_states = Tensor{};
-                           c.grads.dinitial_states = Tensor{};
-                         }
-                       },
-                       r.message});
-    }
-  }
+  AddPackedRules(&rules, true, [](SsdCall& c) {
+    c.in.initial_states = Tensor{};
+    c.out.varlen_states = Tensor{};
+    c.dout.dvarlen_states = Tensor{};
+    c.grads.dinitial_states = Tensor{};
+  });
   return rules;
 }
 
-void PrintTo(const SsdRule& r, std::ostream* os) { *os << r.name; }
+class SsdVarlenErrors : public ::testing::TestWithParam<Rule<SsdCall>> {};
 
-class SsdVarlenErrors : public ::testing::TestWithParam<SsdRule> {};
+TEST(SsdVarlenErrorsStart, ValidCallsSucceed) { ExpectValidCallsSucceed(&ValidSsd); }
 
-TEST(SsdVarlenErrorsStart, ValidCallsSucceed) {
-  for (bool backward : {false, true}) {
-    Tensors t;
-    const Status s = ValidSsd(t, backward).Run();
-    EXPECT_TRUE(s.ok()) << s.message();
-    EXPECT_FALSE(t.OutputsUntouched());
-  }
-}
+TEST_P(SsdVarlenErrors, Rule) { ExpectRejected(GetParam(), &ValidSsd); }
 
-TEST_P(SsdVarlenErrors, Rule) {
-  const SsdRule& rule = GetParam();
-  Tensors t;
-  SsdCall call = ValidSsd(t, rule.backward);
-  rule.breaks(call, t);
-  const Status s = call.Run();
-  EXPECT_EQ(s.code(), rule.code) << s.message();
-  for (const std::string& piece : rule.message) {
-    EXPECT_NE(s.message().find(piece), std::string::npos)
-        << "missing \"" << piece << "\" in: " << s.message();
-  }
-  EXPECT_TRUE(t.OutputsUntouched()) << "an output was written by a call that failed";
-}
-
-INSTANTIATE_TEST_SUITE_P(Ssd, SsdVarlenErrors, ::testing::ValuesIn(SsdRules()),
-                         [](const ::testing::TestParamInfo<SsdRule>& info) {
-                           return RuleName(info.param.name, info.param.backward);
-                         });
+INSTANTIATE_TEST_SUITE_P(Ssd, SsdVarlenErrors, ::testing::ValuesIn(SsdRules()), RuleName<SsdCall>);
 
 // ---- causal conv1d (B = 1, D = 3, L = 9, K = 4): seq_idx only
 
@@ -447,11 +430,9 @@ struct ConvCall {
     return backward ? CausalConv1dBackward(in, dout, Tensor{}, grads)
                     : CausalConv1dForward(in, out, Tensor{});
   }
+  Tensor& SeqIdx() { return in.seq_idx; }
+  Tensor* CuSeqlens() { return nullptr; }
 };
-
-void PrintTo(const PackedRule& r, std::ostream* os) { *os << r.name; }
-
-class ConvVarlenErrors : public ::testing::TestWithParam<std::pair<PackedRule, bool>> {};
 
 ConvCall ValidConv(Tensors& t, bool backward) {
   ConvCall c;
@@ -465,43 +446,20 @@ ConvCall ValidConv(Tensors& t, bool backward) {
   return c;
 }
 
-TEST(ConvVarlenErrorsStart, ValidCallsSucceed) {
-  for (bool backward : {false, true}) {
-    Tensors t;
-    const Status s = ValidConv(t, backward).Run();
-    EXPECT_TRUE(s.ok()) << s.message();
-    EXPECT_FALSE(t.OutputsUntouched());
-  }
-}
-
-TEST_P(ConvVarlenErrors, Rule) {
-  const auto& [rule, backward] = GetParam();
-  Tensors t;
-  ConvCall call = ValidConv(t, backward);
-  Tensor no_cu;
-  rule.breaks(call.in.seq_idx, no_cu, t);
-  const Status s = call.Run();
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.message();
-  for (const std::string& piece : rule.message) {
-    EXPECT_NE(s.message().find(piece), std::string::npos)
-        << "missing \"" << piece << "\" in: " << s.message();
-  }
-  EXPECT_TRUE(t.OutputsUntouched()) << "an output was written by a call that failed";
-}
-
-std::vector<std::pair<PackedRule, bool>> ConvRules() {
-  std::vector<std::pair<PackedRule, bool>> rules;
-  for (const PackedRule& r : PackedRules()) {
-    if (!r.conv) continue;
-    for (bool backward : {false, true}) rules.emplace_back(r, backward);
-  }
+std::vector<Rule<ConvCall>> ConvRules() {
+  std::vector<Rule<ConvCall>> rules;
+  AddPackedRules(&rules, false, [](ConvCall&) {});
   return rules;
 }
 
+class ConvVarlenErrors : public ::testing::TestWithParam<Rule<ConvCall>> {};
+
+TEST(ConvVarlenErrorsStart, ValidCallsSucceed) { ExpectValidCallsSucceed(&ValidConv); }
+
+TEST_P(ConvVarlenErrors, Rule) { ExpectRejected(GetParam(), &ValidConv); }
+
 INSTANTIATE_TEST_SUITE_P(CausalConv1d, ConvVarlenErrors, ::testing::ValuesIn(ConvRules()),
-                         [](const ::testing::TestParamInfo<std::pair<PackedRule, bool>>& info) {
-                           return RuleName(info.param.first.name, info.param.second);
-                         });
+                         RuleName<ConvCall>);
 
 }  // namespace
 }  // namespace ssmkit::testing

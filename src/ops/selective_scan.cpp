@@ -144,16 +144,11 @@ Status CheckInputs(const SelectiveScanInputs& in, Device device, SelectiveScanPa
   return Status::Ok();
 }
 
-// A per-sequence state output or gradient (varlen_states, dvarlen_states): (S, D, N) f32,
-// only with cu_seqlens.
+// A per-sequence state output or gradient (varlen_states, dvarlen_states).
 Status CheckVarlenStates(const char* name, const Tensor& t, const SelectiveScanParams& p,
                          F32View* view) {
-  if (t.defined() && !p.cu_seqlens.data) {
-    return check::Mismatch(kOp, name, "no tensor without cu_seqlens (one state per sequence)",
-                           "a tensor " + t.shape_string());
-  }
-  SSMKIT_RETURN_IF_ERROR(check::Optional(
-      kOp, name, t, {"(S, D, N)", {p.cu_seqlens.nseqs, p.dim, p.dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::VarlenStates(kOp, name, t, p.cu_seqlens,
+                                             {"(S, D, N)", {p.cu_seqlens.nseqs, p.dim, p.dstate}}));
   *view = MakeF32View(t);
   return Status::Ok();
 }

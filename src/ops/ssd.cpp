@@ -136,17 +136,12 @@ Status CheckInputs(const SsdInputs& in, Device device, SsdParams* p) {
   return Status::Ok();
 }
 
-// A per-sequence state output or gradient (varlen_states, dvarlen_states): (S, H, P, N) f32,
-// only with cu_seqlens.
+// A per-sequence state output or gradient (varlen_states, dvarlen_states).
 Status CheckVarlenStates(const char* name, const Tensor& t, const SsdParams& p,
                          SsdStateView* view) {
-  if (t.defined() && !p.cu_seqlens.data) {
-    return check::Mismatch(kOp, name, "no tensor without cu_seqlens (one state per sequence)",
-                           "a tensor " + t.shape_string());
-  }
-  SSMKIT_RETURN_IF_ERROR(check::Optional(
-      kOp, name, t, {"(S, H, P, N)", {p.cu_seqlens.nseqs, p.nheads, p.headdim, p.dstate}},
-      {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      check::VarlenStates(kOp, name, t, p.cu_seqlens,
+                          {"(S, H, P, N)", {p.cu_seqlens.nseqs, p.nheads, p.headdim, p.dstate}}));
   *view = MakeStateView(t);
   return Status::Ok();
 }

@@ -94,4 +94,13 @@ Status PackedSequences(const char* op, const ssmkit::Tensor& seq_idx,
   return Status::Ok();
 }
 
+Status VarlenStates(const char* op, const char* name, const ssmkit::Tensor& t,
+                    const CuSeqlensView& cu, ShapeSpec shape) {
+  if (t.defined() && !cu.data) {
+    return Mismatch(op, name, "no tensor without cu_seqlens (one state per sequence)",
+                    "a tensor " + t.shape_string());
+  }
+  return Optional(op, name, t, shape, {DType::kF32});
+}
+
 }  // namespace ssmkit::check

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/check.hpp"
 #include "ops/varlen_params.hpp"
 #include "ssmkit/status.hpp"
 #include "ssmkit/tensor.hpp"
@@ -18,6 +19,11 @@ namespace ssmkit::check {
 Status PackedSequences(const char* op, const ssmkit::Tensor& seq_idx,
                        const ssmkit::Tensor& cu_seqlens, int64_t batch, int64_t seqlen,
                        Device device, SeqIdxView* seq_view, CuSeqlensView* cu_view);
+
+// A per-sequence state output or gradient (varlen_states, dvarlen_states): absent, or of
+// `shape` ((S, ...)) f32, and only with cu_seqlens.
+Status VarlenStates(const char* op, const char* name, const ssmkit::Tensor& t,
+                    const CuSeqlensView& cu, ShapeSpec shape);
 
 // A per-sequence state tensor's leading size: S with cu_seqlens when `per_sequence` allows
 // it and the tensor has that many rows, else B. Used for initial states given per sequence.

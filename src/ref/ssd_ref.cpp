@@ -16,6 +16,8 @@
 #include <cmath>
 #include <vector>
 
+#include "ref/packed_sequences_ref.hpp"
+
 namespace ssmkit::ref {
 namespace {
 
@@ -36,30 +38,9 @@ void TimeStep(const SsdShape& s, const SsdInputs& in, int64_t b, int64_t l, int6
   *ddt_ddtin = grad;
 }
 
-// The packed sequences of batch row b: seq[l] is the sequence position l belongs to (counted
-// within the row, which with cu_seqlens is the sequence number), starts[l] whether one
-// starts at l.
-struct RowSequences {
-  std::vector<int64_t> seq;
-  std::vector<bool> starts;
-  bool EndsAt(int64_t l) const {
-    return l + 1 == static_cast<int64_t>(seq.size()) || starts[l + 1];
-  }
-};
-
 RowSequences Sequences(const SsdShape& s, const SsdInputs& in, int64_t b) {
-  const int64_t L = s.seqlen;
-  RowSequences r;
-  r.seq.resize(L);
-  r.starts.assign(L, false);
-  r.starts[0] = true;
-  for (int64_t l = 1; l < L; ++l) {
-    if (in.seq_idx && in.seq_idx[b * L + l] != in.seq_idx[b * L + l - 1]) r.starts[l] = true;
-  }
-  for (int64_t k = 1; in.cu_seqlens && k < s.nseqs; ++k) r.starts[in.cu_seqlens[k]] = true;
-  int64_t k = -1;
-  for (int64_t l = 0; l < L; ++l) r.seq[l] = k += r.starts[l] ? 1 : 0;
-  return r;
+  return PackedRow(in.seq_idx ? in.seq_idx + b * s.seqlen : nullptr, in.cu_seqlens, s.nseqs,
+                   s.seqlen);
 }
 
 struct Index {  // flat offsets into the contiguous arrays
