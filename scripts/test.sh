@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/check_format.sh
+# Compiler results cached across runs and checkouts (~/.cache/ccache): a CI run on a machine
+# that built before recompiles only what changed. Paths are taken relative to the checkout so
+# two clones share entries.
+export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
 cmake --preset release
 cmake --build --preset release -j "$jobs"
