@@ -16,7 +16,7 @@ defmodule Ssmkit.State do
 
   @doc "A state of zeros, e.g. `{b, d, n}` for a Mamba-1 SSM state or `{b, d, k - 1}` for a conv state."
   @spec new(tuple) :: {:ok, t} | {:error, String.t()}
-  def new(shape) when is_tuple(shape), do: NIF.state_new(shape)
+  def new(shape), do: NIF.state_new(shape)
 
   @doc "A state holding a copy of an f32 tensor."
   @spec from_tensor(Ssmkit.Ops.tensor()) :: {:ok, t} | {:error, String.t()}
