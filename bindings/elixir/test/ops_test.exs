@@ -178,6 +178,44 @@ defmodule Ssmkit.OpsTest do
     check_all(g, c, ~w(dx dresidual dweight dbias), "add_rmsnorm")
   end
 
+  test "the norms take (..., E) as mamba_ssm's do, and give results that shape" do
+    c = @ops["add_rmsnorm"]
+    cube = fn t -> Tensor.reshape(t, {2, 3, 16}) end
+    opts = [bias: c["bias"], eps: 1.0e-5]
+
+    {:ok, {out, res}} =
+      Ops.rms_norm_fn(cube.(c["x"]), c["weight"], [
+        {:residual, cube.(c["residual"])},
+        {:prenorm, true} | opts
+      ])
+
+    assert out.shape == {2, 3, 16} and res.shape == {2, 3, 16}
+    assert_close(Tensor.reshape(out, {6, 16}), c["out"], @tol, "(..., E) out")
+
+    {:ok, g} =
+      Ops.rms_norm_bwd(cube.(c["x"]), c["weight"], cube.(c["dout"]), [
+        {:residual, cube.(c["residual"])},
+        {:dresidual_out, cube.(c["dresidual_out"])} | opts
+      ])
+
+    assert g.dx.shape == {2, 3, 16} and g.dresidual.shape == {2, 3, 16} and
+             g.dweight.shape == {16}
+
+    assert_close(Tensor.reshape(g.dx, {6, 16}), c["dx"], @tol, "(..., E) dx")
+    r = @ops["rmsnorm"]
+
+    {:ok, out} =
+      Ops.rmsnorm_fn(cube.(r["x"]), r["weight"],
+        bias: r["bias"],
+        z: cube.(r["z"]),
+        eps: 1.0e-5,
+        group_size: 8,
+        norm_before_gate: false
+      )
+
+    assert_close(Tensor.reshape(out, {6, 16}), r["out"], @tol, "(..., E) gated out")
+  end
+
   test "linear and linear_bwd against numpy in float64" do
     c = @ops["linear"]
     assert {:ok, out} = Ops.linear(c["x"], c["weight"], bias: c["bias"])

@@ -199,25 +199,27 @@ defmodule Ssmkit.Ops do
   @doc """
   Gated RMSNorm, `rmsnorm_fn(x, weight, bias, z, eps, group_size, norm_before_gate)`.
 
-  x: (M, E); weight: (E). Options: `bias` (E), `z` (M, E) the gate, `eps` (1.0e-6),
+  x: (M, E) or (..., E); weight: (E). Options: `bias` (E), `z` (x's shape) the gate, `eps` (1.0e-6),
   `group_size` (0: E), `norm_before_gate` (true). Returns `{:ok, out}`.
   """
   @spec rmsnorm_fn(tensor, tensor, keyword) :: {:ok, Tensor.t()} | {:error, String.t()}
   def rmsnorm_fn(x, weight, opts \\ []) do
     with {:ok, %{out: out}} <- NIF.rmsnorm_fwd(rmsnorm_args(x, weight, opts)) do
-      {:ok, Tensor.from_nif(out)}
+      {:ok, Tensor.from_nif(out) |> like(x)}
     end
   end
 
   @doc "The gradients of `rmsnorm_fn/3` for `dout` (M, E): `%{dx, dweight}` plus `dbias`, `dz`."
   @spec rmsnorm_bwd(tensor, tensor, tensor, keyword) :: {:ok, grads} | {:error, String.t()}
   def rmsnorm_bwd(x, weight, dout, opts \\ []) do
-    NIF.rmsnorm_bwd(Map.merge(rmsnorm_args(x, weight, opts), tensors(dout: dout))) |> grads()
+    NIF.rmsnorm_bwd(Map.merge(rmsnorm_args(x, weight, opts), %{dout: rows(dout)}))
+    |> grads()
+    |> grads_like(x, [:dx, :dz])
   end
 
   defp rmsnorm_args(x, weight, opts) do
-    tensors(x: x, weight: weight)
-    |> Map.merge(tensors(Keyword.take(opts, [:bias, :z])))
+    %{x: rows(x), weight: Tensor.to_nif(weight), z: rows(opts[:z])}
+    |> Map.merge(tensors(Keyword.take(opts, [:bias])))
     |> flags(opts, [:norm_before_gate, :dirty])
     |> put_number(:eps, opts[:eps])
     |> put_int(:group_size, opts[:group_size])
@@ -227,13 +229,17 @@ defmodule Ssmkit.Ops do
   Residual add + RMSNorm, `rms_norm_fn(x, weight, bias, residual, prenorm, eps)`:
   `residual_out = x + residual` (f32), `out = rmsnorm(residual_out)`.
 
-  x: (M, E); weight: (E). Options: `bias`, `residual` (M, E) f32, `eps` (1.0e-6), `prenorm`.
+  x: (M, E) or (..., E); weight: (E). Options: `bias`, `residual` (x's shape) f32, `eps`
+  (1.0e-6), `prenorm`.
   Returns `{:ok, out}`, or `{:ok, {out, residual_out}}` with `prenorm: true`.
   """
   @spec rms_norm_fn(tensor, tensor, keyword) :: {:ok, Tensor.t() | tuple} | {:error, String.t()}
   def rms_norm_fn(x, weight, opts \\ []) do
     with {:ok, r} <- NIF.add_rmsnorm_fwd(add_rmsnorm_args(x, weight, opts)) do
-      {:ok, returned(r, :out, residual_out: opts[:prenorm])}
+      case returned(r, :out, residual_out: opts[:prenorm]) do
+        {out, residual_out} -> {:ok, {like(out, x), like(residual_out, x)}}
+        out -> {:ok, like(out, x)}
+      end
     end
   end
 
@@ -245,15 +251,14 @@ defmodule Ssmkit.Ops do
   def rms_norm_bwd(x, weight, dout, opts \\ []) do
     args =
       add_rmsnorm_args(x, weight, opts)
-      |> Map.merge(tensors(dout: dout))
-      |> Map.merge(tensors(Keyword.take(opts, [:dresidual_out])))
+      |> Map.merge(%{dout: rows(dout), dresidual_out: rows(opts[:dresidual_out])})
 
-    NIF.add_rmsnorm_bwd(args) |> grads()
+    NIF.add_rmsnorm_bwd(args) |> grads() |> grads_like(x, [:dx, :dresidual])
   end
 
   defp add_rmsnorm_args(x, weight, opts) do
-    tensors(x: x, weight: weight)
-    |> Map.merge(tensors(Keyword.take(opts, [:bias, :residual])))
+    %{x: rows(x), weight: Tensor.to_nif(weight), residual: rows(opts[:residual])}
+    |> Map.merge(tensors(Keyword.take(opts, [:bias])))
     |> flags(opts, [:dirty])
     |> put_number(:eps, opts[:eps])
   end
@@ -368,4 +373,30 @@ defmodule Ssmkit.Ops do
 
   defp grads({:ok, map}), do: {:ok, Map.new(map, fn {k, v} -> {k, Tensor.from_nif(v)} end)}
   defp grads(error), do: error
+
+  # The norms work on rows (M, E): a (..., E) tensor goes as rows and what has its shape comes
+  # back in it, as mamba_ssm's norms take any leading dims.
+  defp rows({data, type, shape}) when is_tuple(shape) and tuple_size(shape) > 2 do
+    e = elem(shape, tuple_size(shape) - 1)
+    {data, type, {div(Tensor.size(shape), max(e, 1)), e}}
+  end
+
+  defp rows(%Tensor{} = t), do: rows(Tensor.to_nif(t))
+  defp rows(t), do: t
+
+  defp like(%Tensor{} = t, x) do
+    case Tensor.to_nif(x) do
+      {_, _, shape} when is_tuple(shape) and tuple_size(shape) > 2 -> %{t | shape: shape}
+      _ -> t
+    end
+  end
+
+  defp grads_like({:ok, map}, x, keys) do
+    {:ok,
+     Enum.reduce(keys, map, fn k, acc ->
+       if acc[k], do: %{acc | k => like(acc[k], x)}, else: acc
+     end)}
+  end
+
+  defp grads_like(error, _x, _keys), do: error
 end
