@@ -146,6 +146,40 @@ static int output_for(Call* c, const ssmkit_tensor* x, ssmkit_tensor* out) {
   return 1;
 }
 
+/* A decode step of the C ABI on a state: args, the state's descriptor, out. */
+typedef ssmkit_status (*StepFn)(const void* args, const ssmkit_tensor* state,
+                                const ssmkit_tensor* out);
+
+static ssmkit_status StateUpdateStep(const void* args, const ssmkit_tensor* state,
+                                     const ssmkit_tensor* out) {
+  return ssmkit_selective_state_update((const ssmkit_state_update_args*)args, state, out);
+}
+
+static ssmkit_status ConvUpdateStep(const void* args, const ssmkit_tensor* state,
+                                    const ssmkit_tensor* out) {
+  return ssmkit_causal_conv1d_update((const ssmkit_conv1d_update_args*)args, state, out);
+}
+
+/* Runs `step` on the state of `state_term` (locked for the call), out shaped like x; the
+ * call's {:ok, %{out: ...}} or {:error, message}. */
+static ERL_NIF_TERM step_on_state(Call* c, ERL_NIF_TERM state_term, const ssmkit_tensor* x,
+                                  StepFn step, const void* args) {
+  if (c->failed) return call_error(c);
+  ssmkit_tensor out;
+  if (!output_for(c, x, &out)) return call_error(c);
+  ERL_NIF_TERM error;
+  StateRes* s = lock_state(c->env, state_term, &error);
+  if (s == NULL) {
+    call_error(c);
+    return error;
+  }
+  const ssmkit_tensor st = state_tensor(s);
+  const ssmkit_status status = step(args, &st, &out);
+  enif_mutex_unlock(s->lock);
+  if (status != SSMKIT_OK) return call_ssmkit_error(c);
+  return outputs_map(c);
+}
+
 static ERL_NIF_TERM state_update_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   Call c;
@@ -163,20 +197,7 @@ static ERL_NIF_TERM state_update_impl(ErlNifEnv* env, int argc, const ERL_NIF_TE
   arg_tensor(&c, "dt_bias", &a.dt_bias);
   arg_tensor(&c, "state_batch_indices", &a.state_batch_indices);
   arg_bool(&c, "dt_softplus", 0, &a.dt_softplus);
-  if (c.failed) return call_error(&c);
-  ssmkit_tensor out;
-  if (!output_for(&c, &a.x, &out)) return call_error(&c);
-  ERL_NIF_TERM error;
-  StateRes* s = lock_state(env, argv[0], &error);
-  if (s == NULL) {
-    call_error(&c);
-    return error;
-  }
-  const ssmkit_tensor st = state_tensor(s);
-  const ssmkit_status status = ssmkit_selective_state_update(&a, &st, &out);
-  enif_mutex_unlock(s->lock);
-  if (status != SSMKIT_OK) return call_ssmkit_error(&c);
-  return outputs_map(&c);
+  return step_on_state(&c, argv[0], &a.x, StateUpdateStep, &a);
 }
 
 static ERL_NIF_TERM conv_update_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
@@ -192,20 +213,7 @@ static ERL_NIF_TERM conv_update_impl(ErlNifEnv* env, int argc, const ERL_NIF_TER
   arg_tensor(&c, "bias", &a.bias);
   arg_bool(&c, "silu", 0, &silu);
   a.activation = silu ? SSMKIT_ACT_SILU : SSMKIT_ACT_NONE;
-  if (c.failed) return call_error(&c);
-  ssmkit_tensor out;
-  if (!output_for(&c, &a.x, &out)) return call_error(&c);
-  ERL_NIF_TERM error;
-  StateRes* s = lock_state(env, argv[0], &error);
-  if (s == NULL) {
-    call_error(&c);
-    return error;
-  }
-  const ssmkit_tensor st = state_tensor(s);
-  const ssmkit_status status = ssmkit_causal_conv1d_update(&a, &st, &out);
-  enif_mutex_unlock(s->lock);
-  if (status != SSMKIT_OK) return call_ssmkit_error(&c);
-  return outputs_map(&c);
+  return step_on_state(&c, argv[0], &a.x, ConvUpdateStep, &a);
 }
 
 /* The state's elements: one decode step reads and writes each a few times. */

@@ -111,7 +111,7 @@ defmodule Ssmkit.DecodeTest do
     wait_until(fn -> Ssmkit.NIF.live_counts().states <= before end)
   end
 
-  defp wait_until(fun, tries \\ 50) do
+  defp wait_until(fun, tries \\ 1500) do
     cond do
       fun.() -> :ok
       tries == 0 -> flunk("condition not met")

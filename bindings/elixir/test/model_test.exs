@@ -150,7 +150,7 @@ defmodule Ssmkit.ModelTest do
   defp collect_error({:ok, stream}), do: Model.collect(stream, timeout: 30_000)
   defp collect_error(error), do: error
 
-  defp wait_until(fun, tries \\ 250) do
+  defp wait_until(fun, tries \\ 1500) do
     cond do
       fun.() -> :ok
       tries == 0 -> flunk("condition not met: #{inspect(NIF.live_counts())}")

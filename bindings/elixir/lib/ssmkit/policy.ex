@@ -145,12 +145,18 @@ defmodule Ssmkit.Policy do
     {out, %{x: flat(x), h: h, residual: residual, nf: nf, layers: tapes}}
   end
 
-  defp mixer(p, n, b, l) do
+  # What both mixers start with: the layer's sizes {D, R, N}, A, and in_proj's x and z as
+  # channels (B, D, L).
+  defp mixer_input(p, n, b, l) do
     di = elem(p.d.shape, 0)
-    {r, ns} = {elem(p.dt_proj.shape, 1), elem(p.a_log.shape, 1)}
     a = Map.get_lazy(p, :a, fn -> Elementwise.neg_exp(p.a_log) end)
     xz = ok!(Ops.linear(n, p.in_proj))
     [xs, z] = ok!(Layout.tokens_to_channels(Tensor.reshape(xz, {b, l, 2 * di}), [di, di]))
+    {{di, elem(p.dt_proj.shape, 1), elem(p.a_log.shape, 1)}, a, xs, z}
+  end
+
+  defp mixer(p, n, b, l) do
+    {{di, r, ns}, a, xs, z} = mixer_input(p, n, b, l)
     xc = ok!(Ops.causal_conv1d_fn(xs, p.conv_w, bias: p.conv_b, activation: :silu))
     xc_t = xc |> to_tokens() |> flat()
     x_dbl = ok!(Ops.linear(xc_t, p.x_proj))
@@ -336,11 +342,7 @@ defmodule Ssmkit.Policy do
   end
 
   defp mixer_step(p, s, n, b) do
-    di = elem(p.d.shape, 0)
-    {r, ns} = {elem(p.dt_proj.shape, 1), elem(p.a_log.shape, 1)}
-    a = Map.get_lazy(p, :a, fn -> Elementwise.neg_exp(p.a_log) end)
-    xz = ok!(Ops.linear(n, p.in_proj))
-    [xs, z] = ok!(Layout.tokens_to_channels(Tensor.reshape(xz, {b, 1, 2 * di}), [di, di]))
+    {{di, r, ns}, a, xs, z} = mixer_input(p, n, b, 1)
 
     xc =
       ok!(
