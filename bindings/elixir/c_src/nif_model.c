@@ -320,7 +320,7 @@ static ERL_NIF_TERM session_decode_impl(ErlNifEnv* env, int argc, const ERL_NIF_
   ErlNifBinary bin;
   ssmkit_tensor logits;
   ERL_NIF_TERM result;
-  if (n < 1 || !logits_output(env, n, s->vocab, &bin, &logits)) {
+  if (n < 1 || n > s->max_batch || !logits_output(env, n, s->vocab, &bin, &logits)) {
     result = make_error(env, "decode: tokens: expected one token id per sequence of the prefill");
   } else {
     enif_mutex_lock(s->lock);

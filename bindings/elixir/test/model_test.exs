@@ -127,6 +127,7 @@ defmodule Ssmkit.ModelTest do
     {:ok, session} = Session.new(model, 1)
     assert {:error, msg} = Session.decode(session, [1])
     assert is_binary(msg)
+    assert {:error, _} = Session.decode(session, List.duplicate(1, 100_000))
     assert {:error, msg} = Session.prefill(session, [[1, 2, 999]])
     assert msg =~ "999" or msg =~ "token"
     assert {:error, _} = Session.prefill(session, [[1], [2]])
