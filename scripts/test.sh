@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the release suite (large int64 cases included), then the
-# AddressSanitizer + UBSan suite.
+# Builds and runs every test: the release suite (large int64 cases included), the Python and
+# Elixir packages' tests, then the AddressSanitizer + UBSan suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -15,6 +15,7 @@ cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 scripts/test_python.sh
+scripts/test_elixir.sh
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
