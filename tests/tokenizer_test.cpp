@@ -80,7 +80,8 @@ TEST_P(EachStyle, DecodeMatchesTokenizersPackage) {
 TEST_P(EachStyle, StreamEqualsDecode) {
   const auto t = LoadFixture(StyleDir(GetParam()));
   ASSERT_NE(t, nullptr);
-  for (const auto& c : ReadCases(StyleDir(GetParam())).at("encode")) {
+  const nlohmann::json cases = ReadCases(StyleDir(GetParam()));
+  for (const auto& c : cases.at("encode")) {
     const std::vector<int32_t> ids = c.at("ids").get<std::vector<int32_t>>();
     TokenTextStream stream(*t, /*skip_special=*/false);
     std::string text;

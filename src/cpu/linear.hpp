@@ -11,6 +11,10 @@ namespace ssmkit::cpu {
 
 Status Linear(const LinearParams& p);
 
+// dx, dweight and dbias (those not nullptr) of the forward's p; an f32 weight
+// (linear_backward.cpp).
+Status LinearBackward(const LinearBackwardParams& p);
+
 // The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x and out row-major), output
 // rows [m_begin, m_end) only; on the calling thread.
 void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);

@@ -100,8 +100,9 @@ int RunGenerate(GenerateArgs a) {
         if (a.print_ids) generated.push_back(id);
       },
       &stats);
-  write(stream.Finish());
-  std::printf("\n");
+  // The newline is flushed before the stats go to stderr, so that with both streams on one
+  // pipe (2>&1) the stats line does not run into the generated text.
+  write(stream.Finish() + "\n");
   if (!s.ok()) return Fail(s);
   if (a.print_ids) {
     PrintIds("prompt ids", prompt);
