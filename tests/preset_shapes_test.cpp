@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "block_letters.hpp"
 #include "model/tensor_names.hpp"
 #include "model/weights.hpp"
 #include "ssmkit/model.hpp"
@@ -32,12 +33,7 @@ int64_t PlannedParameters(const ModelConfig& c) {
   return n;
 }
 
-// "M" Mamba-2, "A" attention, "F" MLP, "P" Falcon-H1's parallel block, one letter per block.
-std::string Letters(const ModelConfig& c) {
-  std::string s;
-  for (const BlockSpec& b : c.block_list()) s += "mMAFEPS"[static_cast<int>(b.kind) - 1];
-  return s;
-}
+std::string Letters(const ModelConfig& c) { return BlockLetters(c.block_list()); }
 
 // A Granite-4.0-H layer list: Mamba-2 + MLP, attention + MLP at `attention_layers`.
 std::string GraniteLetters(int n_layer, const std::vector<int>& attention_layers) {
