@@ -1,7 +1,12 @@
 // `ssmkit bench generate`: whole-model generation speed on random weights of the docs/targets.md
-// shapes (m1-130m, m2-130m): a prefill of 512 tokens, then 256 decode steps with greedy
-// sampling, at batch 1 and 8, with f32 and bf16 weights; and at batch 32 (a server's batched
-// decode step) a prefill of 64 tokens and 64 decode steps.
+// shapes: the pure m1-130m and m2-130m, and the hybrids granite-4.0-h-350m, granite-4.0-h-1b
+// (Mamba-2 + attention + MLP) and falcon-h1-0.5b (attention and Mamba-2 side by side), their
+// configs read from the published config.json keys (PresetConfig). Per shape and weight dtype
+// (f32, bf16): a prefill of 512 tokens, then greedy decode steps (256; 64 for the hybrids),
+// at batch 1 and 8, and at batch 32 (a server's batched decode step) a prefill of 64 tokens and
+// 64 decode steps; for the hybrids also a prefill of one 8192-token prompt, where attention's
+// quadratic cost shows, reported beside 16 times the 512-token prefill's time (issue 18's bar:
+// within 1.5x).
 //
 // The floor: a decode step must read every weight once (Model::decode_weight_bytes), so at
 // batch B it cannot produce more than B * bandwidth / bytes tokens per second. The read
@@ -19,7 +24,9 @@
 // the step's multiply-adds runs on the same threads, and "of FMA" is the median over those steps
 // of (the step's multiply-adds per second) / (the probe's): the share of the FMA rate the step
 // reaches (issue 20's bar: >= 50% at batch 8 and 32).
-// Each case reports the median of --runs repetitions (default 3) of prefill + decode.
+// Each case reports the median of --runs repetitions (default 3) of prefill + decode; the
+// 8192-token prefill runs --runs times when --runs is given, else once (it takes minutes).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -39,7 +46,7 @@ namespace ssmkit::bench {
 namespace {
 
 constexpr int64_t kPromptTokens = 512;
-constexpr int64_t kDecodeSteps = 256;
+constexpr int64_t kLongPromptTokens = 8192;
 // Batches above this prefill and decode less: a step of 32 sequences takes as long as ~10 of
 // one, and decode speed does not depend on the prompt's length (the state has a fixed size).
 constexpr int64_t kLongRunMaxBatch = 8;
@@ -78,46 +85,62 @@ double TimedSum(const std::vector<float>& data, volatile float* sink) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A benchmark shape: its PresetConfig name, decode steps per repetition, and whether the
+// 8192-token prefill runs (the hybrids, whose attention grows with the prompt).
+struct Shape {
+  const char* name;
+  int64_t decode_steps;
+  bool long_prefill;
+};
+constexpr Shape kShapes[] = {
+    {"m1-130m", 256, false},        {"m2-130m", 256, false},      {"granite-4.0-h-350m", 64, true},
+    {"granite-4.0-h-1b", 64, true}, {"falcon-h1-0.5b", 64, true},
+};
+
 struct CaseResult {
   std::string shape, dtype;
   int64_t batch = 0, prompt_tokens = 0, decode_steps = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, floor_tok_s = 0;
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
   double gflops = 0, fraction_of_fma = 0;  // the decode steps' multiply-adds (x2) per second
+  // The 8192-token prefill (batch-1 hybrid cases; 0 = not run) and its time over 16 times the
+  // 512-token prefill's.
+  double long_prefill_tok_s = 0, long_over_16_short = 0;
 };
 
+std::vector<int32_t> RandomTokens(std::mt19937& rng, const ModelConfig& config, int64_t n) {
+  std::uniform_int_distribution<int32_t> token(0,
+                                               static_cast<int32_t>(config.config_vocab_size - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (auto& t : tokens) t = token(rng);
+  return tokens;
+}
+
 // Seconds the probe takes (one Run).
-double TimedFma(bench::FmaProbe& probe) {
+double TimedFma(FmaProbe& probe) {
   const auto t0 = std::chrono::steady_clock::now();
   probe.Run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetitions,
-               CaseResult* r) {
-  ModelConfig config;
-  SSMKIT_RETURN_IF_ERROR(PresetConfig(shape, &config));
-  std::unique_ptr<Model> model;
-  SSMKIT_RETURN_IF_ERROR(Model::Random(config, dtype, 1234, &model));
+Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batch, int repetitions,
+               int long_repetitions, CaseResult* r) {
+  const ModelConfig& config = model.config();
   std::unique_ptr<Session> session;
-  SSMKIT_RETURN_IF_ERROR(Session::Create(*model, batch, &session));
+  SSMKIT_RETURN_IF_ERROR(Session::Create(model, batch, &session));
   Sampler sampler;
   SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, config.vocab_size, &sampler));
   std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> token(0,
-                                               static_cast<int32_t>(config.config_vocab_size - 1));
   const bool long_run = batch <= kLongRunMaxBatch;
   const int64_t prompt_tokens = long_run ? kPromptTokens : kShortPromptTokens;
-  const int64_t decode_steps = long_run ? kDecodeSteps : kShortDecodeSteps;
-  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch),
-                                            std::vector<int32_t>(prompt_tokens));
-  for (auto& p : prompts) {
-    for (auto& t : p) t = token(rng);
-  }
+  const int64_t decode_steps =
+      long_run ? shape.decode_steps : std::min(shape.decode_steps, kShortDecodeSteps);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t b = 0; b < batch; ++b) prompts.push_back(RandomTokens(rng, config, prompt_tokens));
   const int64_t V = config.vocab_size;
   std::vector<float> logits(static_cast<size_t>(batch * V));
   std::vector<int32_t> next(static_cast<size_t>(batch));
-  const int64_t weight_bytes = model->decode_weight_bytes();
+  const int64_t weight_bytes = model.decode_weight_bytes();
   const std::vector<float> probe(static_cast<size_t>(weight_bytes / 4), 1.0f);
   volatile float sink = 0.0f;
   // Multiply-adds of one step: every weight element once per sequence.
@@ -126,18 +149,21 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   FmaProbe fma(NumThreads(), step_fmas / NumThreads() / lanes);
   const double probe_fmas = fma.FmasPerThread() * NumThreads() * lanes;
   using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
   std::vector<double> prefill_s, decode_s, probe_s, probe_over_step, step_over_fma;
   for (int rep = 0; rep < repetitions; ++rep) {
     const auto t0 = Clock::now();
     SSMKIT_RETURN_IF_ERROR(session->Prefill(prompts, logits));
-    prefill_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    prefill_s.push_back(seconds_since(t0));
     double decode = 0.0;
     for (int64_t step = 0; step < decode_steps; ++step) {
       const auto s0 = Clock::now();
       for (int64_t b = 0; b < batch; ++b)
         next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
       SSMKIT_RETURN_IF_ERROR(session->Decode(next, logits));
-      const double step_s = std::chrono::duration<double>(Clock::now() - s0).count();
+      const double step_s = seconds_since(s0);
       decode += step_s;
       if (step % kProbeEvery == kProbeEvery - 1) {
         probe_s.push_back(TimedSum(probe, &sink));
@@ -148,8 +174,8 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
     }
     decode_s.push_back(decode);
   }
-  r->shape = shape;
-  r->dtype = DTypeName(dtype);
+  r->shape = shape.name;
+  r->dtype = model.weight_dtype_name();
   r->batch = batch;
   r->prompt_tokens = prompt_tokens;
   r->decode_steps = decode_steps;
@@ -163,29 +189,51 @@ Status RunCase(const std::string& shape, DType dtype, int64_t batch, int repetit
   r->read_gb_s = static_cast<double>(weight_bytes) / probe_median / 1e9;
   r->floor_tok_s = static_cast<double>(batch) / probe_median;
   r->fraction_of_floor = Median(probe_over_step);
+  if (shape.long_prefill && batch == 1) {
+    const std::vector<std::vector<int32_t>> long_prompt{
+        RandomTokens(rng, config, kLongPromptTokens)};
+    std::vector<double> long_s;
+    for (int rep = 0; rep < long_repetitions; ++rep) {
+      const auto t0 = Clock::now();
+      SSMKIT_RETURN_IF_ERROR(session->Prefill(long_prompt, logits));
+      long_s.push_back(seconds_since(t0));
+    }
+    r->long_prefill_tok_s = static_cast<double>(kLongPromptTokens) / Median(long_s);
+    r->long_over_16_short = Median(long_s) / (16.0 * Median(prefill_s));
+  }
   return Status::Ok();
 }
 
 int RunGenerateBench(const Options& options) {
   const int repetitions = options.runs == Options{}.runs ? kDefaultRepetitions : options.runs;
+  const int long_repetitions = options.runs == Options{}.runs ? 1 : options.runs;
   std::vector<CaseResult> results;
-  for (const char* shape : {"m1-130m", "m2-130m"}) {
-    if (!options.shape.empty() && options.shape != shape) continue;
+  for (const Shape& shape : kShapes) {
+    if (!options.shape.empty() && options.shape != shape.name) continue;
     for (DType dtype : {DType::kF32, DType::kBF16}) {
+      // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
+      const std::string dtype_name = DTypeName(dtype);
+      auto selected = [&](int64_t batch) {
+        const std::string batch_name = "b" + std::to_string(batch);
+        return options.algo.empty() || options.algo == dtype_name || options.algo == batch_name ||
+               options.algo == dtype_name + "/" + batch_name;
+      };
+      if (!selected(1) && !selected(8) && !selected(32)) continue;
+      auto fail = [&](int64_t batch, const Status& s) {
+        std::fprintf(stderr, "bench generate %s %s B=%lld: %s\n", shape.name, DTypeName(dtype),
+                     static_cast<long long>(batch), s.message().c_str());
+        return 1;
+      };
+      ModelConfig config;
+      std::unique_ptr<Model> model;
+      Status s = PresetConfig(shape.name, &config);
+      if (s.ok()) s = Model::Random(config, dtype, 1234, &model);
+      if (!s.ok()) return fail(0, s);
       for (int64_t batch : {1, 8, 32}) {
-        // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
-        const std::string dtype_name = DTypeName(dtype), batch_name = "b" + std::to_string(batch);
-        if (!options.algo.empty() && options.algo != dtype_name && options.algo != batch_name &&
-            options.algo != dtype_name + "/" + batch_name) {
-          continue;
-        }
+        if (!selected(batch)) continue;
         CaseResult r;
-        const Status s = RunCase(shape, dtype, batch, repetitions, &r);
-        if (!s.ok()) {
-          std::fprintf(stderr, "bench generate %s %s B=%lld: %s\n", shape, DTypeName(dtype),
-                       static_cast<long long>(batch), s.message().c_str());
-          return 1;
-        }
+        s = RunCase(*model, dtype, shape, batch, repetitions, long_repetitions, &r);
+        if (!s.ok()) return fail(batch, s);
         results.push_back(r);
       }
     }
@@ -197,50 +245,64 @@ int RunGenerateBench(const Options& options) {
   if (options.json) {
     nlohmann::json array = nlohmann::json::array();
     for (const CaseResult& r : results) {
-      array.push_back({{"op", "generate"},
-                       {"shape", r.shape},
-                       {"weights", r.dtype},
-                       {"batch", r.batch},
-                       {"prompt_tokens", r.prompt_tokens},
-                       {"decode_steps", r.decode_steps},
-                       {"prefill_tokens_per_s", r.prefill_tok_s},
-                       {"decode_tokens_per_s", r.decode_tok_s},
-                       {"weight_mb_per_step", r.weight_mb},
-                       {"read_gb_per_s", r.read_gb_s},
-                       {"floor_tokens_per_s", r.floor_tok_s},
-                       {"fraction_of_floor", r.fraction_of_floor},
-                       {"decode_gflops", r.gflops},
-                       {"fraction_of_fma", r.fraction_of_fma},
-                       {"simd_target", DispatchedTargetName()},
-                       {"threads", NumThreads()}});
+      nlohmann::json row = {{"op", "generate"},
+                            {"shape", r.shape},
+                            {"weights", r.dtype},
+                            {"batch", r.batch},
+                            {"prompt_tokens", r.prompt_tokens},
+                            {"decode_steps", r.decode_steps},
+                            {"prefill_tokens_per_s", r.prefill_tok_s},
+                            {"decode_tokens_per_s", r.decode_tok_s},
+                            {"weight_mb_per_step", r.weight_mb},
+                            {"read_gb_per_s", r.read_gb_s},
+                            {"floor_tokens_per_s", r.floor_tok_s},
+                            {"fraction_of_floor", r.fraction_of_floor},
+                            {"decode_gflops", r.gflops},
+                            {"fraction_of_fma", r.fraction_of_fma},
+                            {"simd_target", DispatchedTargetName()},
+                            {"threads", NumThreads()}};
+      if (r.long_prefill_tok_s > 0) {
+        row["long_prompt_tokens"] = kLongPromptTokens;
+        row["long_prefill_tokens_per_s"] = r.long_prefill_tok_s;
+        row["long_prefill_over_16x_short"] = r.long_over_16_short;
+      }
+      array.push_back(row);
     }
     std::printf("%s\n", array.dump(1).c_str());
     return 0;
   }
   std::printf(
-      "prefill %lld tokens, decode %lld steps (batch 32: %lld and %lld), median of %d, %d threads, "
-      "%s; a read-bandwidth probe over the step's weight bytes and an FMA probe of the step's "
-      "multiply-adds after every %lldth step\n",
-      static_cast<long long>(kPromptTokens), static_cast<long long>(kDecodeSteps),
+      "prefill %lld tokens (and %lld for the hybrids at batch 1; %lld at batch 32), then decode "
+      "steps (at most %lld at batch 32); median of %d, %d threads, %s; a read-bandwidth probe "
+      "over the step's weight bytes and an FMA probe of the step's multiply-adds after every "
+      "%lldth step\n",
+      static_cast<long long>(kPromptTokens), static_cast<long long>(kLongPromptTokens),
       static_cast<long long>(kShortPromptTokens), static_cast<long long>(kShortDecodeSteps),
       repetitions, NumThreads(), DispatchedTargetName(), static_cast<long long>(kProbeEvery));
-  std::printf("%-9s %-6s %5s %14s %14s %10s %10s %12s %9s %9s %7s\n", "shape", "weights", "batch",
-              "prefill tok/s", "decode tok/s", "MB/step", "probe GB/s", "floor tok/s", "of floor",
-              "GFLOP/s", "of FMA");
+  std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
+              "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step",
+              "probe GB/s", "floor tok/s", "of floor", "GFLOP/s", "of FMA");
   for (const CaseResult& r : results) {
-    std::printf("%-9s %-6s %5lld %14.1f %14.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%%\n",
-                r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
-                r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
-                100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma);
+    char long_rate[32] = "-", long_ratio[32] = "-";
+    if (r.long_prefill_tok_s > 0) {
+      std::snprintf(long_rate, sizeof long_rate, "%.1f", r.long_prefill_tok_s);
+      std::snprintf(long_ratio, sizeof long_ratio, "%.2f", r.long_over_16_short);
+    }
+    std::printf(
+        "%-18s %-6s %5lld %13.1f %13s %13s %9.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%%\n",
+        r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
+        long_rate, long_ratio, r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
+        100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma);
   }
   return 0;
 }
 
 const SuiteRegistration kRegistration{
     {"generate",
-     "whole-model prefill (512 tokens) and decode (256 steps) on random m1-130m / m2-130m weights, "
+     "whole-model prefill (512 tokens; 8192 for the hybrids) and decode on random weights of "
+     "m1-130m, m2-130m, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b (--shape NAME), "
      "batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...), against the "
-     "weight-bandwidth floor and the FMA rate",
+     "weight-bandwidth floor and the FMA rate; all shapes take over an hour on 2 threads",
      RunGenerateBench}};
 
 }  // namespace
