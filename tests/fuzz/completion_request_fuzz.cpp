@@ -15,8 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  for (auto endpoint : {ssmkit::server::Endpoint::kCompletions,
-                        ssmkit::server::Endpoint::kChatCompletions}) {
+  for (auto endpoint :
+       {ssmkit::server::Endpoint::kCompletions, ssmkit::server::Endpoint::kChatCompletions}) {
     ssmkit::server::CompletionRequest request;
     const auto error = ssmkit::server::ParseCompletionRequest(body, endpoint, &request);
     if (!error) continue;
