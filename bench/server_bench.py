@@ -57,7 +57,10 @@ class Target:
         r = conn.getresponse()
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
-        times, tokens = [], 0
+        # TTFT: the first event with a choice (the first token's text may be held back, e.g. an
+        # incomplete UTF-8 character, or come in the event that finishes the request). ITL: the
+        # gaps between events that carry text.
+        first, times, tokens = None, [], 0
         for raw in r:
             line = raw.strip()
             if not line.startswith(b"data: "):
@@ -69,17 +72,20 @@ class Target:
             if "error" in event:
                 raise RuntimeError(str(event["error"]))
             choices = event.get("choices") or []
-            if choices and (choices[0].get("text") is not None) and not choices[0].get(
-                    "finish_reason"):
-                times.append(time.perf_counter())
-                tokens += 1
+            if choices:
+                now = time.perf_counter()
+                if first is None:
+                    first = now
+                if choices[0].get("text"):
+                    times.append(now)
+                    tokens += 1
             usage = event.get("usage")
             if usage:
                 tokens = usage.get("completion_tokens", tokens)
         conn.close()
-        if not times:
+        if first is None:
             raise RuntimeError("no tokens streamed")
-        return times[0] - t0, [b - a for a, b in zip(times, times[1:])], tokens
+        return first - t0, [b - a for a, b in zip(times, times[1:])], tokens
 
 
 def run_phase(target, clients, requests_per_client, prompt_len, max_tokens, vocab, seed):
@@ -177,7 +183,7 @@ def main():
         results["server"] = banner
     print(results["server"], flush=True)
     try:
-        clients = [int(c) for c in args.clients.split(",")]
+        clients = [int(c) for c in args.clients.split(",") if c]  # --clients '': prefix only
         print(f"{'round':>5} {'clients':>7} {'requests':>8} {'errors':>6} {'tok/s':>8} "
               f"{'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8}  (ms)", flush=True)
         for rnd in range(args.rounds):
