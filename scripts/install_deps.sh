@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev clang-format ccache)
+packages+=(libcpp-httplib-dev)  # ssmkit serve (src/server)
 packages+=(python3 python3-venv python3-dev)  # the Python package and its tests
 packages+=("$@")  # extra packages a caller needs (e.g. scripts/make_corpus.sh's corpus)
 missing=()

@@ -15,6 +15,7 @@ cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 scripts/test_python.sh
+scripts/test_server.sh
 scripts/test_elixir.sh
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"

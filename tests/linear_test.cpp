@@ -132,7 +132,7 @@ std::vector<uint8_t> RunCase(const LinearCase& c, uint64_t seed) {
 TEST(LinearForward, MatchesOracleAcrossShapesAndDtypes) {
   const uint64_t seed = FreshSeed();
   for (DType wd : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 20}) {
+    for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 13, 20, 64, 65}) {
       for (int64_t K : {1, 7, 16, 48, 77}) {
         for (int64_t M : {1, 5, 17}) {
           RunCase({T, K, M, wd, (T + K + M) % 2 == 0}, seed + T * 1000 + K * 10 + M);
@@ -161,7 +161,7 @@ TEST(LinearForward, Layouts) {
 TEST(LinearForward, ThreadedShapes) {
   const uint64_t seed = FreshSeed();
   for (DType wd : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (int64_t T : {1, 2, 8, 40}) {
+    for (int64_t T : {1, 2, 8, 9, 40, 64}) {
       RunCase({T, 768, 301, wd, T % 2 == 1}, seed);
       RunCase({T, 48, 1536, wd, true}, seed + 1);
     }
@@ -176,7 +176,9 @@ TEST(LinearForward, EverySimdTarget) {
   const uint64_t seed = FreshSeed();
   const int targets = ForEachSimdTarget([&] {
     for (DType wd : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (int64_t T : {1, 2, 4, 6, 8}) RunCase({T, 67, 21, wd, true, false, false, 2}, seed + T);
+      for (int64_t T : {1, 2, 4, 6, 8, 9, 17, 33}) {
+        RunCase({T, 67, 21, wd, true, false, false, 2}, seed + T);
+      }
     }
   });
   EXPECT_GE(targets, 2);
@@ -190,6 +192,36 @@ TEST(LinearForward, DeterministicForAThreadCount) {
   }
 }
 
+// A decode batch of T >= 2 rows: each row's output bits do not depend on the other rows or on T
+// (the few-rows kernel sums each output in one fixed order whatever tile it falls in), so a
+// server's sequences do not change as others join or leave the batch.
+TEST(LinearForward, RowsDoNotDependOnTheBatch) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const int64_t K = 333, M = 101;  // K % 8 != 0: the scalar tail too
+  for (DType wd : {DType::kF32, DType::kBF16}) {
+    HostTensor w({M, K}, wd);
+    w.Fill(rng.NormalVec(M * K, 0.1));
+    HostTensor bias({M}, DType::kF32);
+    bias.Fill(rng.NormalVec(M));
+    HostTensor x({kLinearGemvMaxRows, K}, DType::kF32);
+    x.Fill(rng.NormalVec(kLinearGemvMaxRows * K));
+    std::vector<float> first;  // row 0's outputs at T = 2
+    for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
+      std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
+      Tensor xv = x.view();
+      xv.shape[0] = T;
+      const Status s = LinearForward({xv, w.view(), bias.view()},
+                                     Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
+      ASSERT_TRUE(s.ok()) << s.message();
+      if (first.empty()) first.assign(out.begin(), out.begin() + M);
+      EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
+          << DTypeName(wd) << ": row 0 at T=" << T << " differs from T=2";
+    }
+  }
+}
+
 // Callers on several threads at once (a server, a BEAM VM, XLA's pool): each gets the bits a
 // lone call gets. OpenBLAS's thread count is process-wide; a caller that restored it while
 // another was inside sgemm once changed the other's results.
@@ -198,7 +230,9 @@ TEST(LinearForward, ConcurrentCallersGetTheBitsOfALoneCall) {
   SCOPED_TRACE(SeedTrace(seed));
   ScopedThreads scoped(2);
   Rng rng(seed);
-  HostTensor x({64, 96}, DType::kF32), w({80, 96}, DType::kF32), want({64, 80}, DType::kF32);
+  // More rows than the few-rows kernel takes: the calls go through OpenBLAS's sgemm.
+  const int64_t T = kLinearGemvMaxRows + 32;
+  HostTensor x({T, 96}, DType::kF32), w({80, 96}, DType::kF32), want({T, 80}, DType::kF32);
   x.Fill(rng.NormalVec(x.numel()));
   w.Fill(rng.NormalVec(w.numel()));
   ASSERT_TRUE(LinearForward({x.view(), w.view(), Tensor{}}, want.view()).ok());
@@ -206,7 +240,7 @@ TEST(LinearForward, ConcurrentCallersGetTheBitsOfALoneCall) {
   std::vector<std::thread> callers;
   for (int c = 0; c < 8; ++c) {
     callers.emplace_back([&] {
-      HostTensor out({64, 80}, DType::kF32);
+      HostTensor out({T, 80}, DType::kF32);
       for (int i = 0; i < 1000; ++i) {
         if (!LinearForward({x.view(), w.view(), Tensor{}}, out.view()).ok() ||
             out.bytes() != want.bytes()) {

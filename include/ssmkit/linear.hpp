@@ -10,11 +10,13 @@
 // (strides (1, ld): the transpose of a (K, T) or (M, T) buffer), which lets the Mamba-1 block go
 // between its (B*L, features) and (B, features, L) layouts without a copy.
 //
-// Few rows (T <= kLinearGemvMaxRows, both row-major: decode) run a SIMD matrix-vector kernel that
-// reads W once for all rows, memory-bandwidth bound; more rows run OpenBLAS's sgemm over panels
-// of W (bf16/f16 panels widened to f32 first). Rows of W are split over threads, each output
-// element summed by one thread in a fixed order: the same inputs and thread count give the same
-// bits. No heap allocation once warm (per-thread panel buffers are kept between calls).
+// Few rows (T <= kLinearGemvMaxRows, both row-major: decode batches) run a SIMD kernel that reads
+// W from memory once for all rows: bandwidth-bound at one row, a register-tiled small matrix
+// product at more (for T >= 2 a row's result does not depend on the other rows); more rows
+// (prefill) run OpenBLAS's sgemm over panels of W (bf16/f16 panels widened to f32 first). Rows of W
+// are split over threads, each output element summed by one thread in a fixed order: the same
+// inputs and thread count give the same bits. No heap allocation once warm (per-thread panel
+// buffers are kept between calls).
 //
 // The backward (F.linear's): dx = dout W, dW = dout^T x, dbias = sum over rows of dout, each an
 // OpenBLAS sgemm (or a sum) split over threads by output rows, each output element computed by
@@ -28,7 +30,7 @@
 
 namespace ssmkit {
 
-inline constexpr int64_t kLinearGemvMaxRows = 8;
+inline constexpr int64_t kLinearGemvMaxRows = 64;
 
 struct LinearInputs {
   Tensor x;       // (T, K) f32; strides (ldx, 1) or (1, ldx)

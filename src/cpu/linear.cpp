@@ -1,4 +1,5 @@
-// CPU linear layer: picks the matrix-vector kernel (few rows) or OpenBLAS sgemm (many rows).
+// CPU linear layer: picks the few-rows kernel (linear_gemv.cpp: decode batches up to
+// kLinearGemvMaxRows) or OpenBLAS sgemm (many rows: prefill).
 // Dimension legend: T rows, K input features, M output features, Pm weight rows per panel.
 //
 // Both split the M output features over threads in contiguous blocks (ParallelFor), so each
@@ -6,8 +7,8 @@
 // thread count only through the block boundaries (deterministic for a given count).
 // The sgemm path runs OpenBLAS single-threaded inside each of our blocks (BlasSingleThread:
 // its own pool would fight ours for the cores). A bf16/f16 weight is widened one panel of Pm
-// rows at a time into a per-thread buffer; at T >= 9 rows the widening (M*K) is small next to
-// the product (2*T*M*K).
+// rows at a time into a per-thread buffer; at T > kLinearGemvMaxRows rows the widening (M*K)
+// is small next to the product (2*T*M*K).
 #include "cpu/linear.hpp"
 
 #include <algorithm>
@@ -98,26 +99,24 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 }
 
 Status Linear(const LinearParams& p) {
-  if (TakesGemv(p)) {
-    SplitRows(p.out_features, p.in_features,
-              [&p](int64_t begin, int64_t end, int) { LinearGemvRows(p, begin, end); });
-    return Status::Ok();
-  }
-  // bad_alloc from a worker's panel buffer must not cross the OpenMP region: caught here and
-  // reported after it.
+  // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must
+  // not cross the OpenMP region: caught here and reported after it.
   bool out_of_memory = false;
-  {
-    ssd::BlasSingleThread single;
-    SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
-      try {
-        GemmRows(p, begin, end);
-      } catch (const std::bad_alloc&) {
+  const auto rows = [&](int64_t begin, int64_t end, int) {
+    try {
+      LinearRows(p, begin, end);
+    } catch (const std::bad_alloc&) {
 #pragma omp atomic write
-        out_of_memory = true;
-      }
-    });
+      out_of_memory = true;
+    }
+  };
+  if (TakesGemv(p)) {
+    SplitRows(p.out_features, p.in_features, rows);
+  } else {
+    ssd::BlasSingleThread single;
+    SplitRows(p.out_features, p.in_features, rows);
   }
-  if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight panel");
+  if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight buffer");
   return Status::Ok();
 }
 

@@ -1,17 +1,28 @@
 // CPU linear layer, the few-rows kernel: out[t, m] = sum_k x[t, k] W[m, k] + bias[m] for
-// T <= kLinearGemvMaxRows rows of x, reading each weight row once for all T rows.
+// T <= kLinearGemvMaxRows rows of x (decode batches), reading each weight row from memory once
+// for all T rows.
 // Dimension legend: T rows of x (the decode batch), K input features, M output features,
-// W vector lanes, R weight rows per pass.
+// W vector lanes, R weight rows per tile, Tt rows of x per tile.
 //
-// At decode the whole model's weights stream through here once per token. With one row of x
+// At decode the whole model's weights stream through here once per step. With one row of x
 // (batch 1) the kernel is bound by memory bandwidth: each weight row is read front to back
-// with 8 independent accumulators, a single sequential stream per thread. With more rows it
-// becomes bound by FMA throughput: R weight rows are loaded a vector at a time and each vector
-// is multiplied into all T rows of x (L1-resident), T * R accumulators. bf16/f16 weights are
-// widened to f32 in registers, never stored wider. Each output is reduced by one thread in a
-// fixed order (vector partials, then lanes, then the scalar tail over K % W): deterministic.
+// with 8 independent accumulators, a single sequential stream per thread. With more rows it is
+// bound by multiply-add throughput, and is a small matrix product tiled for the registers: a
+// tile of R weight rows by Tt rows of x keeps Tt * R accumulators (12 of AVX2's 16 registers,
+// 24 of AVX-512's 32); each weight vector is loaded once for the Tt rows, each x vector once
+// for the R weight rows. The tiles walk the rows of x for one block of R weight rows before
+// moving on, so the block comes from memory once and from L1 for the other tiles (bf16/f16
+// weights are widened into an f32 copy of the block first when more than one tile reads it,
+// else in registers); x (T * K floats) stays in L2.
+//
+// Each output is reduced by one thread in a fixed order (vector partials along K, then lanes,
+// then the scalar tail over K % W, then the bias), whatever T, the tile it falls in and the
+// thread count: for T >= 2 a row's result does not depend on the other rows of the batch.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "cpu/linear.hpp"
@@ -51,32 +62,142 @@ HWY_INLINE float WeightAt(const hwy::float16_t* p, int64_t i) {
   return F16ToF32(reinterpret_cast<const uint16_t*>(p)[i]);
 }
 
-// Output rows [m, m + kR) for all kT rows of x.
+// dst[i] = src[i] widened to f32, i < n.
+template <class WT>
+HWY_INLINE void WidenBlock(const WT* HWY_RESTRICT src, int64_t n, float* HWY_RESTRICT dst) {
+  const DF df;
+  const int64_t W = Lanes();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) hn::StoreU(LoadWeights(df, src + i), df, dst + i);
+  for (; i < n; ++i) dst[i] = WeightAt(src, i);
+}
+
+// The bytes of the next block of weight rows, fetched into L2 a few cache lines before each
+// tile that multiplies the current block, so that memory traffic overlaps the multiply-adds.
+struct Prefetcher {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int64_t lines_per_tile = 0;
+  HWY_INLINE void Burst() {
+    for (int64_t i = 0; i < lines_per_tile && next < end; ++i, next += 64) {
+      __builtin_prefetch(next, /*rw=*/0, /*locality=*/2);
+    }
+  }
+};
+
+// Output rows [m, m + kR) for the kT rows of x at x (rows x_stride apart), into out (rows
+// out_stride apart); w: the tile's kR weight rows, K apart.
 template <int kT, int kR, class WT>
-HWY_INLINE void DotRows(const LinearParams& p, const WT* HWY_RESTRICT weight, int64_t m) {
+HWY_INLINE void Tile(const LinearParams& p, const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x,
+                     float* HWY_RESTRICT out, int64_t m, Prefetcher& prefetch) {
   const DF df;
   const int64_t K = p.in_features, W = Lanes();
-  const float* HWY_RESTRICT x = p.x;          // (T, K), row stride x_stride_row
-  const WT* HWY_RESTRICT w = weight + m * K;  // (kR, K)
+  const int64_t xs = p.x_stride_row;
   VF acc[kT][kR];
   for (int t = 0; t < kT; ++t) {
     for (int r = 0; r < kR; ++r) acc[t][r] = hn::Zero(df);
   }
+  prefetch.Burst();
   int64_t k = 0;
   for (; k + W <= K; k += W) {
     VF wv[kR];
     for (int r = 0; r < kR; ++r) wv[r] = LoadWeights(df, w + r * K + k);
     for (int t = 0; t < kT; ++t) {
-      const VF xv = hn::LoadU(df, x + t * p.x_stride_row + k);
+      const VF xv = hn::LoadU(df, x + t * xs + k);
       for (int r = 0; r < kR; ++r) acc[t][r] = hn::MulAdd(wv[r], xv, acc[t][r]);
     }
   }
   for (int t = 0; t < kT; ++t) {
     for (int r = 0; r < kR; ++r) {
       float sum = hn::GetLane(hn::SumOfLanes(df, acc[t][r]));
-      for (int64_t j = k; j < K; ++j) sum += x[t * p.x_stride_row + j] * WeightAt(w + r * K, j);
+      // std::fma, not a * b + c, which the compiler may or may not contract depending on where
+      // the weight came from (a widened copy or the bf16 row): the same bits either way.
+      for (int64_t j = k; j < K; ++j) sum = std::fma(x[t * xs + j], WeightAt(w + r * K, j), sum);
       if (p.bias != nullptr) sum += p.bias[m + r];
-      p.out[t * p.out_stride_row + m + r] = sum;
+      out[t * p.out_stride_row + m + r] = sum;
+    }
+  }
+}
+
+// Tile rows of x and weight rows: 4 x 3 fits AVX2's 16 vector registers (12 accumulators, 3
+// weight vectors, one x vector); 8 x 3 AVX-512's 32. Tuned for speed only: the order of each
+// output's sum does not depend on them.
+constexpr int kTileWeightRows = 3;
+constexpr int kTileXRows = HWY_MAX_BYTES >= 64 ? 8 : 4;
+
+// A tile of n <= kTileXRows rows of x by r <= kTileWeightRows weight rows.
+template <int kR, class WT>
+HWY_INLINE void TileN(int n, const LinearParams& p, const WT* w, const float* x, float* out,
+                      int64_t m, Prefetcher& pf) {
+  switch (n) {
+    case 1:
+      return Tile<1, kR, WT>(p, w, x, out, m, pf);
+    case 2:
+      return Tile<2, kR, WT>(p, w, x, out, m, pf);
+    case 3:
+      return Tile<3, kR, WT>(p, w, x, out, m, pf);
+#if HWY_MAX_BYTES >= 64
+    case 4:
+      return Tile<4, kR, WT>(p, w, x, out, m, pf);
+    case 5:
+      return Tile<5, kR, WT>(p, w, x, out, m, pf);
+    case 6:
+      return Tile<6, kR, WT>(p, w, x, out, m, pf);
+    case 7:
+      return Tile<7, kR, WT>(p, w, x, out, m, pf);
+#endif
+    default:
+      return Tile<kTileXRows, kR, WT>(p, w, x, out, m, pf);
+  }
+}
+
+template <class WT>
+HWY_INLINE void TileNR(int n, int r, const LinearParams& p, const WT* w, const float* x, float* out,
+                       int64_t m, Prefetcher& pf) {
+  static_assert(kTileWeightRows == 3, "a case per weight-row count");
+  if (r == 3) return TileN<3, WT>(n, p, w, x, out, m, pf);
+  if (r == 2) return TileN<2, WT>(n, p, w, x, out, m, pf);
+  return TileN<1, WT>(n, p, w, x, out, m, pf);
+}
+
+// Weight rows per block: the block (kBlockWeightRows * K weights) stays in L2 while every tile
+// of x rows passes over it, each x tile in L1. Tuned for speed only.
+constexpr int64_t kBlockWeightRows = 8 * kTileWeightRows;
+
+// Output rows [m_begin, m_end) for all T >= 2 rows of x: block by block of weight rows, each
+// block read from memory once and multiplied by every tile of x rows.
+template <class WT>
+void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
+  const int64_t K = p.in_features, T = p.rows;
+  const WT* weight = static_cast<const WT*>(p.weight);  // (M, K)
+  // Widen a block only when more than one tile of x reads it; each thread's copy is kept
+  // between calls (no allocation once warm).
+  const bool widen = !std::is_same_v<WT, float> && T > 2 * kTileXRows;
+  thread_local std::vector<float> block;  // (kBlockWeightRows, K)
+  if (widen && block.size() < static_cast<size_t>(kBlockWeightRows * K)) {
+    block.resize(static_cast<size_t>(kBlockWeightRows * K));
+  }
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += kBlockWeightRows) {
+    const int64_t m1 = std::min(m0 + kBlockWeightRows, m_end);
+    if (widen) WidenBlock(weight + m0 * K, (m1 - m0) * K, block.data());
+    const int64_t m2 = std::min(m1 + kBlockWeightRows, m_end);
+    const int64_t tiles =
+        (T + kTileXRows - 1) / kTileXRows * ((m1 - m0 + kTileWeightRows - 1) / kTileWeightRows);
+    const int64_t lines = ((m2 - m1) * K * static_cast<int64_t>(sizeof(WT)) + 63) / 64;
+    Prefetcher pf{reinterpret_cast<const char*>(weight + m1 * K),
+                  reinterpret_cast<const char*>(weight + m2 * K), (lines + tiles - 1) / tiles};
+    for (int64_t t = 0; t < T; t += kTileXRows) {
+      const int n = static_cast<int>(std::min<int64_t>(kTileXRows, T - t));
+      const float* x = p.x + t * p.x_stride_row;
+      float* out = p.out + t * p.out_stride_row;
+      for (int64_t m = m0; m < m1; m += kTileWeightRows) {
+        const int r = static_cast<int>(std::min<int64_t>(kTileWeightRows, m1 - m));
+        if (widen) {
+          TileNR<float>(n, r, p, block.data() + (m - m0) * K, x, out, m, pf);
+        } else {
+          TileNR<WT>(n, r, p, weight + m * K, x, out, m, pf);
+        }
+      }
     }
   }
 }
@@ -119,49 +240,18 @@ HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int
   }
 }
 
-template <int kT, class WT>
-void GemvRowsT(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  const WT* weight = static_cast<const WT*>(p.weight);
-  if constexpr (kT == 1) {
+template <class WT>
+void GemvRowsW(const LinearParams& p, int64_t m_begin, int64_t m_end) {
+  if (p.rows == 1) {
     // One row of x: memory-bound. One weight row at a time, K unrolled by 8 vectors (8 FMA
     // chains): the thread's block of W streams through in address order. Measured 2x faster
     // on bf16 weights than 8 interleaved rows. Tuned for speed only.
+    const WT* weight = static_cast<const WT*>(p.weight);
     for (int64_t m = m_begin; m < m_end; ++m) DotRow<1, 8, WT>(p, weight, m);
-  } else {
-    // Several rows of x: FMA-bound. kR weight rows per pass, each vector loaded once for all
-    // kT rows of x: kT * kR <= 16 accumulators plus kR weight vectors fit the 32 AVX-512
-    // registers. Tuned for speed only.
-    constexpr int kR = kT <= 2 ? 8 : (kT <= 4 ? 4 : 2);
-    int64_t m = m_begin;
-    for (; m + kR <= m_end; m += kR) DotRows<kT, kR, WT>(p, weight, m);
-    for (; m < m_end; ++m) DotRows<kT, 1, WT>(p, weight, m);
+    return;
   }
+  TiledRows<WT>(p, m_begin, m_end);
 }
-
-template <class WT>
-void GemvRowsW(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  switch (p.rows) {
-    case 1:
-      return GemvRowsT<1, WT>(p, m_begin, m_end);
-    case 2:
-      return GemvRowsT<2, WT>(p, m_begin, m_end);
-    case 3:
-      return GemvRowsT<3, WT>(p, m_begin, m_end);
-    case 4:
-      return GemvRowsT<4, WT>(p, m_begin, m_end);
-    case 5:
-      return GemvRowsT<5, WT>(p, m_begin, m_end);
-    case 6:
-      return GemvRowsT<6, WT>(p, m_begin, m_end);
-    case 7:
-      return GemvRowsT<7, WT>(p, m_begin, m_end);
-    case 8:
-      return GemvRowsT<8, WT>(p, m_begin, m_end);
-    default:
-      return;  // the ops layer only sends 1..kLinearGemvMaxRows rows here
-  }
-}
-static_assert(kLinearGemvMaxRows == 8, "GemvRowsW has a case per row count");
 
 }  // namespace
 
@@ -178,23 +268,14 @@ void GemvRowsImpl(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   }
 }
 
-template <class WT>
-void WidenT(const WT* src, int64_t n, float* dst) {
-  const DF df;
-  const int64_t W = Lanes();
-  int64_t i = 0;
-  for (; i + W <= n; i += W) hn::StoreU(LoadWeights(df, src + i), df, dst + i);
-  for (; i < n; ++i) dst[i] = WeightAt(src, i);
-}
-
 void WidenImpl(const void* src, DType dtype, int64_t n, float* dst) {
   switch (dtype) {
     case DType::kF32:
-      return WidenT(static_cast<const float*>(src), n, dst);
+      return WidenBlock(static_cast<const float*>(src), n, dst);
     case DType::kBF16:
-      return WidenT(static_cast<const hwy::bfloat16_t*>(src), n, dst);
+      return WidenBlock(static_cast<const hwy::bfloat16_t*>(src), n, dst);
     case DType::kF16:
-      return WidenT(static_cast<const hwy::float16_t*>(src), n, dst);
+      return WidenBlock(static_cast<const hwy::float16_t*>(src), n, dst);
     default:
       return;
   }

@@ -3,7 +3,8 @@
 // (Mamba-2 + attention + MLP) and falcon-h1-0.5b (attention and Mamba-2 side by side), their
 // configs read from the published config.json keys (PresetConfig). Per shape and weight dtype
 // (f32, bf16): a prefill of 512 tokens, then greedy decode steps (256; 64 for the hybrids),
-// at batch 1 and 8; for the hybrids also a prefill of one 8192-token prompt, where attention's
+// at batch 1 and 8, and at batch 32 (a server's batched decode step) a prefill of 64 tokens and
+// 64 decode steps; for the hybrids also a prefill of one 8192-token prompt, where attention's
 // quadratic cost shows, reported beside 16 times the 512-token prefill's time (issue 18's bar:
 // within 1.5x).
 //
@@ -16,8 +17,16 @@
 // median over those steps of (probe time / step time). The probe stands apart from the timed
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
+//
+// The ceiling at larger batches: a decode step multiplies every weight matrix by B rows, B
+// multiply-adds per weight, so it cannot run faster than the machine's multiply-add rate allows.
+// After every kProbeEvery-th step an FmaProbe (`bench floor`'s independent FMA chains) sized to
+// the step's multiply-adds runs on the same threads, and "of FMA" is the median over those steps
+// of (the step's multiply-adds per second) / (the probe's): the share of the FMA rate the step
+// reaches (issue 20's bar: >= 50% at batch 8 and 32).
 // Each case reports the median of --runs repetitions (default 3) of prefill + decode; the
 // 8192-token prefill runs --runs times when --runs is given, else once (it takes minutes).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -27,6 +36,8 @@
 #include <vector>
 
 #include "bench_harness.hpp"
+#include "core/dtype.hpp"
+#include "fma_rate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/sampler.hpp"
 #include "ssmkit/threads.hpp"
@@ -36,6 +47,11 @@ namespace {
 
 constexpr int64_t kPromptTokens = 512;
 constexpr int64_t kLongPromptTokens = 8192;
+// Batches above this prefill and decode less: a step of 32 sequences takes as long as ~10 of
+// one, and decode speed does not depend on the prompt's length (the state has a fixed size).
+constexpr int64_t kLongRunMaxBatch = 8;
+constexpr int64_t kShortPromptTokens = 64;
+constexpr int64_t kShortDecodeSteps = 64;
 constexpr int kDefaultRepetitions = 3;
 // Decode steps per bandwidth probe: 64 probes per repetition. Tuned for run time only.
 constexpr int64_t kProbeEvery = 4;
@@ -83,9 +99,10 @@ constexpr Shape kShapes[] = {
 
 struct CaseResult {
   std::string shape, dtype;
-  int64_t batch = 0, decode_steps = 0;
+  int64_t batch = 0, prompt_tokens = 0, decode_steps = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, floor_tok_s = 0;
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
+  double gflops = 0, fraction_of_fma = 0;  // the decode steps' multiply-adds (x2) per second
   // The 8192-token prefill (batch-1 hybrid cases; 0 = not run) and its time over 16 times the
   // 512-token prefill's.
   double long_prefill_tok_s = 0, long_over_16_short = 0;
@@ -99,7 +116,14 @@ std::vector<int32_t> RandomTokens(std::mt19937& rng, const ModelConfig& config, 
   return tokens;
 }
 
-Status RunCase(const Model& model, const Shape& shape, int64_t batch, int repetitions,
+// Seconds the probe takes (one Run).
+double TimedFma(FmaProbe& probe) {
+  const auto t0 = std::chrono::steady_clock::now();
+  probe.Run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batch, int repetitions,
                int long_repetitions, CaseResult* r) {
   const ModelConfig& config = model.config();
   std::unique_ptr<Session> session;
@@ -107,25 +131,34 @@ Status RunCase(const Model& model, const Shape& shape, int64_t batch, int repeti
   Sampler sampler;
   SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, config.vocab_size, &sampler));
   std::mt19937 rng(42);
+  const bool long_run = batch <= kLongRunMaxBatch;
+  const int64_t prompt_tokens = long_run ? kPromptTokens : kShortPromptTokens;
+  const int64_t decode_steps =
+      long_run ? shape.decode_steps : std::min(shape.decode_steps, kShortDecodeSteps);
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t b = 0; b < batch; ++b) prompts.push_back(RandomTokens(rng, config, kPromptTokens));
+  for (int64_t b = 0; b < batch; ++b) prompts.push_back(RandomTokens(rng, config, prompt_tokens));
   const int64_t V = config.vocab_size;
   std::vector<float> logits(static_cast<size_t>(batch * V));
   std::vector<int32_t> next(static_cast<size_t>(batch));
   const int64_t weight_bytes = model.decode_weight_bytes();
   const std::vector<float> probe(static_cast<size_t>(weight_bytes / 4), 1.0f);
   volatile float sink = 0.0f;
+  // Multiply-adds of one step: every weight element once per sequence.
+  const double step_fmas = static_cast<double>(weight_bytes / DTypeSize(dtype)) * batch;
+  const double lanes = DispatchedFloatLanes();
+  FmaProbe fma(NumThreads(), step_fmas / NumThreads() / lanes);
+  const double probe_fmas = fma.FmasPerThread() * NumThreads() * lanes;
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  std::vector<double> prefill_s, decode_s, probe_s, probe_over_step;
+  std::vector<double> prefill_s, decode_s, probe_s, probe_over_step, step_over_fma;
   for (int rep = 0; rep < repetitions; ++rep) {
     const auto t0 = Clock::now();
     SSMKIT_RETURN_IF_ERROR(session->Prefill(prompts, logits));
     prefill_s.push_back(seconds_since(t0));
     double decode = 0.0;
-    for (int64_t step = 0; step < shape.decode_steps; ++step) {
+    for (int64_t step = 0; step < decode_steps; ++step) {
       const auto s0 = Clock::now();
       for (int64_t b = 0; b < batch; ++b)
         next[b] = sampler.Sample(std::span<const float>(logits).subspan(b * V, V));
@@ -135,6 +168,8 @@ Status RunCase(const Model& model, const Shape& shape, int64_t batch, int repeti
       if (step % kProbeEvery == kProbeEvery - 1) {
         probe_s.push_back(TimedSum(probe, &sink));
         probe_over_step.push_back(probe_s.back() / step_s);
+        const double fma_s = TimedFma(fma);
+        step_over_fma.push_back((step_fmas / step_s) / (probe_fmas / fma_s));
       }
     }
     decode_s.push_back(decode);
@@ -142,9 +177,13 @@ Status RunCase(const Model& model, const Shape& shape, int64_t batch, int repeti
   r->shape = shape.name;
   r->dtype = model.weight_dtype_name();
   r->batch = batch;
-  r->decode_steps = shape.decode_steps;
-  r->prefill_tok_s = static_cast<double>(batch * kPromptTokens) / Median(prefill_s);
-  r->decode_tok_s = static_cast<double>(batch * shape.decode_steps) / Median(decode_s);
+  r->prompt_tokens = prompt_tokens;
+  r->decode_steps = decode_steps;
+  r->prefill_tok_s = static_cast<double>(batch * prompt_tokens) / Median(prefill_s);
+  r->decode_tok_s = static_cast<double>(batch * decode_steps) / Median(decode_s);
+  r->gflops = 2.0 * step_fmas / batch * r->decode_tok_s / 1e9;
+  r->fraction_of_fma = Median(step_over_fma);
+  if (!fma.Sane()) return Status::Internal("bench generate: unexpected FMA chain sums");
   r->weight_mb = static_cast<double>(weight_bytes) / 1e6;
   const double probe_median = Median(probe_s);
   r->read_gb_s = static_cast<double>(weight_bytes) / probe_median / 1e9;
@@ -172,7 +211,14 @@ int RunGenerateBench(const Options& options) {
   for (const Shape& shape : kShapes) {
     if (!options.shape.empty() && options.shape != shape.name) continue;
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      if (!options.algo.empty() && options.algo != DTypeName(dtype)) continue;
+      // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
+      const std::string dtype_name = DTypeName(dtype);
+      auto selected = [&](int64_t batch) {
+        const std::string batch_name = "b" + std::to_string(batch);
+        return options.algo.empty() || options.algo == dtype_name || options.algo == batch_name ||
+               options.algo == dtype_name + "/" + batch_name;
+      };
+      if (!selected(1) && !selected(8) && !selected(32)) continue;
       auto fail = [&](int64_t batch, const Status& s) {
         std::fprintf(stderr, "bench generate %s %s B=%lld: %s\n", shape.name, DTypeName(dtype),
                      static_cast<long long>(batch), s.message().c_str());
@@ -183,9 +229,10 @@ int RunGenerateBench(const Options& options) {
       Status s = PresetConfig(shape.name, &config);
       if (s.ok()) s = Model::Random(config, dtype, 1234, &model);
       if (!s.ok()) return fail(0, s);
-      for (int64_t batch : {1, 8}) {
+      for (int64_t batch : {1, 8, 32}) {
+        if (!selected(batch)) continue;
         CaseResult r;
-        s = RunCase(*model, shape, batch, repetitions, long_repetitions, &r);
+        s = RunCase(*model, dtype, shape, batch, repetitions, long_repetitions, &r);
         if (!s.ok()) return fail(batch, s);
         results.push_back(r);
       }
@@ -202,7 +249,7 @@ int RunGenerateBench(const Options& options) {
                             {"shape", r.shape},
                             {"weights", r.dtype},
                             {"batch", r.batch},
-                            {"prompt_tokens", kPromptTokens},
+                            {"prompt_tokens", r.prompt_tokens},
                             {"decode_steps", r.decode_steps},
                             {"prefill_tokens_per_s", r.prefill_tok_s},
                             {"decode_tokens_per_s", r.decode_tok_s},
@@ -210,6 +257,9 @@ int RunGenerateBench(const Options& options) {
                             {"read_gb_per_s", r.read_gb_s},
                             {"floor_tokens_per_s", r.floor_tok_s},
                             {"fraction_of_floor", r.fraction_of_floor},
+                            {"decode_gflops", r.gflops},
+                            {"fraction_of_fma", r.fraction_of_fma},
+                            {"simd_target", DispatchedTargetName()},
                             {"threads", NumThreads()}};
       if (r.long_prefill_tok_s > 0) {
         row["long_prompt_tokens"] = kLongPromptTokens;
@@ -222,24 +272,27 @@ int RunGenerateBench(const Options& options) {
     return 0;
   }
   std::printf(
-      "prefill %lld tokens (and %lld for the hybrids at batch 1), then decode steps; median of "
-      "%d, %d threads; a read-bandwidth probe over the step's weight bytes after every %lldth "
-      "step\n",
-      static_cast<long long>(kPromptTokens), static_cast<long long>(kLongPromptTokens), repetitions,
-      NumThreads(), static_cast<long long>(kProbeEvery));
-  std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s\n", "shape", "weights", "batch",
-              "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step", "probe GB/s",
-              "floor tok/s", "of floor");
+      "prefill %lld tokens (and %lld for the hybrids at batch 1; %lld at batch 32), then decode "
+      "steps (at most %lld at batch 32); median of %d, %d threads, %s; a read-bandwidth probe "
+      "over the step's weight bytes and an FMA probe of the step's multiply-adds after every "
+      "%lldth step\n",
+      static_cast<long long>(kPromptTokens), static_cast<long long>(kLongPromptTokens),
+      static_cast<long long>(kShortPromptTokens), static_cast<long long>(kShortDecodeSteps),
+      repetitions, NumThreads(), DispatchedTargetName(), static_cast<long long>(kProbeEvery));
+  std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
+              "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step",
+              "probe GB/s", "floor tok/s", "of floor", "GFLOP/s", "of FMA");
   for (const CaseResult& r : results) {
     char long_rate[32] = "-", long_ratio[32] = "-";
     if (r.long_prefill_tok_s > 0) {
       std::snprintf(long_rate, sizeof long_rate, "%.1f", r.long_prefill_tok_s);
       std::snprintf(long_ratio, sizeof long_ratio, "%.2f", r.long_over_16_short);
     }
-    std::printf("%-18s %-6s %5lld %13.1f %13s %13s %9.1f %10.1f %10.1f %12.1f %8.0f%%\n",
-                r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
-                long_rate, long_ratio, r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
-                100.0 * r.fraction_of_floor);
+    std::printf(
+        "%-18s %-6s %5lld %13.1f %13s %13s %9.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%%\n",
+        r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
+        long_rate, long_ratio, r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
+        100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma);
   }
   return 0;
 }
@@ -248,8 +301,8 @@ const SuiteRegistration kRegistration{
     {"generate",
      "whole-model prefill (512 tokens; 8192 for the hybrids) and decode on random weights of "
      "m1-130m, m2-130m, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b (--shape NAME), "
-     "batch 1 and 8, f32 and bf16 (--algo f32|bf16), against the weight-bandwidth floor; all "
-     "shapes take ~an hour on 2 threads",
+     "batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...), against the "
+     "weight-bandwidth floor and the FMA rate; all shapes take over an hour on 2 threads",
      RunGenerateBench}};
 
 }  // namespace

@@ -1,11 +1,13 @@
 // ssmkit: the command-line front end. Subcommands: bench (every registered suite), check
-// (ops against their oracles), generate and info (the engine, engine_commands.cpp).
+// (ops against their oracles), generate and info (the engine, engine_commands.cpp), serve
+// (serve_command.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "bench_harness.hpp"
 #include "check_harness.hpp"
 #include "engine_commands.hpp"
+#include "serve_command.hpp"
 #include "ssmkit/threads.hpp"
 #include "train_command.hpp"
 
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
 
   ssmkit::cli::AddEngineCommands(app, threads, exit_code);
   ssmkit::cli::AddTrainCommand(app, threads, exit_code);
+  ssmkit::cli::AddServeCommand(app, threads, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

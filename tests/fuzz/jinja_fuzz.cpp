@@ -1,0 +1,29 @@
+// libFuzzer target for the chat-template interpreter (src/server/jinja): any bytes as a
+// template must parse or fail with a Status, and a parsed one must render or fail with a Status,
+// within the interpreter's bounds (nesting, loop iterations, output size), on a fixed context
+// of messages. Seed corpus: tests/fuzz/corpus/jinja/ (the test templates of tests/server).
+// Not built by CMake yet: the fuzz harness (issue 23, branch `harness`) wires targets; build by
+// hand with
+//   clang++ -std=c++20 -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+//     tests/fuzz/jinja_fuzz.cpp src/server/jinja/*.cpp src/server/chat_template.cpp \
+//     -licuuc -o jinja_fuzz && ./jinja_fuzz tests/fuzz/corpus/jinja
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "server/chat_template.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const nlohmann::ordered_json kMessages = nlohmann::ordered_json::parse(R"([
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Hi \u00e9 /think"},
+    {"role": "assistant", "content": "Hello.", "tool_calls": [{"function": {"name": "f",
+      "arguments": {"a": [1, 2.5, null, true]}}}]},
+    {"role": "user", "content": ""}])");
+  std::unique_ptr<ssmkit::server::ChatTemplate> t;
+  const std::string source(reinterpret_cast<const char*>(data), size);
+  if (!ssmkit::server::ChatTemplate::FromSource(source, {{"bos_token", "<s>"}}, &t).ok()) return 0;
+  std::string text;
+  (void)t->Render(kMessages, /*add_generation_prompt=*/true, &text);
+  return 0;
+}

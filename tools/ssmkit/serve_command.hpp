@@ -1,0 +1,11 @@
+// `ssmkit serve`, the OpenAI-compatible server (src/server/), added to the CLI app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ssmkit::cli {
+
+// `threads` is read when the command runs (after parsing); `exit_code` receives its result.
+void AddServeCommand(CLI::App& app, const int& threads, int& exit_code);
+
+}  // namespace ssmkit::cli
