@@ -97,26 +97,28 @@ Status CheckOptions(const TrainOptions& o) {
 // What a resumed run must share with the run that wrote the checkpoint for its loss curve to
 // continue the same one.
 Json RunIdentity(const TrainOptions& o, const train::ByteCorpus& corpus) {
-  return {{"arch", ModelArchName(o.arch)},
-          {"size", o.size},
-          {"init", o.init},
-          {"steps", o.steps},
-          {"batch", o.batch},
-          {"seqlen", o.seqlen},
-          {"accum", o.accum},
-          {"lr", o.lr},
-          {"min_lr", o.min_lr},
-          {"warmup", o.warmup},
-          {"weight_decay", o.weight_decay},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"clip", o.clip},
-          {"seed", o.seed},
-          {"val_fraction", o.val_fraction},
-          {"data_bytes", corpus.train_bytes() + corpus.val_bytes()},
-          {"data_fingerprint", std::to_string(corpus.fingerprint())},
-          {"threads", NumThreads()}};
+  Json run = {{"arch", o.attention_every > 0 ? "hybrid" : ModelArchName(o.arch)},
+              {"size", o.size},
+              {"init", o.init},
+              {"steps", o.steps},
+              {"batch", o.batch},
+              {"seqlen", o.seqlen},
+              {"accum", o.accum},
+              {"lr", o.lr},
+              {"min_lr", o.min_lr},
+              {"warmup", o.warmup},
+              {"weight_decay", o.weight_decay},
+              {"beta1", o.beta1},
+              {"beta2", o.beta2},
+              {"eps", o.eps},
+              {"clip", o.clip},
+              {"seed", o.seed},
+              {"val_fraction", o.val_fraction},
+              {"data_bytes", corpus.train_bytes() + corpus.val_bytes()},
+              {"data_fingerprint", std::to_string(corpus.fingerprint())},
+              {"threads", NumThreads()}};
+  if (o.attention_every > 0) run["attention_every"] = o.attention_every;
+  return run;
 }
 
 std::string LogHeader() {
@@ -172,6 +174,11 @@ Status Trainer::Setup(TrainResult* result) {
     const std::string path = (fs::path(o_.init) / "config.json").string();
     SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
     SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(text, path, &config_));
+  } else if (o_.attention_every > 0) {
+    if (o_.arch != ModelArch::kMamba2) {
+      return Bad("--arch hybrid", "Mamba-2 mixers", ModelArchName(o_.arch));
+    }
+    SSMKIT_RETURN_IF_ERROR(TrainHybridSizeConfig(o_.size, o_.attention_every, &config_));
   } else {
     SSMKIT_RETURN_IF_ERROR(TrainSizeConfig(o_.arch, o_.size, &config_));
   }
