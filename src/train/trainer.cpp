@@ -77,6 +77,10 @@ Status CheckOptions(const TrainOptions& o) {
                std::to_string(o.lr) + " / " + std::to_string(o.min_lr));
   }
   if (o.warmup < 0) return Bad("--warmup", ">= 0", std::to_string(o.warmup));
+  if (o.attention_every < 0) {
+    return Bad("--attention-every", ">= 1 (0: no attention layers)",
+               std::to_string(o.attention_every));
+  }
   if (!(o.weight_decay >= 0.0))
     return Bad("--weight-decay", ">= 0", std::to_string(o.weight_decay));
   if (!(o.clip >= 0.0)) return Bad("--clip", ">= 0", std::to_string(o.clip));
