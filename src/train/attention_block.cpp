@@ -17,8 +17,8 @@ struct Dims {
 
 Dims DimsOf(const BlockArgs& a) {
   const AttentionConfig& c = a.config->attention;
-  return {a.batch,      a.seqlen,        a.tokens(), a.config->d_model, c.num_heads,
-          c.num_kv_heads, c.head_dim, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim};
+  return {a.batch,     a.seqlen,       a.tokens(), a.config->d_model,
+          c.num_heads, c.num_kv_heads, c.head_dim, (c.num_heads + 2 * c.num_kv_heads) * c.head_dim};
 }
 
 // q, k and v of sequence-major rows (M, W): (Bt, L, heads, E) views.

@@ -20,10 +20,10 @@
 
 namespace ssmkit::train {
 
-struct AttentionSaved {       // the forward's activations, kept for the backward
-  std::vector<float> qkv;     // (M, W): q and k rotated
-  std::vector<float> att;     // (M, Ha E): the attention output
-  std::vector<float> lse;     // (Bt, Ha, L): the softmax's log-sum-exp
+struct AttentionSaved {    // the forward's activations, kept for the backward
+  std::vector<float> qkv;  // (M, W): q and k rotated
+  std::vector<float> att;  // (M, Ha E): the attention output
+  std::vector<float> lse;  // (Bt, Ha, L): the softmax's log-sum-exp
 };
 
 struct AttentionScratch {          // shared by the attention blocks

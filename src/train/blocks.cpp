@@ -35,13 +35,11 @@ std::unique_ptr<TrainBlock> MakeTrainBlock(BlockKind kind, BlockScratch* s) {
       return std::make_unique<
           FunctionBlock<Mamba2Saved, Mamba2Scratch, Mamba2Forward, Mamba2Backward>>(&s->mamba2);
     case BlockKind::kAttention:
-      return std::make_unique<
-          FunctionBlock<AttentionSaved, AttentionScratch, AttentionBlockForward,
-                         AttentionBlockBackward>>(
-          &s->attention);
+      return std::make_unique<FunctionBlock<AttentionSaved, AttentionScratch, AttentionBlockForward,
+                                            AttentionBlockBackward>>(&s->attention);
     case BlockKind::kMlp:
-      return std::make_unique<FunctionBlock<MlpSaved, MlpScratch, MlpBlockForward, MlpBlockBackward>>(
-          &s->mlp);
+      return std::make_unique<
+          FunctionBlock<MlpSaved, MlpScratch, MlpBlockForward, MlpBlockBackward>>(&s->mlp);
     default:
       return nullptr;
   }

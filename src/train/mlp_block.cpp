@@ -27,12 +27,11 @@ Status MlpBlockForward(const BlockArgs& a, const float* normed, MlpSaved*, MlpSc
                        float* out) {
   MlpOptions o;
   SSMKIT_RETURN_IF_ERROR(MlpOptionsOf(a, &o));
-  return MlpForward(MlpInputsOf(a, normed), F32Contiguous(out, {a.tokens(), a.config->d_model}),
-                    o);
+  return MlpForward(MlpInputsOf(a, normed), F32Contiguous(out, {a.tokens(), a.config->d_model}), o);
 }
 
-Status MlpBlockBackward(const BlockArgs& a, const float* normed, const MlpSaved&,
-                        const float* dout, MlpScratch* w, float* dnormed) {
+Status MlpBlockBackward(const BlockArgs& a, const float* normed, const MlpSaved&, const float* dout,
+                        MlpScratch* w, float* dnormed) {
   const int64_t M = a.tokens(), d = a.config->d_model, F = a.config->ffn.intermediate;
   MlpOptions o;
   SSMKIT_RETURN_IF_ERROR(MlpOptionsOf(a, &o));
@@ -43,8 +42,7 @@ Status MlpBlockBackward(const BlockArgs& a, const float* normed, const MlpSaved&
   g.weights.dgate = F32Contiguous(w->dgate_up.data(), {F, d});
   g.weights.dup = F32Contiguous(w->dgate_up.data() + F * d, {F, d});
   g.weights.ddown = F32Contiguous(w->ddown.data(), {d, F});
-  SSMKIT_RETURN_IF_ERROR(
-      MlpBackward(MlpInputsOf(a, normed), F32Contiguous(dout, {M, d}), g, o));
+  SSMKIT_RETURN_IF_ERROR(MlpBackward(MlpInputsOf(a, normed), F32Contiguous(dout, {M, d}), g, o));
   AddInto(a.G(a.layer.mlp_in), w->dgate_up.data(), 2 * F * d);
   AddInto(a.G(a.layer.mlp_out), w->ddown.data(), d * F);
   return Status::Ok();
