@@ -1,8 +1,9 @@
 // `ssmkit bench train`: one optimizer step of the trainer (zero grads, forward + backward over
 // the whole model, gradient clipping, AdamW) on random bytes, for the `ssmkit train` sizes
 // and archs (Mamba-1, Mamba-2, and the hybrid: Mamba-2 and attention layers every second
-// layer, each followed by a SwiGLU MLP). ns/token is per trained token. The PyTorch peer needs Python: it is
-// bench/train_vs_pytorch.sh (docs/benchmarks.md), which times the same steps side by side.
+// layer, each followed by a SwiGLU MLP). ns/token is per trained token. The PyTorch peer needs
+// Python: it is bench/train_vs_pytorch.sh (docs/benchmarks.md), which times the same steps side by
+// side.
 #include <cstdio>
 #include <memory>
 #include <string>
