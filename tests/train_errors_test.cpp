@@ -70,6 +70,32 @@ TEST(TrainErrors, UnsupportedConfigsAreNamed) {
   ModelConfig no_conv_bias = c;
   no_conv_bias.conv_bias = false;
   ExpectRefused(train::ParamTable::Build(no_conv_bias, &t), "conv_bias");
+
+  // The hybrid: GraniteMoeHybrid without experts, attention without biases or windows.
+  ModelConfig h;
+  ASSERT_TRUE(TrainHybridSizeConfig("tiny", 2, &h).ok());
+  ASSERT_TRUE(train::ParamTable::Build(h, &t).ok());
+  ModelConfig moe = h;
+  moe.ffn.num_experts = 4;
+  ExpectRefused(train::ParamTable::Build(moe, &t), "num_local_experts");
+  ModelConfig window = h;
+  window.attention.window = 8;
+  ExpectRefused(train::ParamTable::Build(window, &t), "sliding window");
+  ModelConfig biased = h;
+  biased.attention.qkv_bias = true;
+  ExpectRefused(train::ParamTable::Build(biased, &t), "attention_bias");
+  ModelConfig falcon = h;
+  falcon.multipliers.key = 0.5f;
+  ExpectRefused(train::ParamTable::Build(falcon, &t), "multipliers");
+  ModelConfig bamba = h;
+  bamba.family = "bamba";
+  ExpectRefused(train::ParamTable::Build(bamba, &t), "granitemoehybrid");
+  ASSERT_TRUE(TrainSizeConfig(ModelArch::kMamba2, "tiny", &c).ok());
+  ModelConfig nemotron = c;
+  nemotron.family = "nemotron_h";
+  ExpectRefused(train::ParamTable::Build(nemotron, &t), "model_type");
+  ModelConfig no_attention;
+  ExpectRefused(TrainHybridSizeConfig("tiny", 3, &no_attention), "--attention-every");
 }
 
 // Checkpoints that do not fit the model: a missing tensor, a wrong shape, an extra tensor.

@@ -1,5 +1,6 @@
-// The whole-model gradient check: every parameter tensor of tiny Mamba-1 and Mamba-2 language
-// models, the f32 trainer's analytic gradient against fp64 central finite differences of the
+// The whole-model gradient check: every parameter tensor of tiny Mamba-1, Mamba-2 and hybrid
+// (Mamba-2 + attention + MLP, GraniteMoeHybrid's muP multipliers) language models, the f32
+// trainer's analytic gradient against fp64 central finite differences of the
 // fp64 reference model (tests/train_ref_model.hpp) at the same parameter values. The loss is
 // the summed next-token cross-entropy of a random token batch; parameters start from mamba_ssm's
 // initialisation and are then perturbed so that no tensor sits at a special point (norm weights
@@ -58,6 +59,30 @@ ModelConfig TinyConfig(ModelArch arch) {
   return c;
 }
 
+// A GraniteMoeHybrid of three layers (Mamba-2, attention, Mamba-2, each followed by the SwiGLU
+// MLP), grouped-query attention, every multiplier away from 1; rope or none ("nope").
+ModelConfig TinyHybridConfig(bool rope) {
+  ModelConfig c = TinyConfig(ModelArch::kMamba2);
+  c.family = "granitemoehybrid";
+  c.n_layer = 3;
+  c.tie_embeddings = false;
+  c.attention.num_heads = 2;
+  c.attention.num_kv_heads = 1;
+  c.attention.head_dim = 4;
+  c.attention.scale = 0.3f;
+  c.attention.rotary_dim = rope ? 4 : 0;
+  c.attention.rope_theta = 100.0;  // a short period, so that 7 positions turn far
+  c.ffn.intermediate = c.ffn.shared_intermediate = 12;
+  c.multipliers.embedding = 2.5f;
+  c.multipliers.residual = 0.6f;
+  c.multipliers.logits = 0.7f;
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    c.blocks.push_back({i == 1 ? BlockKind::kAttention : BlockKind::kMamba2, i});
+    c.blocks.push_back({BlockKind::kMlp, i});
+  }
+  return c;
+}
+
 struct Problem {
   ModelConfig config;
   std::unique_ptr<train::TrainModel> model;
@@ -65,11 +90,11 @@ struct Problem {
   int64_t batch = 2, seqlen = 7;
 };
 
-Problem MakeProblem(ModelArch arch, bool tie, uint64_t seed) {
+Problem MakeProblem(const ModelConfig& config, uint64_t seed) {
   Problem p;
-  p.config = TinyConfig(arch);
-  p.config.tie_embeddings = tie;
-  EXPECT_TRUE(train::TrainModel::Create(p.config, &p.model).ok());
+  p.config = config;
+  const Status st = train::TrainModel::Create(p.config, &p.model);
+  EXPECT_TRUE(st.ok()) << st.message();
   std::span<float> w = p.model->params();
   train::InitParams(p.config, p.model->table(), seed, w.data());
   Rng rng(seed);
@@ -112,13 +137,15 @@ std::vector<double> RoundingNoise(Problem& p, std::span<const float> grads) {
   return noise;
 }
 
-void CheckGradients(ModelArch arch, bool tie) {
+void CheckGradients(const ModelConfig& config) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  Problem p = MakeProblem(arch, tie, seed);
+  Problem p = MakeProblem(config, seed);
+  ASSERT_NE(p.model, nullptr);
   p.model->ZeroGrads();
   double loss32 = 0.0;
-  ASSERT_TRUE(p.model->ForwardBackward(p.tokens, p.batch, p.seqlen, 1.0f, &loss32).ok());
+  const Status st = p.model->ForwardBackward(p.tokens, p.batch, p.seqlen, 1.0f, &loss32);
+  ASSERT_TRUE(st.ok()) << st.message();
 
   std::vector<double> w(p.model->params().begin(), p.model->params().end());
   const RefModel ref(p.config, p.model->table());
@@ -146,6 +173,12 @@ void CheckGradients(ModelArch arch, bool tie) {
   }
 }
 
+void CheckGradients(ModelArch arch, bool tie) {
+  ModelConfig c = TinyConfig(arch);
+  c.tie_embeddings = tie;
+  CheckGradients(c);
+}
+
 TEST(TrainGrad, Mamba1EveryParameterVsFiniteDifferences) {
   CheckGradients(ModelArch::kMamba1, true);
 }
@@ -154,14 +187,23 @@ TEST(TrainGrad, Mamba2EveryParameterVsFiniteDifferences) {
 }
 TEST(TrainGrad, Mamba1UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba1, false); }
 TEST(TrainGrad, Mamba2UntiedHeadVsFiniteDifferences) { CheckGradients(ModelArch::kMamba2, false); }
+TEST(TrainGrad, HybridRopeEveryParameterVsFiniteDifferences) {
+  CheckGradients(TinyHybridConfig(true));
+}
+TEST(TrainGrad, HybridNopeTiedEveryParameterVsFiniteDifferences) {
+  ModelConfig c = TinyHybridConfig(false);
+  c.tie_embeddings = true;
+  CheckGradients(c);
+}
 
 // Two half-scaled micro-batches accumulate to the gradient of their union: accumulation is a
 // sum, and the loss scale enters linearly.
 TEST(TrainGrad, AccumulationEqualsTheWholeBatch) {
-  for (ModelArch arch : {ModelArch::kMamba1, ModelArch::kMamba2}) {
+  for (const ModelConfig& config :
+       {TinyConfig(ModelArch::kMamba1), TinyConfig(ModelArch::kMamba2), TinyHybridConfig(true)}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(SeedTrace(seed));
-    Problem p = MakeProblem(arch, true, seed);
+    Problem p = MakeProblem(config, seed);
     const int64_t row = p.seqlen + 1;
     double loss = 0.0, a = 0.0, b = 0.0;
     p.model->ZeroGrads();

@@ -1,17 +1,23 @@
 // An fp64 reference of the training model's forward (src/train/lm.hpp), written plainly on the
-// ops' fp64 oracles (src/ref) with loops for the projections, the embedding and the loss. It
-// reads the same flat parameter layout (ParamTable), so a test can evaluate the loss at any
-// point of parameter space in double: the function finite differences are taken of.
+// ops' fp64 oracles (src/ref) with loops for the projections, the embedding, the multipliers
+// and the loss. It reads the same flat parameter layout (ParamTable), so a test can evaluate
+// the loss at any point of parameter space in double: the function finite differences are
+// taken of.
 // Dimension legend: Bt batch, L length, M = Bt * L, d d_model, V vocab, D d_inner, N state,
-// R dt_rank, K conv width, H heads, P head dim, G groups, C conv channels, I in_proj rows.
+// R dt_rank, K conv width, H heads, P head dim, G groups, C conv channels, I in_proj rows,
+// Ha / Hk attention query / key-value heads, E attention head dim, W = (Ha + 2 Hk) E, F MLP
+// hidden width.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "ref/attention_ref.hpp"
 #include "ref/conv1d_ref.hpp"
+#include "ref/mlp_ref.hpp"
 #include "ref/norm_ref.hpp"
+#include "ref/rope_ref.hpp"
 #include "ref/selective_scan_ref.hpp"
 #include "ref/ssd_ref.hpp"
 #include "ssmkit/model.hpp"
@@ -50,27 +56,47 @@ class RefModel {
   std::vector<double> Logits(const std::vector<double>& p, const std::vector<int32_t>& in,
                              int64_t Bt, int64_t L) const {
     const int64_t d = c_.d_model, M = Bt * L, V = c_.vocab_size;
+    const Multipliers& mult = c_.multipliers;
+    const std::vector<BlockSpec> blocks = c_.block_list();
+    const int64_t n = static_cast<int64_t>(blocks.size());
     std::vector<double> h(M * d), resid, normed(M * d), resid_out(M * d);
     for (int64_t m = 0; m < M; ++m) {
-      for (int64_t e = 0; e < d; ++e) h[m * d + e] = p[t_.embedding() + in[m] * d + e];
+      for (int64_t e = 0; e < d; ++e) {
+        h[m * d + e] = p[t_.embedding() + in[m] * d + e] * static_cast<double>(mult.embedding);
+      }
     }
     ref::NormShape ns;
     ns.rows = M;
     ns.features = d;
     ns.eps = c_.norm_eps;
-    for (int64_t i = 0; i <= c_.n_layer; ++i) {
-      const bool last = i == c_.n_layer;
+    for (int64_t i = 0; i <= n; ++i) {
+      const bool last = i == n;
       ref::AddRmsNormInputs ni;
       ni.x = h.data();
       ni.residual = resid.empty() ? nullptr : resid.data();
-      ni.weight = p.data() + (last ? t_.norm_f() : t_.layers()[i].norm);
+      ni.weight = p.data() + (last ? t_.norm_f() : t_.blocks()[i].norm);
       ref::AddRmsNormForward(ns, ni, normed.data(), resid_out.data());
       resid = resid_out;
       if (last) break;
-      h = c_.arch == ModelArch::kMamba2 ? Mamba2(p, t_.layers()[i], normed, Bt, L)
-                                        : Mamba1(p, t_.layers()[i], normed, Bt, L);
+      const train::LayerOffsets& o = t_.blocks()[i];
+      switch (blocks[i].kind) {
+        case BlockKind::kMamba1:
+          h = Mamba1(p, o, normed, Bt, L);
+          break;
+        case BlockKind::kMamba2:
+          h = Mamba2(p, o, normed, Bt, L);
+          break;
+        case BlockKind::kAttention:
+          h = Attention(p, o, normed, Bt, L);
+          break;
+        default:
+          h = Mlp(p, o, normed, M);
+      }
+      for (double& v : h) v *= static_cast<double>(mult.residual);
     }
-    return Linear(normed, M, d, p.data() + t_.lm_head(), V);
+    std::vector<double> logits = Linear(normed, M, d, p.data() + t_.lm_head(), V);
+    for (double& v : logits) v *= static_cast<double>(mult.logits);
+    return logits;
   }
 
  private:
@@ -216,6 +242,68 @@ class RefModel {
     ni.z = z.data();
     ref::RmsNormForward(ns, ni, yn.data());
     return Linear(yn, M, D, p.data() + o.out_proj, d);
+  }
+
+  std::vector<double> Attention(const std::vector<double>& p, const train::LayerOffsets& o,
+                                const std::vector<double>& normed, int64_t Bt, int64_t L) const {
+    const AttentionConfig& a = c_.attention;
+    const int64_t d = c_.d_model, M = Bt * L, Ha = a.num_heads, Hk = a.num_kv_heads, E = a.head_dim,
+                  W = (Ha + 2 * Hk) * E;
+    const std::vector<double> qkv = Linear(normed, M, d, p.data() + o.qkv, W);
+    std::vector<double> q(M * Ha * E), k(M * Hk * E), v(M * Hk * E);
+    std::vector<int32_t> positions(M);
+    for (int64_t m = 0; m < M; ++m) {
+      positions[m] = static_cast<int32_t>(m % L);
+      for (int64_t j = 0; j < Ha * E; ++j) q[m * Ha * E + j] = qkv[m * W + j];
+      for (int64_t j = 0; j < Hk * E; ++j) {
+        k[m * Hk * E + j] = qkv[m * W + Ha * E + j];
+        v[m * Hk * E + j] = qkv[m * W + (Ha + Hk) * E + j];
+      }
+    }
+    if (a.rotary_dim > 0) {
+      ref::RopeShape rs;
+      rs.batch = Bt;
+      rs.len = L;
+      rs.head_dim = E;
+      rs.rotary_dim = a.rotary_dim;
+      rs.theta = a.rope_theta;
+      rs.heads = Ha;
+      std::vector<double> rotated(q.size());
+      ref::Rope(rs, q.data(), positions.data(), nullptr, false, rotated.data());
+      q = rotated;
+      rs.heads = Hk;
+      rotated.resize(k.size());
+      ref::Rope(rs, k.data(), positions.data(), nullptr, false, rotated.data());
+      k = rotated;
+    }
+    ref::AttentionShape as;
+    as.batch = Bt;
+    as.q_len = as.kv_len = L;
+    as.heads = Ha;
+    as.kv_heads = Hk;
+    as.head_dim = as.v_head_dim = E;
+    as.scale = a.scale > 0.0f ? a.scale : 1.0 / std::sqrt(static_cast<double>(E));
+    std::vector<double> att(M * Ha * E);
+    ref::AttentionForward(as, q.data(), k.data(), v.data(), nullptr, att.data(), nullptr);
+    return Linear(att, M, Ha * E, p.data() + o.o_proj, d);
+  }
+
+  std::vector<double> Mlp(const std::vector<double>& p, const train::LayerOffsets& o,
+                          const std::vector<double>& normed, int64_t M) const {
+    const int64_t d = c_.d_model, F = c_.ffn.intermediate;
+    ref::MlpShape ms;
+    ms.d = d;
+    ms.F = F;
+    if (!MlpActivationFromName(c_.ffn.activation, &ms.activation).ok()) {
+      return std::vector<double>(M * d, std::nan(""));  // fails any comparison
+    }
+    ref::MlpWeights w;
+    w.gate = p.data() + o.mlp_in;
+    w.up = w.gate + F * d;
+    w.down = p.data() + o.mlp_out;
+    std::vector<double> out(M * d);
+    ref::MlpForward(ms, M, normed.data(), w, nullptr, nullptr, out.data());
+    return out;
   }
 
   ModelConfig c_;

@@ -1,4 +1,5 @@
-// Training a byte-level Mamba-1 or Mamba-2 language model on a text file: the library's whole
+// Training a byte-level Mamba-1, Mamba-2 or hybrid (Mamba-2 + attention + MLP) language model
+// on a text file: the library's whole
 // model backward (src/train), AdamW with decoupled weight decay, gradient clipping, warmup +
 // cosine schedule, gradient accumulation, validation, checkpoints in Hugging Face's format
 // (config.json + model.safetensors, loadable by transformers and by ssmkit::Model::Load) and
@@ -21,11 +22,20 @@ namespace ssmkit {
 //   small  d_model 256, 6 layers, d_inner 512, Mamba-1: N 16, dt_rank 16; Mamba-2: N 64, P 64, H 8
 Status TrainSizeConfig(ModelArch arch, const std::string& size, ModelConfig* config);
 
+// `ssmkit train --arch hybrid`: the Mamba-2 size above with layer i an attention layer when
+// (i + 1) % attention_every == 0 (else Mamba-2), each followed by a SwiGLU MLP of width
+// 2 d_model; attention with 4 heads, 2 key-value heads, head dim d_model / 4, rope (theta
+// 10000), scale 1 / sqrt(head dim); the other multipliers 1. A GraniteMoeHybrid config
+// without experts: checkpoints load as GraniteMoeHybridForCausalLM.
+Status TrainHybridSizeConfig(const std::string& size, int64_t attention_every, ModelConfig* config);
+
 struct TrainOptions {
   std::string data;  // the text file; every byte is a token
   std::string out;   // checkpoint directory
   ModelArch arch = ModelArch::kMamba2;
   std::string size = "tiny";
+  // > 0: the hybrid of TrainHybridSizeConfig with this attention period (arch must be Mamba-2).
+  int64_t attention_every = 0;
   std::string init;      // optional: start from this checkpoint directory's weights instead
   int64_t steps = 1000;  // optimizer steps
   int64_t batch = 16;    // sequences per micro-batch

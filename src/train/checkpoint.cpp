@@ -90,7 +90,76 @@ Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsEn
   return WriteFileAtomically(path, file);
 }
 
+namespace {
+
+// The shortest decimal that reads back as the same float (1e-05, not 9.99999974e-06).
+double ShortestDecimal(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.7g", v);
+  return std::strtod(text, nullptr);
+}
+
+// GraniteMoeHybridConfig's keys for the trainer's hybrid (dense: the shared MLP only), as
+// transformers 5 writes them, with the hub files' layer_types spelling ("mamba" /
+// "attention", which transformers and our reader both take).
+std::string GraniteConfigJson(const ModelConfig& c) {
+  const AttentionConfig& a = c.attention;
+  const Multipliers& m = c.multipliers;
+  Json j;
+  j["architectures"] = {"GraniteMoeHybridForCausalLM"};
+  j["model_type"] = "granitemoehybrid";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.d_model;
+  j["num_hidden_layers"] = c.n_layer;
+  if (c.max_position_embeddings > 0) j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = ShortestDecimal(c.norm_eps);
+  j["tie_word_embeddings"] = c.tie_embeddings;
+  j["pad_token_id"] = std::max<int64_t>(0, c.pad_token_id);
+  j["bos_token_id"] = std::max<int64_t>(0, c.bos_token_id);
+  j["eos_token_id"] = std::max<int64_t>(0, c.eos_token_id);
+  j["hidden_act"] = c.ffn.activation;
+  j["shared_intermediate_size"] = c.ffn.intermediate;
+  j["intermediate_size"] = c.ffn.intermediate;  // the experts' width: unused without experts
+  j["num_local_experts"] = 0;
+  j["num_experts_per_tok"] = 0;
+  j["output_router_logits"] = false;
+  j["num_attention_heads"] = a.num_heads;
+  j["num_key_value_heads"] = a.num_kv_heads;
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["attention_multiplier"] =
+      ShortestDecimal(a.scale > 0.0f ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  j["position_embedding_type"] = a.rotary_dim > 0 ? "rope" : "nope";
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", a.rope_theta}};
+  j["embedding_multiplier"] = ShortestDecimal(m.embedding);
+  j["residual_multiplier"] = ShortestDecimal(m.residual);
+  j["logits_scaling"] = ShortestDecimal(1.0 / static_cast<double>(m.logits));
+  Json types = Json::array();
+  for (const BlockSpec& b : c.block_list()) {
+    if (b.kind == BlockKind::kMamba2) types.push_back("mamba");
+    if (b.kind == BlockKind::kAttention) types.push_back("attention");
+  }
+  j["layer_types"] = types;
+  j["mamba_n_heads"] = c.nheads;
+  j["mamba_d_head"] = c.headdim;
+  j["mamba_n_groups"] = c.ngroups;
+  j["mamba_d_state"] = c.d_state;
+  j["mamba_d_conv"] = c.d_conv;
+  j["mamba_expand"] = c.d_inner / c.d_model;
+  j["mamba_chunk_size"] = c.chunk_size;
+  j["mamba_conv_bias"] = c.conv_bias;
+  j["mamba_proj_bias"] = c.proj_bias;
+  if (c.dt_min != 0.0f || std::isfinite(c.dt_max)) j["time_step_limit"] = {c.dt_min, c.dt_max};
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  j["dtype"] = "float32";
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
 std::string HfConfigJson(const ModelConfig& c) {
+  if (!c.is_pure_mamba()) return GraniteConfigJson(c);
   const bool m2 = c.arch == ModelArch::kMamba2;
   Json j;
   j["architectures"] = {m2 ? "Mamba2ForCausalLM" : "MambaForCausalLM"};
@@ -99,10 +168,7 @@ std::string HfConfigJson(const ModelConfig& c) {
   j["hidden_size"] = c.d_model;
   j["state_size"] = c.d_state;
   j["num_hidden_layers"] = c.n_layer;
-  // The shortest decimal that reads back as the same float (1e-05, not 9.99999974e-06).
-  char eps[32];
-  std::snprintf(eps, sizeof eps, "%.7g", static_cast<double>(c.norm_eps));
-  j["layer_norm_epsilon"] = std::strtod(eps, nullptr);
+  j["layer_norm_epsilon"] = ShortestDecimal(c.norm_eps);
   // Byte-level models have no special tokens; transformers' defaults (0) name the NUL byte,
   // which text never contains.
   j["pad_token_id"] = std::max<int64_t>(0, c.pad_token_id);

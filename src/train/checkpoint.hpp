@@ -1,5 +1,6 @@
 // Checkpoints in Hugging Face's format, which transformers and our engine both load:
-//   DIR/config.json          MambaConfig / Mamba2Config fields (model_type "mamba" | "mamba2")
+//   DIR/config.json          MambaConfig / Mamba2Config fields (model_type "mamba" | "mamba2"),
+//                            or a hybrid's GraniteMoeHybridConfig ("granitemoehybrid")
 //   DIR/model.safetensors    every ParamTable tensor under its transformers name (f32 or bf16;
 //                            a tied LM head is not written, as save_pretrained does)
 // and, for resuming, the trainer's own files beside them:

@@ -30,6 +30,7 @@ float InverseSoftplusDt(SplitMix64& rng) {
 
 void InitParams(const ModelConfig& config, const ParamTable& table, uint64_t seed, float* params) {
   const bool m2 = config.arch == ModelArch::kMamba2;
+  const int64_t residuals = static_cast<int64_t>(table.blocks().size());
   const auto& all = table.params();
   for (size_t t = 0; t < all.size(); ++t) {
     const ParamInfo& info = all[t];
@@ -37,13 +38,16 @@ void InitParams(const ModelConfig& config, const ParamTable& table, uint64_t see
     float* p = params + info.offset;
     const std::string& name = info.name;
     const int64_t fan_in = info.shape.back();  // (out, in) matrices; conv (C, 1, K)
-    if (name == "backbone.embeddings.weight" || name == "lm_head.weight") {
+    if (info.offset == table.embedding() || name == "lm_head.weight") {
       for (int64_t i = 0; i < info.numel; ++i) p[i] = static_cast<float>(0.02 * rng.Normal());
-    } else if (EndsWith(name, "in_proj.weight") || EndsWith(name, "x_proj.weight")) {
+    } else if (EndsWith(name, "in_proj.weight") || EndsWith(name, "x_proj.weight") ||
+               EndsWith(name, "q_proj.weight") || EndsWith(name, "k_proj.weight") ||
+               EndsWith(name, "v_proj.weight") || EndsWith(name, "input_linear.weight")) {
       FillUniform(rng, 1.0 / std::sqrt(static_cast<double>(fan_in)), p, info.numel);
-    } else if (EndsWith(name, "out_proj.weight")) {
+    } else if (EndsWith(name, "out_proj.weight") || EndsWith(name, "o_proj.weight") ||
+               EndsWith(name, "output_linear.weight")) {
       FillUniform(rng, 1.0 / std::sqrt(static_cast<double>(fan_in)), p, info.numel);
-      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.n_layer)));
+      const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(residuals)));
       for (int64_t i = 0; i < info.numel; ++i) p[i] *= scale;
     } else if (EndsWith(name, "conv1d.weight") || EndsWith(name, "conv1d.bias")) {
       FillUniform(rng, 1.0 / std::sqrt(static_cast<double>(config.d_conv)), p, info.numel);

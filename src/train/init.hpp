@@ -3,8 +3,10 @@
 //
 //   embedding                 normal, std 0.02
 //   in_proj, x_proj           PyTorch's nn.Linear default: uniform +-1/sqrt(fan_in)
-//   out_proj                  the same, then divided by sqrt(n_layer) (rescale_prenorm_residual,
-//                             one residual per layer)
+//   (hybrids: q/k/v_proj and the MLP's input_linear alike)
+//   out_proj                  the same, then divided by sqrt(the number of residual adds)
+//   (hybrids: o_proj and      (rescale_prenorm_residual: one per block, so n_layer for a pure
+//   output_linear alike)      Mamba model and 2 n_layer for a hybrid, an MLP after each mixer)
 //   conv1d weight and bias    nn.Conv1d's default: uniform +-1/sqrt(K) (fan_in = K, depthwise)
 //   dt_proj.weight (Mamba-1)  uniform +-dt_rank^-0.5 (dt_init "random", dt_scale 1)
 //   dt bias                   softplus^-1(dt), dt = exp(uniform(log 1e-3, log 1e-1)) floored at

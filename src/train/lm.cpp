@@ -7,9 +7,8 @@
 #include "core/parallel.hpp"
 #include "ssmkit/norm.hpp"
 #include "train/cross_entropy.hpp"
+#include "train/blocks.hpp"
 #include "train/gemm.hpp"
-#include "train/mamba1_block.hpp"
-#include "train/mamba2_block.hpp"
 #include "train/views.hpp"
 
 namespace ssmkit::train {
@@ -23,32 +22,31 @@ struct TrainModel::Impl {
   int64_t batch = 0, seqlen = 0;
   std::vector<int32_t> inputs, targets;                  // (M)
   std::vector<float> h0;                                 // (M, d): the embedded inputs
-  std::vector<std::vector<float>> normed, resid, mixed;  // per layer (M, d)
-  std::vector<Mamba1Saved> m1;
-  std::vector<Mamba2Saved> m2;
-  Mamba1Scratch m1w;
-  Mamba2Scratch m2w;
-  std::vector<float> hf, resid_f, logits;             // (M, d), (M, d), (M, V)
-  std::vector<float> g, g_next, dnormed, dhf, dnorm;  // backward: (M, d) x 4, (d)
+  std::vector<std::vector<float>> normed, resid, mixed;  // per block (M, d)
+  std::vector<std::unique_ptr<TrainBlock>> blocks;       // each keeps its own activations
+  BlockScratch scratch;
+  std::vector<float> hf, resid_f, logits;                 // (M, d), (M, d), (M, V)
+  std::vector<float> g, g_next, dnormed, dhf, dnorm, gs;  // backward: (M, d) x 4, (d), (M, d)
 
   int64_t M() const { return batch * seqlen; }
-  BlockArgs Block(int64_t layer) {
+  int64_t n_blocks() const { return static_cast<int64_t>(blocks.size()); }
+  BlockArgs Block(int64_t i) {
     BlockArgs a;
     a.config = &config;
     a.batch = batch;
     a.seqlen = seqlen;
     a.params = params.data();
     a.grads = grads.data();
-    a.layer = table.layers()[layer];
+    a.layer = table.blocks()[i];
     return a;
   }
-  // Layer i's add + norm reads the previous mixer output and residual (none before layer 0).
+  // Block i's add + norm reads the previous block's output and residual (none before block 0).
   AddRmsNormInputs NormInputs(int64_t i) const {
     const int64_t d = config.d_model;
     AddRmsNormInputs in;
     in.x = F32Contiguous(i == 0 ? h0.data() : mixed[i - 1].data(), {M(), d});
     if (i > 0) in.residual = F32Contiguous(resid[i - 1].data(), {M(), d});
-    const int64_t w = i < config.n_layer ? table.layers()[i].norm : table.norm_f();
+    const int64_t w = i < n_blocks() ? table.blocks()[i].norm : table.norm_f();
     in.weight = F32Contiguous(params.data() + w, {d});
     return in;
   }
@@ -94,20 +92,18 @@ Status TrainModel::Impl::Prepare(std::span<const int32_t> tokens, int64_t b, int
 }
 
 Status TrainModel::Impl::Forward() {
-  const int64_t d = config.d_model, V = config.vocab_size, n = config.n_layer, m = M();
+  const int64_t d = config.d_model, V = config.vocab_size, n = n_blocks(), m = M();
+  const Multipliers& mult = config.multipliers;
   Resize(h0, m * d);
   const float* E = params.data() + table.embedding();
   ParallelFor(m, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) std::copy_n(E + inputs[t] * d, d, h0.data() + t * d);
+    for (int64_t t = begin; t < end; ++t) {
+      ScaleInto(E + inputs[t] * d, d, mult.embedding, h0.data() + t * d);
+    }
   });
   normed.resize(n);
   resid.resize(n);
   mixed.resize(n);
-  const bool m2_arch = config.arch == ModelArch::kMamba2;
-  if (m2_arch)
-    m2.resize(n);
-  else
-    m1.resize(n);
   for (int64_t i = 0; i < n; ++i) {
     Resize(normed[i], m * d);
     Resize(resid[i], m * d);
@@ -115,25 +111,22 @@ Status TrainModel::Impl::Forward() {
     SSMKIT_RETURN_IF_ERROR(AddRmsNormForward(NormInputs(i), F32Contiguous(normed[i].data(), {m, d}),
                                              F32Contiguous(resid[i].data(), {m, d}),
                                              NormOptions()));
-    const BlockArgs a = Block(i);
-    if (m2_arch) {
-      SSMKIT_RETURN_IF_ERROR(Mamba2Forward(a, normed[i].data(), &m2[i], &m2w, mixed[i].data()));
-    } else {
-      SSMKIT_RETURN_IF_ERROR(Mamba1Forward(a, normed[i].data(), &m1[i], &m1w, mixed[i].data()));
-    }
+    SSMKIT_RETURN_IF_ERROR(blocks[i]->Forward(Block(i), normed[i].data(), mixed[i].data()));
+    if (mult.residual != 1.0f) ScaleInto(mixed[i].data(), m * d, mult.residual, mixed[i].data());
   }
   Resize(hf, m * d);
   Resize(resid_f, m * d);
   SSMKIT_RETURN_IF_ERROR(AddRmsNormForward(NormInputs(n), F32Contiguous(hf.data(), {m, d}),
                                            F32Contiguous(resid_f.data(), {m, d}), NormOptions()));
   Resize(logits, m * V);
-  ParallelGemm(false, true, m, V, d, 1.0f, hf.data(), d, params.data() + table.lm_head(), d, 0.0f,
-               logits.data(), V);
+  ParallelGemm(false, true, m, V, d, mult.logits, hf.data(), d, params.data() + table.lm_head(), d,
+               0.0f, logits.data(), V);
   return Status::Ok();
 }
 
 Status TrainModel::Impl::Backward() {
-  const int64_t d = config.d_model, V = config.vocab_size, n = config.n_layer, m = M();
+  const int64_t d = config.d_model, V = config.vocab_size, n = n_blocks(), m = M();
+  const Multipliers& mult = config.multipliers;
   float* G = grads.data();
   Resize(dhf, m * d);
   Resize(g, m * d);
@@ -141,9 +134,10 @@ Status TrainModel::Impl::Backward() {
   Resize(dnormed, m * d);
   Resize(dnorm, d);
   const float* W_head = params.data() + table.lm_head();
-  ParallelGemm(true, false, V, d, m, 1.0f, logits.data(), V, hf.data(), d, 1.0f,
+  ParallelGemm(true, false, V, d, m, mult.logits, logits.data(), V, hf.data(), d, 1.0f,
                G + table.lm_head(), d);
-  ParallelGemm(false, false, m, d, V, 1.0f, logits.data(), V, W_head, d, 0.0f, dhf.data(), d);
+  ParallelGemm(false, false, m, d, V, mult.logits, logits.data(), V, W_head, d, 0.0f, dhf.data(),
+               d);
 
   AddRmsNormGrads fg;
   fg.dx = F32Contiguous(g.data(), {m, d});
@@ -152,34 +146,33 @@ Status TrainModel::Impl::Backward() {
       AddRmsNormBackward(NormInputs(n), F32Contiguous(dhf.data(), {m, d}), {}, fg, NormOptions()));
   AddInto(G + table.norm_f(), dnorm.data(), d);
 
-  const bool m2_arch = config.arch == ModelArch::kMamba2;
   for (int64_t i = n - 1; i >= 0; --i) {
-    // g is the gradient reaching both h_{i+1} (the mixer output) and resid_i.
-    const BlockArgs a = Block(i);
-    if (m2_arch) {
-      SSMKIT_RETURN_IF_ERROR(
-          Mamba2Backward(a, normed[i].data(), m2[i], g.data(), &m2w, dnormed.data()));
-    } else {
-      SSMKIT_RETURN_IF_ERROR(
-          Mamba1Backward(a, normed[i].data(), m1[i], g.data(), &m1w, dnormed.data()));
+    // g is the gradient reaching both the block's (scaled) output and resid_i.
+    const float* dout = g.data();
+    if (mult.residual != 1.0f) {
+      Resize(gs, m * d);
+      ScaleInto(g.data(), m * d, mult.residual, gs.data());
+      dout = gs.data();
     }
+    SSMKIT_RETURN_IF_ERROR(blocks[i]->Backward(Block(i), normed[i].data(), dout, dnormed.data()));
     AddRmsNormGrads ng;
     ng.dx = F32Contiguous(g_next.data(), {m, d});
     ng.dweight = F32Contiguous(dnorm.data(), {d});
     SSMKIT_RETURN_IF_ERROR(AddRmsNormBackward(NormInputs(i), F32Contiguous(dnormed.data(), {m, d}),
                                               F32Contiguous(g.data(), {m, d}), ng, NormOptions()));
-    AddInto(G + table.layers()[i].norm, dnorm.data(), d);
+    AddInto(G + table.blocks()[i].norm, dnorm.data(), d);
     std::swap(g, g_next);
   }
 
   // Embedding rows: split over columns so that every element is summed by one thread, in
   // token order.
   float* dE = G + table.embedding();
+  const float e = mult.embedding;
   ParallelFor(d, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = 0; t < m; ++t) {
       float* row = dE + inputs[t] * d;
       const float* src = g.data() + t * d;
-      for (int64_t c = begin; c < end; ++c) row[c] += src[c];
+      for (int64_t c = begin; c < end; ++c) row[c] += src[c] * e;
     }
   });
   return Status::Ok();
@@ -192,6 +185,13 @@ Status TrainModel::Create(const ModelConfig& config, std::unique_ptr<TrainModel>
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   SSMKIT_RETURN_IF_ERROR(ParamTable::Build(config, &impl->table));
+  for (const BlockSpec& b : config.block_list()) {
+    impl->blocks.push_back(MakeTrainBlock(b.kind, &impl->scratch));
+    if (impl->blocks.back() == nullptr) {
+      return Status::InvalidArgument(std::string("train: no trainer block for ") +
+                                     BlockKindName(b.kind));
+    }
+  }
   impl->params.assign(static_cast<size_t>(impl->table.total()), 0.0f);
   impl->grads.assign(static_cast<size_t>(impl->table.total()), 0.0f);
   model->reset(new TrainModel(std::move(impl)));

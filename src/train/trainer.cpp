@@ -77,6 +77,10 @@ Status CheckOptions(const TrainOptions& o) {
                std::to_string(o.lr) + " / " + std::to_string(o.min_lr));
   }
   if (o.warmup < 0) return Bad("--warmup", ">= 0", std::to_string(o.warmup));
+  if (o.attention_every < 0) {
+    return Bad("--attention-every", ">= 1 (0: no attention layers)",
+               std::to_string(o.attention_every));
+  }
   if (!(o.weight_decay >= 0.0))
     return Bad("--weight-decay", ">= 0", std::to_string(o.weight_decay));
   if (!(o.clip >= 0.0)) return Bad("--clip", ">= 0", std::to_string(o.clip));
@@ -97,26 +101,28 @@ Status CheckOptions(const TrainOptions& o) {
 // What a resumed run must share with the run that wrote the checkpoint for its loss curve to
 // continue the same one.
 Json RunIdentity(const TrainOptions& o, const train::ByteCorpus& corpus) {
-  return {{"arch", ModelArchName(o.arch)},
-          {"size", o.size},
-          {"init", o.init},
-          {"steps", o.steps},
-          {"batch", o.batch},
-          {"seqlen", o.seqlen},
-          {"accum", o.accum},
-          {"lr", o.lr},
-          {"min_lr", o.min_lr},
-          {"warmup", o.warmup},
-          {"weight_decay", o.weight_decay},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"clip", o.clip},
-          {"seed", o.seed},
-          {"val_fraction", o.val_fraction},
-          {"data_bytes", corpus.train_bytes() + corpus.val_bytes()},
-          {"data_fingerprint", std::to_string(corpus.fingerprint())},
-          {"threads", NumThreads()}};
+  Json run = {{"arch", o.attention_every > 0 ? "hybrid" : ModelArchName(o.arch)},
+              {"size", o.size},
+              {"init", o.init},
+              {"steps", o.steps},
+              {"batch", o.batch},
+              {"seqlen", o.seqlen},
+              {"accum", o.accum},
+              {"lr", o.lr},
+              {"min_lr", o.min_lr},
+              {"warmup", o.warmup},
+              {"weight_decay", o.weight_decay},
+              {"beta1", o.beta1},
+              {"beta2", o.beta2},
+              {"eps", o.eps},
+              {"clip", o.clip},
+              {"seed", o.seed},
+              {"val_fraction", o.val_fraction},
+              {"data_bytes", corpus.train_bytes() + corpus.val_bytes()},
+              {"data_fingerprint", std::to_string(corpus.fingerprint())},
+              {"threads", NumThreads()}};
+  if (o.attention_every > 0) run["attention_every"] = o.attention_every;
+  return run;
 }
 
 std::string LogHeader() {
@@ -172,6 +178,11 @@ Status Trainer::Setup(TrainResult* result) {
     const std::string path = (fs::path(o_.init) / "config.json").string();
     SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
     SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(text, path, &config_));
+  } else if (o_.attention_every > 0) {
+    if (o_.arch != ModelArch::kMamba2) {
+      return Bad("--arch hybrid", "Mamba-2 mixers", ModelArchName(o_.arch));
+    }
+    SSMKIT_RETURN_IF_ERROR(TrainHybridSizeConfig(o_.size, o_.attention_every, &config_));
   } else {
     SSMKIT_RETURN_IF_ERROR(TrainSizeConfig(o_.arch, o_.size, &config_));
   }

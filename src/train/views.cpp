@@ -11,6 +11,10 @@ void AddInto(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+void ScaleInto(const float* src, int64_t n, float scale, float* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+}
+
 void NegExp(const float* A_log, int64_t n, float* A) {
   for (int64_t i = 0; i < n; ++i) A[i] = -std::exp(A_log[i]);
 }

@@ -26,6 +26,9 @@ inline void Resize(std::vector<float>& v, int64_t n) {
 // dst[i] += src[i].
 void AddInto(float* dst, const float* src, int64_t n);
 
+// dst[i] = src[i] * scale (dst may be src: in place). A scale of 1 copies the bits.
+void ScaleInto(const float* src, int64_t n, float scale, float* dst);
+
 // A = -exp(A_log), elementwise; dA_log += dA * A (the chain rule through it).
 void NegExp(const float* A_log, int64_t n, float* A);
 void AccumulateDALog(const float* dA, const float* A, int64_t n, float* dA_log);

@@ -1,7 +1,9 @@
 // `ssmkit bench train`: one optimizer step of the trainer (zero grads, forward + backward over
 // the whole model, gradient clipping, AdamW) on random bytes, for the `ssmkit train` sizes
-// and both blocks. ns/token is per trained token. The PyTorch peer needs Python: it is
-// bench/train_vs_pytorch.sh (docs/benchmarks.md), which times the same steps side by side.
+// and archs (Mamba-1, Mamba-2, and the hybrid: Mamba-2 and attention layers every second
+// layer, each followed by a SwiGLU MLP). ns/token is per trained token. The PyTorch peer needs
+// Python: it is bench/train_vs_pytorch.sh (docs/benchmarks.md), which times the same steps side by
+// side.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,24 +24,29 @@ struct TrainCase {
   const char* size;
   ModelArch arch;
   int64_t batch, seqlen;
+  int64_t attention_every = 0;  // > 0: the hybrid (--arch hybrid --attention-every)
 };
 
 constexpr TrainCase kCases[] = {
     {"tiny-train", "tiny", ModelArch::kMamba1, 8, 256},
     {"tiny-train", "tiny", ModelArch::kMamba2, 8, 256},
+    {"tiny-train", "tiny", ModelArch::kMamba2, 8, 256, 2},
     {"small-train", "small", ModelArch::kMamba1, 16, 256},
     {"small-train", "small", ModelArch::kMamba2, 16, 256},
+    {"small-train", "small", ModelArch::kMamba2, 16, 256, 2},
 };
 
 int RunTrainBench(const Options& options) {
   std::vector<Result> results;
   for (const TrainCase& c : kCases) {
-    const std::string algo = ModelArchName(c.arch);
+    const std::string algo = c.attention_every > 0 ? "hybrid" : ModelArchName(c.arch);
     if (!options.shape.empty() && options.shape != c.shape) continue;
     if (!options.algo.empty() && options.algo != algo) continue;
     ModelConfig config;
     std::unique_ptr<train::TrainModel> model;
-    Status status = TrainSizeConfig(c.arch, c.size, &config);
+    Status status = c.attention_every > 0
+                        ? TrainHybridSizeConfig(c.size, c.attention_every, &config)
+                        : TrainSizeConfig(c.arch, c.size, &config);
     if (status.ok()) status = train::TrainModel::Create(config, &model);
     if (!status.ok()) {
       std::fprintf(stderr, "%s\n", status.message().c_str());

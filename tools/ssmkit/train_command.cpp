@@ -34,6 +34,7 @@ std::string Duration(double seconds) {
 struct Args {
   TrainOptions options;
   std::string arch = "mamba2";
+  int64_t attention_every = 2;
   std::string save_dtype = "f32";
 };
 
@@ -105,6 +106,7 @@ int Run(const Args& args, int threads) {
   SetNumThreads(threads);
   TrainOptions o = args.options;
   o.arch = args.arch == "mamba1" ? ModelArch::kMamba1 : ModelArch::kMamba2;
+  if (args.arch == "hybrid") o.attention_every = args.attention_every;
   o.save_dtype = args.save_dtype == "bf16" ? DType::kBF16 : DType::kF32;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -152,13 +154,18 @@ int Run(const Args& args, int threads) {
 void AddTrainCommand(CLI::App& app, const int& threads, int& exit_code) {
   auto args = std::make_shared<Args>();
   TrainOptions& o = args->options;
-  CLI::App* sub =
-      app.add_subcommand("train", "train a byte-level Mamba language model on a text file");
+  CLI::App* sub = app.add_subcommand(
+      "train", "train a byte-level Mamba or hybrid language model on a text file");
   sub->add_option("--data", o.data, "text file; every byte is a token")->required();
   sub->add_option("--out", o.out, "checkpoint directory (config.json, model.safetensors, log.tsv)")
       ->required();
-  sub->add_option("--arch", args->arch, "mamba1 or mamba2")
-      ->check(CLI::IsMember({"mamba1", "mamba2"}))
+  sub->add_option("--arch", args->arch,
+                  "mamba1, mamba2 or hybrid (Mamba-2 and attention layers, each followed by a "
+                  "SwiGLU MLP; saved as GraniteMoeHybridForCausalLM)")
+      ->check(CLI::IsMember({"mamba1", "mamba2", "hybrid"}))
+      ->capture_default_str();
+  sub->add_option("--attention-every", args->attention_every,
+                  "hybrid: layer i is attention when (i + 1) % N == 0, else Mamba-2")
       ->capture_default_str();
   sub->add_option("--size", o.size, "tiny or small")
       ->check(CLI::IsMember({"tiny", "small"}))
