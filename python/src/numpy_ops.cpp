@@ -1,6 +1,6 @@
-// The numpy binding: one function per op direction, each taking a dict of arrays and options
-// (built by ssmkit/_numpy.py with mamba_ssm's argument names) and writing the output arrays
-// it is given, in place. Argument checking is the C++ ops' own.
+// The array binding: one function per op direction, each taking a dict of arrays and options
+// (built by ssmkit/_numpy.py and ssmkit/torch with mamba_ssm's argument names) and writing the
+// output arrays it is given, in place. Argument checking is the C++ ops' own.
 #include "numpy_ops.hpp"
 
 #include "array_args.hpp"
@@ -32,19 +32,25 @@ void SelectiveScanFwd(nb::dict args) {
   ArrayArgs a("selective_scan_fn", args);
   const std::vector<Tensor> in = a.Inputs(kScanInputs);
   const Tensor out = a.Output("out"), final_state = a.Output("final_state");
+  // Optional: the chunk states a later selective_scan_bwd reads instead of rerunning the scan.
+  const Tensor chunk_states = a.Output("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased([&] { return SelectiveScanForward(inputs, out, final_state, options); });
+  RunReleased(
+      [&] { return SelectiveScanForward(inputs, out, final_state, chunk_states, options); });
 }
 
 void SelectiveScanBwd(nb::dict args) {
   ArrayArgs a("selective_scan_bwd", args);
   const std::vector<Tensor> in = a.Inputs(kScanInputs), grads = a.Outputs(kScanGrads);
   const Tensor dout = a.Input("dout"), dfinal_state = a.Input("dfinal_state");
+  const Tensor chunk_states = a.Input("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased(
-      [&] { return SelectiveScanBackward(inputs, dout, dfinal_state, ScanGrads(grads), options); });
+  RunReleased([&] {
+    return SelectiveScanBackward(inputs, dout, dfinal_state, chunk_states, ScanGrads(grads),
+                                 options);
+  });
 }
 
 void SsdFwd(nb::dict args) {
@@ -141,6 +147,8 @@ void AddRmsNormBwd(nb::dict args) {
 
 void RegisterNumpyOps(nb::module_& m) {
   m.def("selective_scan_fwd", &SelectiveScanFwd);
+  // Q of chunk_length = 0: chunk_states is (B, D, ceil(L / Q), N).
+  m.attr("scan_default_chunk_length") = kDefaultScanChunkLength;
   m.def("selective_scan_bwd", &SelectiveScanBwd);
   m.def("ssd_fwd", &SsdFwd);
   m.def("ssd_bwd", &SsdBwd);

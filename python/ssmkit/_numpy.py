@@ -78,7 +78,8 @@ def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_
     last = np.empty(_shapes.scan_state(u.shape, A.shape), np.float32) if return_last_state else None
     _call(_ssmkit.selective_scan_fwd, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
           delta_bias=delta_bias, initial_state=initial_state, delta_softplus=bool(delta_softplus),
-          algorithm=algorithm, chunk_length=int(chunk_length), out=out, final_state=last)
+          algorithm=algorithm, chunk_length=int(chunk_length), out=out, final_state=last,
+          chunk_states=None)
     return (out, last) if return_last_state else out
 
 
@@ -94,7 +95,7 @@ def selective_scan_bwd(dout, u, delta, A, B, C, D=None, z=None, delta_bias=None,
     _call(_ssmkit.selective_scan_bwd, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
           delta_bias=delta_bias, initial_state=initial_state, delta_softplus=bool(delta_softplus),
           algorithm="sequential", chunk_length=int(chunk_length), dout=dout,
-          dfinal_state=dlast_state, **grads._asdict())
+          dfinal_state=dlast_state, chunk_states=None, **grads._asdict())
     return grads
 
 
