@@ -19,8 +19,15 @@ ssmkit.torch does (pip install ./python[torch]).
 """
 from ._functions import (causal_conv1d_fn, causal_conv1d_update, mamba_chunk_scan_combined,
                          rms_norm_fn, rmsnorm_fn, selective_scan_fn, selective_state_update)
+from ._generation import InferenceParams
+from ._lm import Block, GatedMLP, MambaConfig, MambaLMHeadModel, MixerModel
+from ._mamba import Mamba
+from ._mamba2 import Mamba2
+from ._norm import RMSNorm, RMSNormGated
 
 __all__ = [
     "selective_scan_fn", "mamba_chunk_scan_combined", "selective_state_update",
-    "causal_conv1d_fn", "causal_conv1d_update", "rmsnorm_fn", "rms_norm_fn",
+    "causal_conv1d_fn", "causal_conv1d_update", "rmsnorm_fn", "rms_norm_fn", "Mamba", "Mamba2",
+    "Block", "GatedMLP", "MixerModel", "MambaLMHeadModel", "MambaConfig", "InferenceParams",
+    "RMSNorm", "RMSNormGated",
 ]

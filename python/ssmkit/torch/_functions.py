@@ -39,7 +39,7 @@ def _state(t):
 
 
 def _int32(t):
-    return None if t is None or t.dtype == torch.int32 else t.to(torch.int32)
+    return t if t is None or t.dtype == torch.int32 else t.to(torch.int32)
 
 
 def _needs_varlen(fn, **arguments):

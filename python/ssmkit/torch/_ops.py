@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 from .. import _ssmkit
 
@@ -28,9 +29,11 @@ _LIB = "ssmkit"
 # ------------------------------------------------------------------ calling the extension
 
 def _call(fn, device, **args):
-    """Runs an extension function on a dict of tensors (detached: DLPack refuses tensors that
-    require grad; the autograd registrations below own the gradients)."""
-    args = {k: v.detach() if isinstance(v, Tensor) else v for k, v in args.items()}
+    """Runs an extension function on a dict of tensors, each handed over as a DLPack capsule
+    (torch.utils.dlpack.to_dlpack: one C call per tensor, where Tensor.__dlpack__ would add a
+    Python method with checks this layer does not need: a tensor that requires grad is fine,
+    the autograd registrations below own the gradients; the stream is ours to pick)."""
+    args = {k: _to_dlpack(v) if isinstance(v, Tensor) else v for k, v in args.items()}
     if device.type == "cuda":
         args["cuda_stream"] = torch.cuda.current_stream(device).cuda_stream
         args["cuda_device"] = device.index if device.index is not None else \
@@ -160,7 +163,7 @@ def _scan_backward(ctx, dout, dlast_state, _):
     inputs, chunks = saved[:9], saved[9]
     wanted = list(ctx.needs_input_grad[:9])
     grads = torch.ops.ssmkit.selective_scan_bwd(
-        _dense_last(_grad_or_zeros(dout, inputs[0])), dlast_state, *inputs, chunks,
+        _dense_last(_grad_or_zeros(dout, inputs[0])), _dense_last(dlast_state), *inputs, chunks,
         ctx.delta_softplus, ctx.chunk_length, wanted)
     return (*_as_input_grads(grads, inputs, wanted), None, None, None, None)
 
@@ -233,7 +236,7 @@ def _ssd_backward(ctx, dout, dfinal_states):
     saved = ctx.saved_tensors
     inputs, seq_idx = saved[:9], saved[9]
     wanted = list(ctx.needs_input_grad[:9])
-    dfinal = dfinal_states if ctx.return_final_states else None
+    dfinal = _dense_last(dfinal_states) if ctx.return_final_states else None
     grads = torch.ops.ssmkit.ssd_bwd(_dense_last(_grad_or_zeros(dout, inputs[0])), dfinal,
                                      *inputs, seq_idx, *ctx.options, wanted)
     return (*_as_input_grads(grads, inputs, wanted), None, None, None, None, None, None, None)
