@@ -17,6 +17,7 @@ ssmkit.torch does (pip install ./python[torch]).
 - accelerate(model): a transformers Mamba / Mamba-2 model (or a hybrid reusing their mixers)
   runs its forward, backward and generate on ssmkit's kernels, keeping class and parameters.
 """
+from ._accelerate import accelerate
 from ._functions import (causal_conv1d_fn, causal_conv1d_update, mamba_chunk_scan_combined,
                          rms_norm_fn, rmsnorm_fn, selective_scan_fn, selective_state_update)
 from ._generation import InferenceParams
@@ -29,5 +30,5 @@ __all__ = [
     "selective_scan_fn", "mamba_chunk_scan_combined", "selective_state_update",
     "causal_conv1d_fn", "causal_conv1d_update", "rmsnorm_fn", "rms_norm_fn", "Mamba", "Mamba2",
     "Block", "GatedMLP", "MixerModel", "MambaLMHeadModel", "MambaConfig", "InferenceParams",
-    "RMSNorm", "RMSNormGated",
+    "RMSNorm", "RMSNormGated", "accelerate",
 ]

@@ -1,0 +1,155 @@
+"""ssmkit.torch.accelerate on tiny random transformers checkpoints (the fixture Mamba and
+Mamba-2 models, and hybrids reusing their mixers: FalconMamba, Jamba, Bamba): logits, loss
+and every parameter's gradient equal the unaccelerated model's, greedy generate() gives the
+same tokens through the same cache, the model keeps its class and state dict, and the
+profiler shows ssmkit's kernels doing the work in forward, backward and decoding.
+
+Dimension legend: B batch, L length, V vocab."""
+import copy
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import ssmkit.torch as st  # noqa: E402
+from checks import assert_close  # noqa: E402
+
+MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "models")
+
+
+def randomize(model, seed):
+    """Every parameter off its initial value at realistic scales (norms near 1, small biases,
+    A_log and D perturbed), so that each one moves the logits."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if name.endswith("A_log"):
+                p.add_(0.1 * noise)
+            elif "norm" in name or name.endswith(".D"):
+                p.copy_(1.0 + 0.2 * noise)
+            elif "bias" in name and "dt" not in name:
+                p.copy_(0.1 * noise)
+            elif "dt" not in name:
+                p.add_(0.02 * noise)
+    return model
+
+
+def fixture(arch):
+    cls = transformers.MambaForCausalLM if arch == "mamba" else transformers.Mamba2ForCausalLM
+    directory = {"mamba": "mamba1-hf", "mamba2": "mamba2-hf"}[arch]
+    return cls.from_pretrained(os.path.join(MODELS, directory), dtype=torch.float32)
+
+
+def falcon_mamba():
+    torch.manual_seed(4)
+    config = transformers.FalconMambaConfig(vocab_size=304, hidden_size=32, state_size=8,
+                                            num_hidden_layers=2, use_bias=True)
+    return randomize(transformers.FalconMambaForCausalLM(config).float(), 4)
+
+
+def jamba():
+    torch.manual_seed(5)
+    config = transformers.JambaConfig(
+        vocab_size=304, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, mamba_d_state=8, attn_layer_period=2,
+        attn_layer_offset=1, expert_layer_period=100, num_experts=1, use_mamba_kernels=False)
+    return randomize(transformers.JambaForCausalLM(config).float(), 5)
+
+
+def bamba():
+    torch.manual_seed(6)
+    config = transformers.BambaConfig(
+        vocab_size=304, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, mamba_n_heads=8, mamba_d_head=16,
+        mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=8, attn_layer_indices=[1])
+    return randomize(transformers.BambaForCausalLM(config).float(), 6)
+
+
+MODEL_MAKERS = {"mamba": lambda: fixture("mamba"), "mamba2": lambda: fixture("mamba2"),
+                "falcon_mamba": falcon_mamba, "jamba": jamba, "bamba": bamba}
+
+
+def ids(batch, length, seed):
+    return torch.randint(2, 300, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def ssmkit_ops_run(fn):
+    """The names of the ssmkit custom ops that ran inside fn()."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.key for e in prof.key_averages() if e.key.startswith("ssmkit::")}
+
+
+@pytest.mark.parametrize("name", list(MODEL_MAKERS))
+def test_accelerated_model_equals_transformers(name):
+    """Against the unaccelerated model run in float64 (its f32 run has rounding of its own,
+    up to ~1e-4 on the smallest gradients)."""
+    ref = MODEL_MAKERS[name]()
+    model = st.accelerate(copy.deepcopy(ref))
+    ref = ref.double()
+    assert type(model) is type(ref)
+    assert list(model.state_dict()) == list(ref.state_dict())
+    assert all(torch.equal(a.double(), b) for a, b in zip(model.state_dict().values(),
+                                                           ref.state_dict().values()))
+    x = ids(2, 37, 1)
+    model.train()
+    ref.train()
+    want = ref(x, labels=x)
+    ran = ssmkit_ops_run(lambda: model(x, labels=x).loss.backward())
+    got = model(x, labels=x)
+    assert {"ssmkit::causal_conv1d_fwd", "ssmkit::causal_conv1d_bwd"} <= ran
+    assert ran & {"ssmkit::selective_scan_bwd", "ssmkit::ssd_bwd"}
+    assert_close(got.logits.detach().numpy(), want.logits.detach().numpy(), 1e-4, "logits")
+    model.zero_grad()
+    got.loss.backward()
+    want.loss.backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        if q.grad is not None:
+            assert_close(p.grad.numpy(), q.grad.numpy(), gradient_tolerance(n), f"d{n}")
+
+
+def gradient_tolerance(name):
+    """1e-4, except the per-head sums of the Mamba-2 scan (A_log, dt_bias, D of an SSD layer):
+    sums over every position, head dim and state whose cancellation leaves f32 rounding near
+    1e-4 of the result (tests/ssd_grad_test.cpp bounds them by their own rounding noise)."""
+    per_head = name.endswith(("A_log", "dt_bias", ".D"))
+    return 1e-3 if per_head else 1e-4
+
+
+@pytest.mark.parametrize("name", list(MODEL_MAKERS))
+def test_accelerated_greedy_generate_equals_transformers(name):
+    ref = MODEL_MAKERS[name]().eval()
+    model = st.accelerate(copy.deepcopy(ref))
+    prompt = ids(2, 11, 2)
+    kwargs = dict(max_new_tokens=9, do_sample=False, attention_mask=torch.ones_like(prompt),
+                  pad_token_id=1, output_logits=True, return_dict_in_generate=True)
+    want = ref.generate(prompt, **kwargs)
+    got = None
+
+    def run():
+        nonlocal got
+        got = model.generate(prompt, **kwargs)
+    ran = ssmkit_ops_run(run)
+    assert ran & {"ssmkit::selective_state_update"} and ran & {"ssmkit::causal_conv1d_update"}
+    assert torch.equal(got.sequences, want.sequences)
+    assert_close(torch.stack(got.logits).numpy(), torch.stack(want.logits).numpy(), 1e-4,
+                 "decode logits")
+
+
+def test_accelerate_is_per_instance_and_idempotent():
+    ref = fixture("mamba")
+    model = st.accelerate(st.accelerate(copy.deepcopy(ref)))
+    assert not any("forward" in m.__dict__ for m in ref.modules())
+    mixer = model.backbone.layers[0].mixer
+    assert "forward" in mixer.__dict__
+    x = ids(1, 8, 3)
+    with torch.no_grad():
+        assert ssmkit_ops_run(lambda: model(x)) and not ssmkit_ops_run(lambda: ref(x))
+
+
+def test_accelerate_refuses_a_model_without_mamba_mixers():
+    with pytest.raises(ValueError, match="no Mamba"):
+        st.accelerate(torch.nn.Linear(3, 3))
