@@ -12,8 +12,8 @@ included. The RMSNorm modules whose forward is transformers' Mamba / Mamba-2 one
 bytecode: the hybrids copy them) get ssmkit's norm kernel the same way.
 
 Nothing else changes: the model keeps its class, parameters, buffers and state dict, other
-instances of the class are untouched, and `del module.forward` on a module undoes it. Tested
-with transformers 5.24 (docs/integrations.md).
+instances of the class are untouched, and `del module.forward` on a module undoes it. Needs
+transformers >= 5.15 (whose mixers call these functions); tested with 5.15 and 5.24.
 """
 import functools
 import types
@@ -199,5 +199,5 @@ def accelerate(model):
     if mixers == 0:
         raise ValueError(f"ssmkit.torch.accelerate: {type(model).__name__} has no Mamba or "
                          f"Mamba-2 mixer calling transformers' mamba_selective_scan / "
-                         f"mamba2_chunk_scan (transformers 5.x's modeling code)")
+                         f"mamba2_chunk_scan (the modeling code of transformers >= 5.15)")
     return model
