@@ -7,6 +7,7 @@ profiler shows ssmkit's kernels doing the work in forward, backward and decoding
 Dimension legend: B batch, L length, V vocab."""
 import copy
 import os
+import sys
 
 import pytest
 
@@ -16,25 +17,10 @@ transformers = pytest.importorskip("transformers")
 import ssmkit.torch as st  # noqa: E402
 from checks import assert_close  # noqa: E402
 
-MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "models")
-
-
-def randomize(model, seed):
-    """Every parameter off its initial value at realistic scales (norms near 1, small biases,
-    A_log and D perturbed), so that each one moves the logits."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=g)
-            if name.endswith("A_log"):
-                p.add_(0.1 * noise)
-            elif "norm" in name or name.endswith(".D"):
-                p.copy_(1.0 + 0.2 * noise)
-            elif "bias" in name and "dt" not in name:
-                p.copy_(0.1 * noise)
-            elif "dt" not in name:
-                p.add_(0.02 * noise)
-    return model
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from make_model_fixtures import randomize  # noqa: E402
 
 
 def fixture(arch):
@@ -43,33 +29,37 @@ def fixture(arch):
     return cls.from_pretrained(os.path.join(MODELS, directory), dtype=torch.float32)
 
 
-def falcon_mamba():
-    torch.manual_seed(4)
-    config = transformers.FalconMambaConfig(vocab_size=304, hidden_size=32, state_size=8,
-                                            num_hidden_layers=2, use_bias=True)
-    return randomize(transformers.FalconMambaForCausalLM(config).float(), 4)
+# Tiny hybrids whose Mamba layers are transformers' Mamba / Mamba-2 mixers: (model class,
+# config class, config arguments).
+HYBRIDS = {
+    "falcon_mamba": ("FalconMambaForCausalLM", "FalconMambaConfig",
+                     dict(hidden_size=32, state_size=8, num_hidden_layers=2, use_bias=True)),
+    "jamba": ("JambaForCausalLM", "JambaConfig",
+              dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=64, mamba_d_state=8,
+                   attn_layer_period=2, attn_layer_offset=1, expert_layer_period=100,
+                   num_experts=1, use_mamba_kernels=False)),
+    "bamba": ("BambaForCausalLM", "BambaConfig",
+              dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=64, mamba_n_heads=8,
+                   mamba_d_head=16, mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=8,
+                   attn_layer_indices=[1])),
+}
 
 
-def jamba():
-    torch.manual_seed(5)
-    config = transformers.JambaConfig(
-        vocab_size=304, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, mamba_d_state=8, attn_layer_period=2,
-        attn_layer_offset=1, expert_layer_period=100, num_experts=1, use_mamba_kernels=False)
-    return randomize(transformers.JambaForCausalLM(config).float(), 5)
-
-
-def bamba():
-    torch.manual_seed(6)
-    config = transformers.BambaConfig(
-        vocab_size=304, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, mamba_n_heads=8, mamba_d_head=16,
-        mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=8, attn_layer_indices=[1])
-    return randomize(transformers.BambaForCausalLM(config).float(), 6)
+def hybrid(name, seed=4):
+    """A random model of HYBRIDS with every parameter moved off its initial value
+    (scripts/make_model_fixtures.py's randomize, as the fixture checkpoints)."""
+    model_cls, config_cls, kwargs = HYBRIDS[name]
+    torch.manual_seed(seed)
+    config = getattr(transformers, config_cls)(vocab_size=304, **kwargs)
+    model = getattr(transformers, model_cls)(config).float()
+    randomize(model, seed)
+    return model
 
 
 MODEL_MAKERS = {"mamba": lambda: fixture("mamba"), "mamba2": lambda: fixture("mamba2"),
-                "falcon_mamba": falcon_mamba, "jamba": jamba, "bamba": bamba}
+                **{name: lambda name=name: hybrid(name) for name in HYBRIDS}}
 
 
 def ids(batch, length, seed):

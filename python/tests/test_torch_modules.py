@@ -10,7 +10,6 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
 
 import ssmkit.torch as st  # noqa: E402
 from checks import assert_close  # noqa: E402
@@ -79,6 +78,7 @@ def test_parameter_names_and_shapes_are_mamba_ssm_s():
 
 
 def hf_model(arch):
+    transformers = pytest.importorskip("transformers")
     cls = transformers.MambaForCausalLM if arch == "mamba1" else transformers.Mamba2ForCausalLM
     return cls.from_pretrained(fixture(f"{arch}-hf"), dtype=torch.float32)
 
@@ -87,8 +87,8 @@ def hf_model(arch):
 def test_loss_gradients_equal_transformers(arch):
     """The same weights in ssmkit.torch's MambaLMHeadModel and in transformers' model (its
     torch path): the cross-entropy loss and its gradient for every parameter."""
-    ours = st.MambaLMHeadModel.from_pretrained(fixture(f"{arch}-ss"))
     theirs = hf_model(arch)
+    ours = st.MambaLMHeadModel.from_pretrained(fixture(f"{arch}-ss"))
     ids = torch.randint(0, 300, (2, 24), generator=torch.Generator().manual_seed(5))
     loss = torch.nn.functional.cross_entropy(ours(ids).logits[:, :-1].flatten(0, 1),
                                              ids[:, 1:].flatten())
