@@ -88,6 +88,9 @@ def test_loss_gradients_equal_transformers(arch):
     """The same weights in ssmkit.torch's MambaLMHeadModel and in transformers' model (its
     torch path): the cross-entropy loss and its gradient for every parameter."""
     theirs = hf_model(arch)
+    if arch == "mamba2" and not hasattr(theirs.backbone.layers[0].mixer.norm, "group_size"):
+        pytest.skip("this transformers' Mamba-2 gated norm spans all groups (mamba_ssm's, and "
+                    "ssmkit's, is per group): the fixture's n_groups = 2 tells them apart")
     ours = st.MambaLMHeadModel.from_pretrained(fixture(f"{arch}-ss"))
     ids = torch.randint(0, 300, (2, 24), generator=torch.Generator().manual_seed(5))
     loss = torch.nn.functional.cross_entropy(ours(ids).logits[:, :-1].flatten(0, 1),

@@ -94,11 +94,23 @@ _SCANS = ("mamba_selective_scan", "mamba2_chunk_scan")
 # ------------------------------------------------------------------ rebinding forwards
 
 
+def _inner(fn):
+    """The function a decorator's wrapper `fn` calls: its __wrapped__ (functools.wraps), else
+    the one Python function in its closure (decorators without functools.wraps, e.g.
+    transformers 5.15's force_accelerate_hooks); None for an undecorated function."""
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is not None:
+        return inner
+    held = [c.cell_contents for c in fn.__closure__ or ()
+            if isinstance(c.cell_contents, types.FunctionType)]
+    return held[0] if len(held) == 1 else None
+
+
 def _with_globals(fn, replacements):
     """A copy of `fn` whose global names in `replacements` resolve to the replacements. A
-    decorated function (functools.wraps: __wrapped__) is copied through its decorators: each
-    wrapper is rebuilt around the copy of what it wraps, found in its closure."""
-    inner = getattr(fn, "__wrapped__", None)
+    decorated function is copied through its decorators: each wrapper is rebuilt around the
+    copy of what it wraps, found in its closure."""
+    inner = _inner(fn)
     if inner is None:
         names = {k: v for k, v in replacements.items() if k in fn.__code__.co_names}
         clone = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
@@ -113,15 +125,16 @@ def _with_globals(fn, replacements):
                       for c in cells)
         clone = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
                                    cells)
-        functools.update_wrapper(clone, new_inner)
+        if hasattr(fn, "__wrapped__"):
+            functools.update_wrapper(clone, new_inner)
     clone.__kwdefaults__ = fn.__kwdefaults__
     return clone
 
 
 def _calls(fn, names):
     """Whether the innermost function of `fn` reads any of `names` as a global."""
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__
+    while isinstance(fn, types.FunctionType) and _inner(fn) is not None:
+        fn = _inner(fn)
     code = getattr(fn, "__code__", None)
     return code is not None and any(name in code.co_names for name in names)
 
@@ -146,11 +159,12 @@ def _rmsnorm(self, hidden_states):
 
 
 def _gated_rmsnorm(self, hidden_states, gate=None):
-    """transformers' MambaRMSNormGated: weight * g / rms(g) per group, g = x * silu(gate)."""
+    """transformers' MambaRMSNormGated: weight * g / rms(g) per group, g = x * silu(gate)
+    (one group over all features in the versions before it had group_size)."""
     if hidden_states.dtype != self.weight.dtype:
         return type(self).forward(self, hidden_states, gate)
     return F.rmsnorm_fn(hidden_states, self.weight, None, z=gate, eps=self.variance_epsilon,
-                        group_size=self.group_size, norm_before_gate=False)
+                        group_size=getattr(self, "group_size", None), norm_before_gate=False)
 
 
 def _code_key(fn):
