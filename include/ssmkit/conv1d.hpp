@@ -13,6 +13,9 @@
 // weight[:, K-1] multiplies the current input and weight[:, 0] the oldest (causal-conv1d's
 // order, i.e. PyTorch's conv1d with padding K - 1 and the right end trimmed).
 // act is the identity or silu(v) = v * sigmoid(v). Accumulation is f32 for every dtype.
+// With seq_idx (packed sequences), xpad[b,d,l+k] counts only when that input belongs to the
+// sequence of position l (the K - 1 initial values belong to the row's first sequence), and
+// final_states are the last K - 1 inputs of the row's last sequence (zeros before its start).
 // docs/ops/conv1d.md has the details and the deviations from causal-conv1d.
 #pragma once
 
@@ -34,6 +37,8 @@ struct CausalConv1dInputs {
   Tensor bias;            // optional (D) f32
   Tensor initial_states;  // optional (B, D, K-1) f32 | bf16: the inputs before position 0
   Conv1dActivation activation = Conv1dActivation::kNone;
+  Tensor seq_idx;  // optional (B, L) i32, non-decreasing along L: a new sequence starts where
+                   // it changes, and sees none of the previous one's inputs
 };
 
 // out: (B, D, L), the dtype of x. final_states: optional (B, D, K-1) f32 | bf16 (either; f32

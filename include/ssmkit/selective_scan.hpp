@@ -11,6 +11,12 @@
 //   y[b,d,l]    = sum_n C[.,n,l] * h[b,d,l,n] + D[d] * u[b,d,l]
 //   out[b,d,l]  = y * silu(z[b,d,l])   (when z is given, else y)
 //   final_state = h[b,d,L-1,:]
+//
+// Packed sequences (variable-length batches): with seq_idx or cu_seqlens, a row holds several
+// sequences one after the other; where sequence k starts, h[b,d,l-1,:] reads as its initial
+// state (zeros, or initial_state[k] when one is given per sequence) instead of the previous
+// sequence's last state. varlen_states[k] = h at sequence k's last step (mamba_ssm's
+// return_varlen_states, which its Mamba-1 does not have). S: the number of sequences.
 #pragma once
 
 #include <string_view>
@@ -43,8 +49,14 @@ struct SelectiveScanInputs {
   Tensor D;              // optional (D) f32: skip connection
   Tensor z;              // optional (B, D, L) f32 | bf16: gate
   Tensor delta_bias;     // optional (D) f32
-  Tensor initial_state;  // optional (B, D, N) f32: h0
+  Tensor initial_state;  // optional (B, D, N) f32: h0; with cu_seqlens also (S, D, N), one
+                         // per sequence
   bool delta_softplus = false;
+  // Packed sequences (optional; docs/ops/selective_scan.md, "Variable-length batches").
+  Tensor seq_idx;     // (B, L) i32, non-decreasing along L: a new sequence starts where it
+                      // changes, from a zero state
+  Tensor cu_seqlens;  // (S + 1) i32 | i64, batch 1: sequence k is positions
+                      // [cu_seqlens[k], cu_seqlens[k+1]), 0 = cu[0] < cu[1] < ... < cu[S] = L
 };
 
 struct SelectiveScanOptions {
@@ -72,9 +84,22 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out
 // memory O(B D N L / Q). CPU only for now.
 int64_t SelectiveScanChunkCount(int64_t seqlen, const SelectiveScanOptions& options = {});
 
-// The forward above, also writing chunk_states (optional: undefined writes none).
+// The forward above, also writing chunk_states (optional: undefined writes none). Where a
+// packed sequence starts at step k Q, entry k is that sequence's initial state.
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const Tensor& chunk_states,
+                            const SelectiveScanOptions& options = {});
+
+// Everything a forward writes; all optional but out.
+struct SelectiveScanOutputs {
+  Tensor out;            // (B, D, L), the dtype of u
+  Tensor final_state;    // (B, D, N) f32: h[b, L-1]
+  Tensor chunk_states;   // (B, D, K, N) f32, as above
+  Tensor varlen_states;  // (S, D, N) f32, with cu_seqlens: each sequence's last state
+};
+
+// The forward with every output.
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const SelectiveScanOutputs& outputs,
                             const SelectiveScanOptions& options = {});
 
 // Gradient outputs, each overwritten (not accumulated), each with its input's shape and dtype.
@@ -97,6 +122,19 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const Tensor& chunk_states,
                              const SelectiveScanGrads& grads,
+                             const SelectiveScanOptions& options = {});
+
+// The gradients reaching a forward's outputs; all optional but dout (absent = zeros).
+struct SelectiveScanOutputGrads {
+  Tensor dout;            // (B, D, L), the dtype of u
+  Tensor dfinal_state;    // (B, D, N) f32
+  Tensor dvarlen_states;  // (S, D, N) f32, with cu_seqlens
+};
+
+// The backward with every output's gradient; chunk_states as above (optional).
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs,
+                             const SelectiveScanOutputGrads& output_grads,
+                             const Tensor& chunk_states, const SelectiveScanGrads& grads,
                              const SelectiveScanOptions& options = {});
 
 }  // namespace ssmkit

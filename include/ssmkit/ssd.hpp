@@ -13,6 +13,12 @@
 //   out            = y * silu(z)   (when z is given, else y)
 //   final_states   = h[b,L-1]
 //
+// Packed sequences (variable-length batches): seq_idx as above, or cu_seqlens (batch 1),
+// mamba_ssm's Mamba-2 convention, which starts sequence k at cu_seqlens[k] from
+// initial_states[k] when one is given per sequence (else zeros; initial_states (1, ...) is
+// the first sequence's). varlen_states[k] = h at sequence k's last step (mamba_ssm's
+// return_varlen_states). S: the number of sequences.
+//
 // docs/ops/ssd.md lists the deviations from mamba_ssm and how the algorithm is chosen.
 #pragma once
 
@@ -44,8 +50,12 @@ struct SsdInputs {
   Tensor D;               // optional (H) or (H, P) f32: skip connection
   Tensor z;               // optional (B, L, H, P) f32 | bf16: gate
   Tensor dt_bias;         // optional (H) f32
-  Tensor initial_states;  // optional (B, H, P, N) f32: the state before position 0
-  Tensor seq_idx;         // optional (B, L) i32: packed sequences; a change resets the state
+  Tensor initial_states;  // optional (B, H, P, N) f32: the state before position 0; with
+                          // cu_seqlens also (S, H, P, N), one per sequence
+  Tensor seq_idx;         // optional (B, L) i32, non-decreasing along L: packed sequences; a
+                          // change resets the state
+  Tensor cu_seqlens;      // optional (S + 1) i32 | i64, batch 1: sequence k is positions
+                          // [cu[k], cu[k+1]), 0 = cu[0] < cu[1] < ... < cu[S] = L
   bool dt_softplus = false;
   // dt_limit: dt is clamped to [dt_min, dt_max] after bias and softplus, as mamba_ssm's
   // kernel does; the gradient through dt is zero where dt lies outside. The defaults only
@@ -70,6 +80,17 @@ SsdAlgorithm SsdAutoAlgorithm(int64_t batch, int64_t seqlen, int64_t nheads, int
 Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& final_states,
                   const SsdOptions& options = {});
 
+// Everything a forward writes; all optional but out.
+struct SsdOutputs {
+  Tensor out;            // (B, L, H, P), the dtype of x
+  Tensor final_states;   // (B, H, P, N) f32
+  Tensor varlen_states;  // (S, H, P, N) f32, with cu_seqlens: each sequence's last state
+};
+
+// The forward with every output.
+Status SsdForward(const SsdInputs& inputs, const SsdOutputs& outputs,
+                  const SsdOptions& options = {});
+
 // Gradient outputs, each overwritten (not accumulated), each with its input's shape and dtype.
 // Any may be left undefined when not wanted; one for an absent optional input must be.
 struct SsdGrads {
@@ -80,6 +101,17 @@ struct SsdGrads {
 // flowing into final_states. Deterministic: the same inputs and thread count give the same
 // bits (no float atomics; reductions in a fixed order).
 Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& dfinal_states,
+                   const SsdGrads& grads, const SsdOptions& options = {});
+
+// The gradients reaching a forward's outputs; all optional but dout (absent = zeros).
+struct SsdOutputGrads {
+  Tensor dout;            // (B, L, H, P), the dtype of x
+  Tensor dfinal_states;   // (B, H, P, N) f32
+  Tensor dvarlen_states;  // (S, H, P, N) f32, with cu_seqlens
+};
+
+// The backward with every output's gradient.
+Status SsdBackward(const SsdInputs& inputs, const SsdOutputGrads& output_grads,
                    const SsdGrads& grads, const SsdOptions& options = {});
 
 }  // namespace ssmkit

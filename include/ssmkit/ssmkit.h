@@ -13,8 +13,10 @@
  *   every optional input absent, every flag off, the default algorithm (only the RMSNorms'
  *   eps must be set).
  *   Later versions of a struct only append fields, and the library reads a struct_size from
- *   any version onwards, so a program built against an older header keeps working with a
- *   newer library; a struct_size the library does not know is an SSMKIT_INVALID_ARGUMENT.
+ *   any version onwards (the fields a version lacks read as zero: absent), so a program built
+ *   against an older header keeps working with a newer library; a struct_size the library does
+ *   not know is an SSMKIT_INVALID_ARGUMENT. Fields and functions added since the first
+ *   release (0.1.0) are marked "added:"; the next version bump will name their version.
  * - Versioning: SSMKIT_ABI_VERSION changes whenever a type or function here changes
  *   incompatibly (it is also the shared library's SOVERSION); ssmkit_abi_version() returns the
  *   library's, to compare with the header's at start-up.
@@ -128,6 +130,10 @@ typedef struct ssmkit_selective_scan_args {
   int32_t delta_softplus;      /* 0 | 1 */
   int32_t algorithm;           /* an ssmkit_scan_algorithm (forward only) */
   int64_t chunk_length;        /* 0: default; speed only */
+  /* added: packed sequences (the 0.1.0 struct_size, which ends before them, reads them as
+   * absent); with cu_seqlens, initial_state may also be (S, D, N), one per sequence. */
+  ssmkit_tensor seq_idx; /* optional (B, L) i32, non-decreasing: a new sequence where it changes */
+  ssmkit_tensor cu_seqlens; /* optional (S + 1) i32 | i64, B = 1: 0 = cu[0] < ... < cu[S] = L */
 } ssmkit_selective_scan_args;
 
 typedef struct ssmkit_selective_scan_grads {
@@ -145,6 +151,17 @@ SSMKIT_API ssmkit_status ssmkit_selective_scan_bwd(const ssmkit_selective_scan_a
                                                    const ssmkit_tensor* dout,
                                                    const ssmkit_tensor* dfinal_state,
                                                    const ssmkit_selective_scan_grads* grads);
+/* added: the same with each packed sequence's last state, varlen_states (S, D, N) f32
+ * (needs args.cu_seqlens), and its gradient dvarlen_states (NULL or absent: zeros). */
+SSMKIT_API ssmkit_status ssmkit_selective_scan_fwd_varlen(const ssmkit_selective_scan_args* args,
+                                                          const ssmkit_tensor* out,
+                                                          const ssmkit_tensor* final_state,
+                                                          const ssmkit_tensor* varlen_states);
+SSMKIT_API ssmkit_status ssmkit_selective_scan_bwd_varlen(const ssmkit_selective_scan_args* args,
+                                                          const ssmkit_tensor* dout,
+                                                          const ssmkit_tensor* dfinal_state,
+                                                          const ssmkit_tensor* dvarlen_states,
+                                                          const ssmkit_selective_scan_grads* grads);
 
 /* ---------------------------------------------------------------- SSD (Mamba-2) */
 
@@ -172,6 +189,9 @@ typedef struct ssmkit_ssd_args {
   int32_t algorithm;  /* an ssmkit_ssd_algorithm */
   int32_t reserved;   /* 0 */
   int64_t chunk_size; /* 0: default; speed only */
+  /* added (the 0.1.0 struct_size reads it as absent): packed sequences, mamba_ssm's
+   * cu_seqlens; initial_states may then also be (S, H, P, N), one per sequence. */
+  ssmkit_tensor cu_seqlens; /* optional (S + 1) i32 | i64, B = 1: 0 = cu[0] < ... < cu[S] = L */
 } ssmkit_ssd_args;
 
 typedef struct ssmkit_ssd_grads {
@@ -185,6 +205,17 @@ SSMKIT_API ssmkit_status ssmkit_ssd_fwd(const ssmkit_ssd_args* args, const ssmki
 SSMKIT_API ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmkit_tensor* dout,
                                         const ssmkit_tensor* dfinal_states,
                                         const ssmkit_ssd_grads* grads);
+/* added: the same with varlen_states (S, H, P, N) f32 (mamba_ssm's return_varlen_states;
+ * needs args.cu_seqlens) and its gradient dvarlen_states (NULL or absent: zeros). */
+SSMKIT_API ssmkit_status ssmkit_ssd_fwd_varlen(const ssmkit_ssd_args* args,
+                                               const ssmkit_tensor* out,
+                                               const ssmkit_tensor* final_states,
+                                               const ssmkit_tensor* varlen_states);
+SSMKIT_API ssmkit_status ssmkit_ssd_bwd_varlen(const ssmkit_ssd_args* args,
+                                               const ssmkit_tensor* dout,
+                                               const ssmkit_tensor* dfinal_states,
+                                               const ssmkit_tensor* dvarlen_states,
+                                               const ssmkit_ssd_grads* grads);
 
 /* ---------------------------------------------------------------- decode step */
 
@@ -220,6 +251,8 @@ typedef struct ssmkit_conv1d_args {
   ssmkit_tensor initial_states; /* optional (B, D, K-1) f32 | bf16 */
   int32_t activation;           /* an ssmkit_activation */
   int32_t reserved;
+  /* added (the 0.1.0 struct_size reads it as absent). */
+  ssmkit_tensor seq_idx; /* optional (B, L) i32, non-decreasing: a sequence sees only its inputs */
 } ssmkit_conv1d_args;
 
 typedef struct ssmkit_conv1d_grads {

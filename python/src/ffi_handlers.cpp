@@ -76,24 +76,25 @@ ffi::Error ScanFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
   SelectiveScanOptions options;
   options.algorithm = static_cast<ScanAlgorithm>(algorithm);
   options.chunk_length = chunk_length;
-  return RunOverSlices("selective_scan_fn", ctx, args, rets, ranks, kScanInputs.size(), 2,
+  return RunOverSlices("selective_scan_fn", ctx, args, rets, ranks, kScanInputs.size(), 3,
                        [&](Tensors in, Tensors out) {
-                         return SelectiveScanForward(ScanInputs(in, delta_softplus), out[0], out[1],
-                                                     options);
+                         return SelectiveScanForward(ScanInputs(in, delta_softplus),
+                                                     {out[0], out[1], Tensor{}, out[2]}, options);
                        });
 }
 
-// Operands: the inputs, dout, dfinal_state. Results: the gradients.
+// Operands: the inputs, dout, dfinal_state, dvarlen_states. Results: the gradients.
 template <class Context>
 ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
                    bool delta_softplus, int64_t chunk_length) {
   SelectiveScanOptions options;
   options.chunk_length = chunk_length;
   constexpr size_t n = kScanInputs.size();
-  return RunOverSlices("selective_scan_bwd", ctx, args, rets, ranks, n + 2, kScanGrads.size(),
+  return RunOverSlices("selective_scan_bwd", ctx, args, rets, ranks, n + 3, kScanGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return SelectiveScanBackward(ScanInputs(in, delta_softplus), in[n],
-                                                      in[n + 1], ScanGrads(out), options);
+                         return SelectiveScanBackward(ScanInputs(in, delta_softplus),
+                                                      {in[n], in[n + 1], in[n + 2]}, Tensor{},
+                                                      ScanGrads(out), options);
                        });
 }
 
@@ -104,10 +105,10 @@ ffi::Error SsdFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
   SsdOptions options;
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
   options.chunk_size = chunk_size;
-  return RunOverSlices("mamba_chunk_scan_combined", ctx, args, rets, ranks, kSsdInputs.size(), 2,
+  return RunOverSlices("mamba_chunk_scan_combined", ctx, args, rets, ranks, kSsdInputs.size(), 3,
                        [&](Tensors in, Tensors out) {
-                         return SsdForward(SsdInputsOf(in, dt_softplus, dt_min, dt_max), out[0],
-                                           out[1], options);
+                         return SsdForward(SsdInputsOf(in, dt_softplus, dt_min, dt_max),
+                                           {out[0], out[1], out[2]}, options);
                        });
 }
 
@@ -119,10 +120,11 @@ ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
   options.algorithm = static_cast<SsdAlgorithm>(algorithm);
   options.chunk_size = chunk_size;
   constexpr size_t n = kSsdInputs.size();
-  return RunOverSlices("mamba_chunk_scan_combined_bwd", ctx, args, rets, ranks, n + 2,
+  return RunOverSlices("mamba_chunk_scan_combined_bwd", ctx, args, rets, ranks, n + 3,
                        kSsdGrads.size(), [&](Tensors in, Tensors out) {
-                         return SsdBackward(SsdInputsOf(in, dt_softplus, dt_min, dt_max), in[n],
-                                            in[n + 1], SsdGradsOf(out), options);
+                         return SsdBackward(SsdInputsOf(in, dt_softplus, dt_min, dt_max),
+                                            {in[n], in[n + 1], in[n + 2]}, SsdGradsOf(out),
+                                            options);
                        });
 }
 

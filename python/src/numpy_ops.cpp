@@ -31,43 +31,42 @@ SsdInputs SsdArgs(ArrayArgs& a) {
 void SelectiveScanFwd(nb::dict args) {
   ArrayArgs a("selective_scan_fn", args);
   const std::vector<Tensor> in = a.Inputs(kScanInputs);
-  const Tensor out = a.Output("out"), final_state = a.Output("final_state");
-  // Optional: the chunk states a later selective_scan_bwd reads instead of rerunning the scan.
-  const Tensor chunk_states = a.Output("chunk_states");
+  // chunk_states (optional): what a later selective_scan_bwd reads instead of rerunning the scan.
+  const SelectiveScanOutputs outputs{a.Output("out"), a.Output("final_state"),
+                                     a.Output("chunk_states"), a.Output("varlen_states")};
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased(
-      [&] { return SelectiveScanForward(inputs, out, final_state, chunk_states, options); });
+  RunReleased([&] { return SelectiveScanForward(inputs, outputs, options); });
 }
 
 void SelectiveScanBwd(nb::dict args) {
   ArrayArgs a("selective_scan_bwd", args);
   const std::vector<Tensor> in = a.Inputs(kScanInputs), grads = a.Outputs(kScanGrads);
-  const Tensor dout = a.Input("dout"), dfinal_state = a.Input("dfinal_state");
+  const SelectiveScanOutputGrads dout{a.Input("dout"), a.Input("dfinal_state"),
+                                      a.Input("dvarlen_states")};
   const Tensor chunk_states = a.Input("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
   RunReleased([&] {
-    return SelectiveScanBackward(inputs, dout, dfinal_state, chunk_states, ScanGrads(grads),
-                                 options);
+    return SelectiveScanBackward(inputs, dout, chunk_states, ScanGrads(grads), options);
   });
 }
 
 void SsdFwd(nb::dict args) {
   ArrayArgs a("mamba_chunk_scan_combined", args);
   const SsdInputs inputs = SsdArgs(a);
-  const Tensor out = a.Output("out"), final_states = a.Output("final_states");
+  const SsdOutputs outputs{a.Output("out"), a.Output("final_states"), a.Output("varlen_states")};
   const SsdOptions options = SsdOptionsOf(a);
-  RunReleased([&] { return SsdForward(inputs, out, final_states, options); });
+  RunReleased([&] { return SsdForward(inputs, outputs, options); });
 }
 
 void SsdBwd(nb::dict args) {
   ArrayArgs a("mamba_chunk_scan_combined_bwd", args);
   const SsdInputs inputs = SsdArgs(a);
   const std::vector<Tensor> grads = a.Outputs(kSsdGrads);
-  const Tensor dout = a.Input("dout"), dfinal_states = a.Input("dfinal_states");
+  const SsdOutputGrads dout{a.Input("dout"), a.Input("dfinal_states"), a.Input("dvarlen_states")};
   const SsdOptions options = SsdOptionsOf(a);
-  RunReleased([&] { return SsdBackward(inputs, dout, dfinal_states, SsdGradsOf(grads), options); });
+  RunReleased([&] { return SsdBackward(inputs, dout, SsdGradsOf(grads), options); });
 }
 
 void StateUpdate(nb::dict args) {

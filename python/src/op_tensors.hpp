@@ -1,6 +1,6 @@
 // Each op's tensors in one fixed order, shared by the numpy binding (dicts keyed by these
 // names) and the XLA FFI handlers (operands and results in this order), so the two cannot
-// disagree about which tensor is which.
+// disagree about which tensor is which. The integer inputs (seq_idx, cu_seqlens) come last.
 #pragma once
 
 #include <array>
@@ -17,15 +17,15 @@ namespace ssmkit::python {
 using Tensors = std::span<const Tensor>;
 
 // ---------------------------------------------------------------- selective scan
-inline constexpr std::array<const char*, 9> kScanInputs = {
-    "u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state"};
+inline constexpr std::array<const char*, 11> kScanInputs = {
+    "u", "delta", "A", "B", "C", "D", "z", "delta_bias", "initial_state", "seq_idx", "cu_seqlens"};
 inline constexpr std::array<const char*, 9> kScanGrads = {
     "du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias", "dinitial_state"};
 
 inline SelectiveScanInputs ScanInputs(Tensors t, bool delta_softplus) {
   SelectiveScanInputs in;
   in.u = t[0], in.delta = t[1], in.A = t[2], in.B = t[3], in.C = t[4], in.D = t[5], in.z = t[6];
-  in.delta_bias = t[7], in.initial_state = t[8];
+  in.delta_bias = t[7], in.initial_state = t[8], in.seq_idx = t[9], in.cu_seqlens = t[10];
   in.delta_softplus = delta_softplus;
   return in;
 }
@@ -34,15 +34,15 @@ inline SelectiveScanGrads ScanGrads(Tensors t) {
 }
 
 // ---------------------------------------------------------------- SSD
-inline constexpr std::array<const char*, 10> kSsdInputs = {
-    "x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states", "seq_idx"};
+inline constexpr std::array<const char*, 11> kSsdInputs = {
+    "x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states", "seq_idx", "cu_seqlens"};
 inline constexpr std::array<const char*, 9> kSsdGrads = {
     "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
 
 inline SsdInputs SsdInputsOf(Tensors t, bool dt_softplus, float dt_min, float dt_max) {
   SsdInputs in;
   in.x = t[0], in.dt = t[1], in.A = t[2], in.B = t[3], in.C = t[4], in.D = t[5], in.z = t[6];
-  in.dt_bias = t[7], in.initial_states = t[8], in.seq_idx = t[9];
+  in.dt_bias = t[7], in.initial_states = t[8], in.seq_idx = t[9], in.cu_seqlens = t[10];
   in.dt_softplus = dt_softplus;
   in.dt_min = dt_min;
   in.dt_max = dt_max;
@@ -65,14 +65,15 @@ inline StateUpdateInputs StateUpdateInputsOf(Tensors t, bool dt_softplus) {
 }
 
 // ---------------------------------------------------------------- causal conv1d
-inline constexpr std::array<const char*, 4> kConvInputs = {"x", "weight", "bias", "initial_states"};
+inline constexpr std::array<const char*, 5> kConvInputs = {"x", "weight", "bias", "initial_states",
+                                                           "seq_idx"};
 inline constexpr std::array<const char*, 4> kConvGrads = {"dx", "dweight", "dbias",
                                                           "dinitial_states"};
 inline constexpr std::array<const char*, 3> kConvUpdateInputs = {"x", "weight", "bias"};
 
 inline CausalConv1dInputs ConvInputs(Tensors t, bool silu) {
   CausalConv1dInputs in;
-  in.x = t[0], in.weight = t[1], in.bias = t[2], in.initial_states = t[3];
+  in.x = t[0], in.weight = t[1], in.bias = t[2], in.initial_states = t[3], in.seq_idx = t[4];
   in.activation = silu ? Conv1dActivation::kSilu : Conv1dActivation::kNone;
   return in;
 }

@@ -42,6 +42,30 @@ def _indices(a):
     return a.astype(np.int32) if a.dtype.kind in "iu" and a.dtype != np.int32 else a
 
 
+def _offsets(a):
+    """cu_seqlens as int32 or int64 (both read as given; other integers become int64)."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    return a.astype(np.int64) if a.dtype.kind in "iu" and a.dtype not in (np.int32,
+                                                                          np.int64) else a
+
+
+def _varlen_states(fn, cu_seqlens, state_shape):
+    """The (S, ...) array varlen_states is written into: S = len(cu_seqlens) - 1."""
+    if cu_seqlens is None:
+        raise ValueError(f"{fn}: return_varlen_states: expected cu_seqlens (one state per "
+                         "sequence), given cu_seqlens=None")
+    return np.empty(_shapes.varlen_states(np.shape(cu_seqlens), state_shape), np.float32)
+
+
+def _returns(out, final, varlen):
+    """mamba_ssm's return convention: out, then the final states and the varlen states that
+    were asked for (None marks one that was not)."""
+    extra = tuple(x for x in (final, varlen) if x is not None)
+    return (out, *extra) if extra else out
+
+
 def _native(a):
     """What the extension reads: bfloat16 travels as its uint16 bits (same memory)."""
     if isinstance(a, np.ndarray) and a.dtype == bfloat16:
@@ -68,34 +92,47 @@ def _inplace(fn, name, a):
 
 def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                       return_last_state=False, *, initial_state=None, algorithm="sequential",
-                      chunk_length=0):
+                      chunk_length=0, seq_idx=None, cu_seqlens=None, return_varlen_states=False):
     """mamba_ssm's selective_scan_fn. u, delta: (B, D, L); A: (D, N); B, C: (D, N), (B, N, L)
     or (B, G, N, L); D, delta_bias: (D); z: (B, D, L). Extras: initial_state (B, D, N) f32,
-    algorithm, chunk_length. Returns out (B, D, L), or (out, last_state (B, D, N) f32)."""
+    algorithm, chunk_length, and packed sequences (which mamba_ssm's Mamba-1 lacks): seq_idx
+    (B, L) int, or cu_seqlens (S + 1) int with B = 1, then initial_state may be (S, D, N) and
+    return_varlen_states returns each sequence's last state (S, D, N) f32. Returns out,
+    (out, last_state (B, D, N) f32), (out, varlen_states) or (out, last_state,
+    varlen_states)."""
     u, delta, A, B, C, D, z, delta_bias, initial_state = map(
         _array, (u, delta, A, B, C, D, z, delta_bias, initial_state))
+    cu_seqlens = _offsets(cu_seqlens)
+    state = _shapes.scan_state(u.shape, A.shape)
     out = np.empty(u.shape, u.dtype)
-    last = np.empty(_shapes.scan_state(u.shape, A.shape), np.float32) if return_last_state else None
+    last = np.empty(state, np.float32) if return_last_state else None
+    varlen = (_varlen_states("selective_scan_fn", cu_seqlens, state)
+              if return_varlen_states else None)
     _call(_ssmkit.selective_scan_fwd, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
-          delta_bias=delta_bias, initial_state=initial_state, delta_softplus=bool(delta_softplus),
-          algorithm=algorithm, chunk_length=int(chunk_length), out=out, final_state=last,
-          chunk_states=None)
-    return (out, last) if return_last_state else out
+          delta_bias=delta_bias, initial_state=initial_state, seq_idx=_indices(seq_idx),
+          cu_seqlens=cu_seqlens, delta_softplus=bool(delta_softplus), algorithm=algorithm,
+          chunk_length=int(chunk_length), out=out, final_state=last, chunk_states=None,
+          varlen_states=varlen)
+    return _returns(out, last, varlen)
 
 
 def selective_scan_bwd(dout, u, delta, A, B, C, D=None, z=None, delta_bias=None,
                        delta_softplus=False, *, initial_state=None, dlast_state=None,
-                       chunk_length=0):
-    """Gradients of selective_scan_fn's out (and last state, through dlast_state) with
-    respect to every input given: a SelectiveScanGrads, None where the input is None."""
-    u, delta, A, B, C, D, z, delta_bias, initial_state, dout, dlast_state = map(
-        _array, (u, delta, A, B, C, D, z, delta_bias, initial_state, dout, dlast_state))
+                       chunk_length=0, seq_idx=None, cu_seqlens=None, dvarlen_states=None):
+    """Gradients of selective_scan_fn's out (and last state, through dlast_state, and varlen
+    states, through dvarlen_states) with respect to every input given: a SelectiveScanGrads,
+    None where the input is None."""
+    u, delta, A, B, C, D, z, delta_bias, initial_state, dout, dlast_state, dvarlen_states = map(
+        _array, (u, delta, A, B, C, D, z, delta_bias, initial_state, dout, dlast_state,
+                 dvarlen_states))
     grads = SelectiveScanGrads(*map(_grad_like, (u, delta, A, B, C, D, z, delta_bias,
                                                  initial_state)))
     _call(_ssmkit.selective_scan_bwd, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
-          delta_bias=delta_bias, initial_state=initial_state, delta_softplus=bool(delta_softplus),
+          delta_bias=delta_bias, initial_state=initial_state, seq_idx=_indices(seq_idx),
+          cu_seqlens=_offsets(cu_seqlens), delta_softplus=bool(delta_softplus),
           algorithm="sequential", chunk_length=int(chunk_length), dout=dout,
-          dfinal_state=dlast_state, chunk_states=None, **grads._asdict())
+          dfinal_state=dlast_state, dvarlen_states=dvarlen_states, chunk_states=None,
+          **grads._asdict())
     return grads
 
 
@@ -108,35 +145,44 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size=0, D=None, z=None, dt_b
                               algorithm="auto"):
     """mamba_ssm's mamba_chunk_scan_combined. x: (B, L, H, P); dt: (B, L, H); A: (H);
     B, C: (B, L, G, N); D: (H) or (H, P); z: (B, L, H, P); dt_bias: (H);
-    initial_states: (B, H, P, N) f32; seq_idx: (B, L) int. chunk_size only sets speed (0
-    picks ours). Returns out (B, L, H, P), or (out, final_states (B, H, P, N) f32)."""
-    fn = "mamba_chunk_scan_combined"
-    _shapes.no_varlen(fn, cu_seqlens=cu_seqlens, return_varlen_states=return_varlen_states)
+    initial_states: (B, H, P, N) f32, or (S, H, P, N) with cu_seqlens; seq_idx: (B, L) int;
+    cu_seqlens: (S + 1) int with B = 1 (each sequence restarts from its initial state; see
+    docs/ops/ssd.md). chunk_size only sets speed (0 picks ours). Returns out, and then
+    final_states (B, H, P, N) f32 and varlen_states (S, H, P, N) f32 when asked for, in
+    mamba_ssm's order."""
     x, dt, A, B, C, D, z, dt_bias, initial_states = map(
         _array, (x, dt, A, B, C, D, z, dt_bias, initial_states))
+    cu_seqlens = _offsets(cu_seqlens)
+    state = _shapes.ssd_state(x.shape, B.shape)
     out = np.empty(x.shape, x.dtype)
-    final = (np.empty(_shapes.ssd_state(x.shape, B.shape), np.float32)
-             if return_final_states else None)
+    final = np.empty(state, np.float32) if return_final_states else None
+    varlen = (_varlen_states("mamba_chunk_scan_combined", cu_seqlens, state)
+              if return_varlen_states else None)
     _call(_ssmkit.ssd_fwd, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
-          initial_states=initial_states, seq_idx=_indices(seq_idx),
+          initial_states=initial_states, seq_idx=_indices(seq_idx), cu_seqlens=cu_seqlens,
           dt_softplus=bool(dt_softplus), dt_min=float(dt_limit[0]), dt_max=float(dt_limit[1]),
-          algorithm=algorithm, chunk_size=int(chunk_size or 0), out=out, final_states=final)
-    return (out, final) if return_final_states else out
+          algorithm=algorithm, chunk_size=int(chunk_size or 0), out=out, final_states=final,
+          varlen_states=varlen)
+    return _returns(out, final, varlen)
 
 
 def mamba_chunk_scan_combined_bwd(dout, x, dt, A, B, C, chunk_size=0, D=None, z=None,
                                   dt_bias=None, initial_states=None, seq_idx=None,
-                                  dt_softplus=False, dt_limit=(0.0, float("inf")), *,
-                                  dfinal_states=None, algorithm="auto"):
-    """Gradients of mamba_chunk_scan_combined: an SsdGrads, None where the input is None."""
-    x, dt, A, B, C, D, z, dt_bias, initial_states, dout, dfinal_states = map(
-        _array, (x, dt, A, B, C, D, z, dt_bias, initial_states, dout, dfinal_states))
+                                  cu_seqlens=None, dt_softplus=False,
+                                  dt_limit=(0.0, float("inf")), *, dfinal_states=None,
+                                  dvarlen_states=None, algorithm="auto"):
+    """Gradients of mamba_chunk_scan_combined (through out, and the final and varlen states by
+    dfinal_states and dvarlen_states): an SsdGrads, None where the input is None."""
+    x, dt, A, B, C, D, z, dt_bias, initial_states, dout, dfinal_states, dvarlen_states = map(
+        _array, (x, dt, A, B, C, D, z, dt_bias, initial_states, dout, dfinal_states,
+                 dvarlen_states))
     grads = SsdGrads(*map(_grad_like, (x, dt, A, B, C, D, z, dt_bias, initial_states)))
     _call(_ssmkit.ssd_bwd, x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias,
           initial_states=initial_states, seq_idx=_indices(seq_idx),
-          dt_softplus=bool(dt_softplus), dt_min=float(dt_limit[0]), dt_max=float(dt_limit[1]),
-          algorithm=algorithm, chunk_size=int(chunk_size or 0), dout=dout,
-          dfinal_states=dfinal_states, **grads._asdict())
+          cu_seqlens=_offsets(cu_seqlens), dt_softplus=bool(dt_softplus),
+          dt_min=float(dt_limit[0]), dt_max=float(dt_limit[1]), algorithm=algorithm,
+          chunk_size=int(chunk_size or 0), dout=dout, dfinal_states=dfinal_states,
+          dvarlen_states=dvarlen_states, **grads._asdict())
     return grads
 
 
@@ -162,10 +208,10 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
 def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
                      return_final_states=False, final_states_out=None, activation=None):
     """causal_conv1d's causal_conv1d_fn. x: (B, D, L); weight: (D, K); bias: (D);
-    initial_states: (B, D, K-1). activation None, 'silu' or 'swish'. Returns out, or
-    (out, final_states (B, D, K-1))."""
+    initial_states: (B, D, K-1); seq_idx: (B, L) int, packed sequences (any layout with a
+    contiguous last dimension, where causal-conv1d needs channel-last). activation None,
+    'silu' or 'swish'. Returns out, or (out, final_states (B, D, K-1))."""
     fn = "causal_conv1d_fn"
-    _shapes.no_varlen(fn, seq_idx=seq_idx)
     silu = _shapes.activation_is_silu(fn, activation)
     x, weight, bias, initial_states = map(_array, (x, weight, bias, initial_states))
     out = np.empty(x.shape, x.dtype)
@@ -174,20 +220,21 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
         final = (final_states_out if final_states_out is not None
                  else np.empty(_shapes.conv_state(x.shape, weight.shape), x.dtype))
     _call(_ssmkit.causal_conv1d_fwd, x=x, weight=weight, bias=bias,
-          initial_states=initial_states, silu=silu, out=out, final_states=final)
+          initial_states=initial_states, seq_idx=_indices(seq_idx), silu=silu, out=out,
+          final_states=final)
     return (out, final) if return_final_states else out
 
 
 def causal_conv1d_bwd(dout, x, weight, bias=None, initial_states=None, dfinal_states=None,
-                      activation=None):
+                      activation=None, seq_idx=None):
     """Gradients of causal_conv1d_fn: a Conv1dGrads, None where the input is None."""
     silu = _shapes.activation_is_silu("causal_conv1d_bwd", activation)
     x, weight, bias, initial_states, dout, dfinal_states = map(
         _array, (x, weight, bias, initial_states, dout, dfinal_states))
     grads = Conv1dGrads(*map(_grad_like, (x, weight, bias, initial_states)))
     _call(_ssmkit.causal_conv1d_bwd, x=x, weight=weight, bias=bias,
-          initial_states=initial_states, silu=silu, dout=dout, dfinal_states=dfinal_states,
-          **grads._asdict())
+          initial_states=initial_states, seq_idx=_indices(seq_idx), silu=silu, dout=dout,
+          dfinal_states=dfinal_states, **grads._asdict())
     return grads
 
 

@@ -20,6 +20,11 @@ def ssd_state(x_shape, B_shape):
     return (_dim(x_shape, 0), _dim(x_shape, 2), _dim(x_shape, 3), _dim(B_shape, -1))
 
 
+def varlen_states(cu_seqlens_shape, state_shape):
+    """(S, ...) of the per-sequence states: cu_seqlens (S + 1), a state (B, ...)."""
+    return (max(_dim(cu_seqlens_shape, 0, 2) - 1, 0), *tuple(state_shape)[1:])
+
+
 def conv_state(x_shape, weight_shape):
     """(B, D, K-1) of the causal conv1d's final states: x (B, D, L), weight (D, K)."""
     return (_dim(x_shape, 0), _dim(x_shape, 1), max(_dim(weight_shape, -1, 2) - 1, 0))

@@ -70,46 +70,84 @@ def _present(inputs, grads):
 
 # ------------------------------------------------------------------ selective scan (Mamba-1)
 
+def _varlen_result(cu_seqlens, state_shape):
+    """varlen_states' result: (S, ...) with cu_seqlens, else absent."""
+    if cu_seqlens is None:
+        return _absent()
+    return _result(_shapes.varlen_states(jnp.shape(cu_seqlens), state_shape), _F32)
+
+
+def _offsets(cu_seqlens):
+    """cu_seqlens as int32 (or int64 where jax has 64-bit integers on)."""
+    if cu_seqlens is None:
+        return None
+    cu_seqlens = jnp.asarray(cu_seqlens)
+    return cu_seqlens if cu_seqlens.dtype in (jnp.int32, jnp.int64) else cu_seqlens.astype(
+        jnp.int32)
+
+
 def _scan_fwd_call(inputs, delta_softplus, algorithm, chunk_length):
     u, A = inputs[0], inputs[2]
+    state = _shapes.scan_state(u.shape, A.shape)
     return _call("ssmkit_selective_scan_fwd", inputs,
-                 [_result(u.shape, u.dtype), _result(_shapes.scan_state(u.shape, A.shape), _F32)],
+                 [_result(u.shape, u.dtype), _result(state, _F32),
+                  _varlen_result(inputs[10], state)],
                  delta_softplus=bool(delta_softplus), algorithm=np.int64(algorithm),
                  chunk_length=np.int64(chunk_length))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(9, 10, 11))
-def _selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state, delta_softplus,
-                    algorithm, chunk_length):
-    inputs = (u, delta, A, B, C, D, z, delta_bias, initial_state)
+# The differentiable inputs come first; seq_idx and cu_seqlens (integers) have no gradient.
+@functools.partial(jax.custom_vjp, nondiff_argnums=(11, 12, 13))
+def _selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state, seq_idx, cu_seqlens,
+                    delta_softplus, algorithm, chunk_length):
+    inputs = (u, delta, A, B, C, D, z, delta_bias, initial_state, seq_idx, cu_seqlens)
     return tuple(_scan_fwd_call(inputs, delta_softplus, algorithm, chunk_length))
 
 
-def _selective_scan_fwd(u, delta, A, B, C, D, z, delta_bias, initial_state, delta_softplus,
-                        algorithm, chunk_length):
-    inputs = (u, delta, A, B, C, D, z, delta_bias, initial_state)
+def _selective_scan_fwd(u, delta, A, B, C, D, z, delta_bias, initial_state, seq_idx, cu_seqlens,
+                        delta_softplus, algorithm, chunk_length):
+    inputs = (u, delta, A, B, C, D, z, delta_bias, initial_state, seq_idx, cu_seqlens)
     return tuple(_scan_fwd_call(inputs, delta_softplus, algorithm, chunk_length)), inputs
 
 
 def _selective_scan_bwd(delta_softplus, algorithm, chunk_length, inputs, cotangents):
-    dout, dlast = cotangents
-    grads = _call("ssmkit_selective_scan_bwd", (*inputs, dout, dlast), _grad_results(inputs),
-                  delta_softplus=bool(delta_softplus), chunk_length=np.int64(chunk_length))
-    return _present(inputs, grads)
+    dout, dlast, dvarlen = cotangents
+    differentiable = inputs[:9]
+    grads = _call("ssmkit_selective_scan_bwd", (*inputs, dout, dlast, dvarlen),
+                  _grad_results(differentiable), delta_softplus=bool(delta_softplus),
+                  chunk_length=np.int64(chunk_length))
+    return _present(differentiable, grads) + (None, None)
 
 
 _selective_scan.defvjp(_selective_scan_fwd, _selective_scan_bwd)
 
 
+def _returns(out, final, varlen, return_final, return_varlen):
+    """mamba_ssm's return convention: out, then what was asked for of final and varlen."""
+    extra = ((final,) if return_final else ()) + ((varlen,) if return_varlen else ())
+    return (out, *extra) if extra else out
+
+
+def _varlen_needs_cu_seqlens(fn, cu_seqlens, return_varlen_states):
+    if return_varlen_states and cu_seqlens is None:
+        raise ValueError(f"{fn}: return_varlen_states: expected cu_seqlens (one state per "
+                         "sequence), given cu_seqlens=None")
+
+
 def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
                       return_last_state=False, *, initial_state=None, algorithm="sequential",
-                      chunk_length=0):
-    """mamba_ssm's selective_scan_fn (see ssmkit.selective_scan_fn), differentiable in every
-    array argument, the last state included."""
-    index = _shapes.algorithm_index("selective_scan_fn", _shapes.SCAN_ALGORITHMS, algorithm)
-    out, last = _selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state,
-                                bool(delta_softplus), index, int(chunk_length))
-    return (out, last) if return_last_state else out
+                      chunk_length=0, seq_idx=None, cu_seqlens=None, return_varlen_states=False):
+    """mamba_ssm's selective_scan_fn (see ssmkit.selective_scan_fn, packed sequences
+    included), differentiable in every float argument, through the last and varlen states."""
+    fn = "selective_scan_fn"
+    index = _shapes.algorithm_index(fn, _shapes.SCAN_ALGORITHMS, algorithm)
+    _varlen_needs_cu_seqlens(fn, cu_seqlens, return_varlen_states)
+    if seq_idx is not None:
+        seq_idx = jnp.asarray(seq_idx, jnp.int32)
+    out, last, varlen = _selective_scan(u, delta, A, B, C, D, z, delta_bias, initial_state,
+                                        seq_idx, _offsets(cu_seqlens), bool(delta_softplus),
+                                        index, int(chunk_length))
+    return _returns(out, last, varlen, return_last_state, return_varlen_states)
 
 
 # ------------------------------------------------------------------ SSD (Mamba-2)
@@ -122,31 +160,34 @@ def _ssd_attrs(dt_softplus, dt_limit, algorithm, chunk_size):
 
 def _ssd_fwd_call(inputs, attrs):
     x, B = inputs[0], inputs[3]
+    state = _shapes.ssd_state(x.shape, B.shape)
     return tuple(_call("ssmkit_ssd_fwd", inputs,
-                       [_result(x.shape, x.dtype),
-                        _result(_shapes.ssd_state(x.shape, B.shape), _F32)], **attrs))
+                       [_result(x.shape, x.dtype), _result(state, _F32),
+                        _varlen_result(inputs[10], state)], **attrs))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(10, 11, 12, 13))
-def _ssd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, dt_softplus, dt_limit,
-         algorithm, chunk_size):
-    inputs = (x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(11, 12, 13, 14))
+def _ssd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+         dt_limit, algorithm, chunk_size):
+    inputs = (x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, cu_seqlens)
     return _ssd_fwd_call(inputs, _ssd_attrs(dt_softplus, dt_limit, algorithm, chunk_size))
 
 
-def _ssd_fwd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, dt_softplus, dt_limit,
-             algorithm, chunk_size):
-    inputs = (x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx)
+def _ssd_fwd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, cu_seqlens, dt_softplus,
+             dt_limit, algorithm, chunk_size):
+    inputs = (x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, cu_seqlens)
     attrs = _ssd_attrs(dt_softplus, dt_limit, algorithm, chunk_size)
     return _ssd_fwd_call(inputs, attrs), inputs
 
 
 def _ssd_bwd(dt_softplus, dt_limit, algorithm, chunk_size, inputs, cotangents):
-    dout, dfinal = cotangents
+    dout, dfinal, dvarlen = cotangents
     differentiable = inputs[:9]
-    grads = _call("ssmkit_ssd_bwd", (*inputs, dout, dfinal), _grad_results(differentiable),
+    grads = _call("ssmkit_ssd_bwd", (*inputs, dout, dfinal, dvarlen),
+                  _grad_results(differentiable),
                   **_ssd_attrs(dt_softplus, dt_limit, algorithm, chunk_size))
-    return _present(differentiable, grads) + (None,)  # seq_idx: integers, no gradient
+    # seq_idx, cu_seqlens: integers, no gradient
+    return _present(differentiable, grads) + (None, None)
 
 
 _ssd.defvjp(_ssd_fwd, _ssd_bwd)
@@ -158,15 +199,17 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size=0, D=None, z=None, dt_b
                               return_final_states=False, return_varlen_states=False, *,
                               algorithm="auto"):
     """mamba_ssm's mamba_chunk_scan_combined (see ssmkit.mamba_chunk_scan_combined),
-    differentiable in every float argument, the final states included."""
+    differentiable in every float argument, through the final and varlen states too."""
     fn = "mamba_chunk_scan_combined"
-    _shapes.no_varlen(fn, cu_seqlens=cu_seqlens, return_varlen_states=return_varlen_states)
     index = _shapes.algorithm_index(fn, _shapes.SSD_ALGORITHMS, algorithm)
+    _varlen_needs_cu_seqlens(fn, cu_seqlens, return_varlen_states)
     if seq_idx is not None:
         seq_idx = jnp.asarray(seq_idx, jnp.int32)
-    out, final = _ssd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx, bool(dt_softplus),
-                      (float(dt_limit[0]), float(dt_limit[1])), index, int(chunk_size or 0))
-    return (out, final) if return_final_states else out
+    out, final, varlen = _ssd(x, dt, A, B, C, D, z, dt_bias, initial_states, seq_idx,
+                              _offsets(cu_seqlens), bool(dt_softplus),
+                              (float(dt_limit[0]), float(dt_limit[1])), index,
+                              int(chunk_size or 0))
+    return _returns(out, final, varlen, return_final_states, return_varlen_states)
 
 
 # ------------------------------------------------------------------ decode steps (no gradient)
@@ -207,21 +250,22 @@ def _conv_fwd_call(inputs, silu):
                        silu=silu))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _conv1d(x, weight, bias, initial_states, silu):
-    return _conv_fwd_call((x, weight, bias, initial_states), silu)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _conv1d(x, weight, bias, initial_states, seq_idx, silu):
+    return _conv_fwd_call((x, weight, bias, initial_states, seq_idx), silu)
 
 
-def _conv1d_fwd(x, weight, bias, initial_states, silu):
-    inputs = (x, weight, bias, initial_states)
+def _conv1d_fwd(x, weight, bias, initial_states, seq_idx, silu):
+    inputs = (x, weight, bias, initial_states, seq_idx)
     return _conv_fwd_call(inputs, silu), inputs
 
 
 def _conv1d_bwd(silu, inputs, cotangents):
     dout, dfinal = cotangents
-    grads = _call("ssmkit_causal_conv1d_bwd", (*inputs, dout, dfinal), _grad_results(inputs),
-                  silu=silu)
-    return _present(inputs, grads)
+    differentiable = inputs[:4]
+    grads = _call("ssmkit_causal_conv1d_bwd", (*inputs, dout, dfinal),
+                  _grad_results(differentiable), silu=silu)
+    return _present(differentiable, grads) + (None,)  # seq_idx: integers, no gradient
 
 
 _conv1d.defvjp(_conv1d_fwd, _conv1d_bwd)
@@ -232,9 +276,12 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
     """causal_conv1d's causal_conv1d_fn (see ssmkit.causal_conv1d_fn), differentiable in x,
     weight, bias, initial_states and through the final states."""
     fn = "causal_conv1d_fn"
-    _shapes.no_varlen(fn, seq_idx=seq_idx, final_states_out=final_states_out)
+    _shapes.no_varlen(fn, final_states_out=final_states_out)
     x = jnp.asarray(x)
-    out, final = _conv1d(x, weight, bias, initial_states, _shapes.activation_is_silu(fn, activation))
+    if seq_idx is not None:
+        seq_idx = jnp.asarray(seq_idx, jnp.int32)
+    out, final = _conv1d(x, weight, bias, initial_states, seq_idx,
+                         _shapes.activation_is_silu(fn, activation))
     return (out, final) if return_final_states else out
 
 

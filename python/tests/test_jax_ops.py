@@ -180,5 +180,9 @@ def test_errors_carry_the_cpp_message(rng):
         sj.causal_conv1d_fn(case.args["u"], np.ones((8, 9), np.float32)).block_until_ready()
     with pytest.raises(ValueError, match="algorithm"):
         sj.selective_scan_fn(**case.args, algorithm="fastest")
-    with pytest.raises(NotImplementedError, match="cu_seqlens"):
-        sj.mamba_chunk_scan_combined(**cases.ssd(rng).args, cu_seqlens=np.array([0, 3]))
+    with pytest.raises(NotImplementedError, match="conv_state_indices"):
+        sj.causal_conv1d_update(case.args["u"][:, :, 0], np.zeros((2, 8, 3), np.float32),
+                                np.ones((8, 4), np.float32), conv_state_indices=np.zeros(2))
+    with pytest.raises(Exception, match=r"ssd: cu_seqlens: expected batch B = 1"):
+        sj.mamba_chunk_scan_combined(**cases.ssd(rng).args,
+                                     cu_seqlens=np.array([0, 3, 12]))[0].block_until_ready()

@@ -135,7 +135,8 @@ def test_bad_arguments_raise_with_the_cpp_message(rng):
     # extension is called directly).
     with pytest.raises(ValueError, match="selective_scan: dz"):
         no_grads = dict.fromkeys(["du", "ddelta", "dA", "dB", "dC", "dD", "ddelta_bias",
-                                  "dinitial_state", "dfinal_state", "chunk_states"])
+                                  "dinitial_state", "dfinal_state", "dvarlen_states",
+                                  "seq_idx", "cu_seqlens", "chunk_states"])
         ssmkit._ssmkit.selective_scan_bwd(dict(
             a, **no_grads, z=None, delta_softplus=True, algorithm="sequential", chunk_length=0,
             dout=a["u"], dz=np.empty_like(a["u"])))
@@ -149,8 +150,9 @@ def test_bad_arguments_raise_with_the_cpp_message(rng):
         ssmkit.rmsnorm_fn(a["u"], np.ones(16, np.float32), None, group_size=5)
     with pytest.raises(ValueError, match="activation"):
         ssmkit.causal_conv1d_fn(a["u"], np.ones((8, 4), np.float32), activation="relu")
-    with pytest.raises(NotImplementedError, match="seq_idx"):
-        ssmkit.causal_conv1d_fn(a["u"], np.ones((8, 4), np.float32), seq_idx=np.zeros((2, 16)))
+    with pytest.raises(NotImplementedError, match="cache_seqlens"):
+        ssmkit.causal_conv1d_update(a["u"][:, :, 0], np.zeros((2, 8, 3), np.float32),
+                                    np.ones((8, 4), np.float32), cache_seqlens=np.zeros(2))
     with pytest.raises(ValueError, match=r"selective_state_update: state"):
         ssmkit.selective_state_update(np.zeros((3, 8, 4, 2, 2), np.float32), a["u"][:, :, 0],
                                       a["u"][:, :, 0], a["A"], a["B"][:, :, 0], a["C"][:, :, 0])

@@ -2,7 +2,9 @@
 // thread-local last error, and the guard that keeps every C++ exception on this side.
 #pragma once
 
+#include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <new>
 #include <string>
 
@@ -26,6 +28,26 @@ Status CheckStruct(const char* fn, const char* name, const void* s, size_t struc
 template <class Struct>
 Status CheckStructPtr(const char* fn, const char* name, const Struct* s) {
   return CheckStruct(fn, name, s, s ? s->struct_size : 0, sizeof(Struct));
+}
+
+// An args struct of any version this library reads: `older` lists the struct_size of each
+// earlier version (each version appends fields). *out receives the caller's fields and zeros
+// (absent tensors, flags off) for those its version lacks.
+template <class Struct>
+Status ReadVersionedStruct(const char* fn, const char* name, const Struct* s,
+                           std::initializer_list<size_t> older, Struct* out) {
+  if (s != nullptr) {
+    for (size_t size : older) {
+      if (s->struct_size != size) continue;
+      *out = Struct{};
+      std::memcpy(static_cast<void*>(out), static_cast<const void*>(s), size);
+      out->struct_size = sizeof(Struct);
+      return Status::Ok();
+    }
+  }
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, name, s));
+  *out = *s;
+  return Status::Ok();
 }
 
 // Runs fn() -> Status with every exception turned into a status: nothing unwinds into C.

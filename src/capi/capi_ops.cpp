@@ -1,5 +1,7 @@
 // The C ABI's op entry points: each converts its descriptors to C++ views and calls the op of
 // the same name in include/ssmkit/*.hpp, which checks every argument.
+#include <cstddef>
+
 #include "capi/capi_internal.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/norm.hpp"
@@ -25,9 +27,17 @@ class Converter {
   Status status_;
 };
 
-Status ScanInputs(const char* fn, const ssmkit_selective_scan_args* a, SelectiveScanInputs* in,
+// The struct_size of each earlier version of the args structs (0.1: before the packed
+// sequence fields).
+constexpr size_t kScanArgsV1 = offsetof(ssmkit_selective_scan_args, seq_idx);
+constexpr size_t kSsdArgsV1 = offsetof(ssmkit_ssd_args, cu_seqlens);
+constexpr size_t kConv1dArgsV1 = offsetof(ssmkit_conv1d_args, seq_idx);
+
+Status ScanInputs(const char* fn, const ssmkit_selective_scan_args* args, SelectiveScanInputs* in,
                   SelectiveScanOptions* options) {
-  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  ssmkit_selective_scan_args copy;
+  SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kScanArgsV1}, &copy));
+  const ssmkit_selective_scan_args* a = &copy;
   Converter c(fn);
   c("args.u", a->u, &in->u);
   c("args.delta", a->delta, &in->delta);
@@ -38,14 +48,18 @@ Status ScanInputs(const char* fn, const ssmkit_selective_scan_args* a, Selective
   c("args.z", a->z, &in->z);
   c("args.delta_bias", a->delta_bias, &in->delta_bias);
   c("args.initial_state", a->initial_state, &in->initial_state);
+  c("args.seq_idx", a->seq_idx, &in->seq_idx);
+  c("args.cu_seqlens", a->cu_seqlens, &in->cu_seqlens);
   in->delta_softplus = a->delta_softplus != 0;
   options->algorithm = static_cast<ScanAlgorithm>(a->algorithm);
   options->chunk_length = a->chunk_length;
   return c.status();
 }
 
-Status SsdArgs(const char* fn, const ssmkit_ssd_args* a, SsdInputs* in, SsdOptions* options) {
-  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+Status SsdArgs(const char* fn, const ssmkit_ssd_args* args, SsdInputs* in, SsdOptions* options) {
+  ssmkit_ssd_args copy;
+  SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kSsdArgsV1}, &copy));
+  const ssmkit_ssd_args* a = &copy;
   Converter c(fn);
   c("args.x", a->x, &in->x);
   c("args.dt", a->dt, &in->dt);
@@ -57,6 +71,7 @@ Status SsdArgs(const char* fn, const ssmkit_ssd_args* a, SsdInputs* in, SsdOptio
   c("args.dt_bias", a->dt_bias, &in->dt_bias);
   c("args.initial_states", a->initial_states, &in->initial_states);
   c("args.seq_idx", a->seq_idx, &in->seq_idx);
+  c("args.cu_seqlens", a->cu_seqlens, &in->cu_seqlens);
   in->dt_softplus = a->dt_softplus != 0;
   if (a->has_dt_limit) {
     in->dt_min = a->dt_min;
@@ -67,13 +82,16 @@ Status SsdArgs(const char* fn, const ssmkit_ssd_args* a, SsdInputs* in, SsdOptio
   return c.status();
 }
 
-Status Conv1dArgs(const char* fn, const ssmkit_conv1d_args* a, CausalConv1dInputs* in) {
-  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+Status Conv1dArgs(const char* fn, const ssmkit_conv1d_args* args, CausalConv1dInputs* in) {
+  ssmkit_conv1d_args copy;
+  SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kConv1dArgsV1}, &copy));
+  const ssmkit_conv1d_args* a = &copy;
   Converter c(fn);
   c("args.x", a->x, &in->x);
   c("args.weight", a->weight, &in->weight);
   c("args.bias", a->bias, &in->bias);
   c("args.initial_states", a->initial_states, &in->initial_states);
+  c("args.seq_idx", a->seq_idx, &in->seq_idx);
   in->activation = static_cast<Conv1dActivation>(a->activation);
   return c.status();
 }
@@ -115,17 +133,25 @@ extern "C" {
 ssmkit_status ssmkit_selective_scan_fwd(const ssmkit_selective_scan_args* args,
                                         const ssmkit_tensor* out,
                                         const ssmkit_tensor* final_state) {
+  return ssmkit_selective_scan_fwd_varlen(args, out, final_state, nullptr);
+}
+
+ssmkit_status ssmkit_selective_scan_fwd_varlen(const ssmkit_selective_scan_args* args,
+                                               const ssmkit_tensor* out,
+                                               const ssmkit_tensor* final_state,
+                                               const ssmkit_tensor* varlen_states) {
   constexpr const char* kFn = "ssmkit_selective_scan_fwd";
   return Guarded(kFn, [&]() -> Status {
     SelectiveScanInputs in;
     SelectiveScanOptions options;
     SSMKIT_RETURN_IF_ERROR(ScanInputs(kFn, args, &in, &options));
-    Tensor o, f;
+    SelectiveScanOutputs o;
     Converter c(kFn);
-    c("out", out, &o);
-    c("final_state", final_state, &f);
+    c("out", out, &o.out);
+    c("final_state", final_state, &o.final_state);
+    c("varlen_states", varlen_states, &o.varlen_states);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    return SelectiveScanForward(in, o, f, options);
+    return SelectiveScanForward(in, o, options);
   });
 }
 
@@ -133,17 +159,26 @@ ssmkit_status ssmkit_selective_scan_bwd(const ssmkit_selective_scan_args* args,
                                         const ssmkit_tensor* dout,
                                         const ssmkit_tensor* dfinal_state,
                                         const ssmkit_selective_scan_grads* grads) {
+  return ssmkit_selective_scan_bwd_varlen(args, dout, dfinal_state, nullptr, grads);
+}
+
+ssmkit_status ssmkit_selective_scan_bwd_varlen(const ssmkit_selective_scan_args* args,
+                                               const ssmkit_tensor* dout,
+                                               const ssmkit_tensor* dfinal_state,
+                                               const ssmkit_tensor* dvarlen_states,
+                                               const ssmkit_selective_scan_grads* grads) {
   constexpr const char* kFn = "ssmkit_selective_scan_bwd";
   return Guarded(kFn, [&]() -> Status {
     SelectiveScanInputs in;
     SelectiveScanOptions options;
     SSMKIT_RETURN_IF_ERROR(ScanInputs(kFn, args, &in, &options));
     SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
-    Tensor d, df;
+    SelectiveScanOutputGrads d;
     SelectiveScanGrads g;
     Converter c(kFn);
-    c("dout", dout, &d);
-    c("dfinal_state", dfinal_state, &df);
+    c("dout", dout, &d.dout);
+    c("dfinal_state", dfinal_state, &d.dfinal_state);
+    c("dvarlen_states", dvarlen_states, &d.dvarlen_states);
     c("grads.du", grads->du, &g.du);
     c("grads.ddelta", grads->ddelta, &g.ddelta);
     c("grads.dA", grads->dA, &g.dA);
@@ -154,39 +189,54 @@ ssmkit_status ssmkit_selective_scan_bwd(const ssmkit_selective_scan_args* args,
     c("grads.ddelta_bias", grads->ddelta_bias, &g.ddelta_bias);
     c("grads.dinitial_state", grads->dinitial_state, &g.dinitial_state);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    return SelectiveScanBackward(in, d, df, g, options);
+    return SelectiveScanBackward(in, d, Tensor{}, g, options);
   });
 }
 
 ssmkit_status ssmkit_ssd_fwd(const ssmkit_ssd_args* args, const ssmkit_tensor* out,
                              const ssmkit_tensor* final_states) {
+  return ssmkit_ssd_fwd_varlen(args, out, final_states, nullptr);
+}
+
+ssmkit_status ssmkit_ssd_fwd_varlen(const ssmkit_ssd_args* args, const ssmkit_tensor* out,
+                                    const ssmkit_tensor* final_states,
+                                    const ssmkit_tensor* varlen_states) {
   constexpr const char* kFn = "ssmkit_ssd_fwd";
   return Guarded(kFn, [&]() -> Status {
     SsdInputs in;
     SsdOptions options;
     SSMKIT_RETURN_IF_ERROR(SsdArgs(kFn, args, &in, &options));
-    Tensor o, f;
+    SsdOutputs o;
     Converter c(kFn);
-    c("out", out, &o);
-    c("final_states", final_states, &f);
+    c("out", out, &o.out);
+    c("final_states", final_states, &o.final_states);
+    c("varlen_states", varlen_states, &o.varlen_states);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    return SsdForward(in, o, f, options);
+    return SsdForward(in, o, options);
   });
 }
 
 ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmkit_tensor* dout,
                              const ssmkit_tensor* dfinal_states, const ssmkit_ssd_grads* grads) {
+  return ssmkit_ssd_bwd_varlen(args, dout, dfinal_states, nullptr, grads);
+}
+
+ssmkit_status ssmkit_ssd_bwd_varlen(const ssmkit_ssd_args* args, const ssmkit_tensor* dout,
+                                    const ssmkit_tensor* dfinal_states,
+                                    const ssmkit_tensor* dvarlen_states,
+                                    const ssmkit_ssd_grads* grads) {
   constexpr const char* kFn = "ssmkit_ssd_bwd";
   return Guarded(kFn, [&]() -> Status {
     SsdInputs in;
     SsdOptions options;
     SSMKIT_RETURN_IF_ERROR(SsdArgs(kFn, args, &in, &options));
     SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "grads", grads));
-    Tensor d, df;
+    SsdOutputGrads d;
     SsdGrads g;
     Converter c(kFn);
-    c("dout", dout, &d);
-    c("dfinal_states", dfinal_states, &df);
+    c("dout", dout, &d.dout);
+    c("dfinal_states", dfinal_states, &d.dfinal_states);
+    c("dvarlen_states", dvarlen_states, &d.dvarlen_states);
     c("grads.dx", grads->dx, &g.dx);
     c("grads.ddt", grads->ddt, &g.ddt);
     c("grads.dA", grads->dA, &g.dA);
@@ -197,7 +247,7 @@ ssmkit_status ssmkit_ssd_bwd(const ssmkit_ssd_args* args, const ssmkit_tensor* d
     c("grads.ddt_bias", grads->ddt_bias, &g.ddt_bias);
     c("grads.dinitial_states", grads->dinitial_states, &g.dinitial_states);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    return SsdBackward(in, d, df, g, options);
+    return SsdBackward(in, d, g, options);
   });
 }
 

@@ -9,6 +9,8 @@
 // Backward, with g[l] = dout[l] act'(pre[l]) stored behind K - 1 zeros and followed by zeros:
 //   dxpad[j] = sum_k w[k] g[j - k] (+ dfinal[j - L] for j >= L)   (a correlation, same loop)
 //   dw[k] += sum_l g[l] xpad[l + k],   db += sum_l g[l]            (vector partials per channel)
+// Packed sequences (seq_idx): each sequence of a row is such a row of its own, behind K - 1
+// zeros (the first behind the initial values), so no output sees another sequence's inputs.
 // The forward splits rows over threads; the backward splits channels, each channel's batch
 // rows in order on one thread, so dweight and dbias are reduced in a fixed order (the same
 // bits whatever the thread count) with no partial buffers.
@@ -19,6 +21,7 @@
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "cpu/conv1d.hpp"
+#include "cpu/packed_sequences.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/conv1d.cpp"
@@ -81,16 +84,18 @@ Layout MakeLayout(int64_t K, int64_t L) {
   return {K, L, RoundUp(L, Lanes()), RoundUp(L + K - 1, Lanes())};
 }
 
-// xpad = [initial states (zeros when absent), x row, zeros up to xpad()].
-void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d,
+// xpad = [initial states (zeros when absent, or for a sequence starting at l0 > 0), x row
+// from l0 over lay.L steps, zeros up to xpad()].
+void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d, int64_t l0,
                    float* xpad /* (K-1 + Lp) */) {
   const int64_t h = lay.K - 1;
   const SeqView& h0 = p.initial_states;
   for (int64_t i = 0; i < h; ++i) {
-    xpad[i] =
-        h0.data ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i) : 0.0f;
+    xpad[i] = h0.data && l0 == 0
+                  ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i)
+                  : 0.0f;
   }
-  RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim, lay.L,
+  RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim + l0, lay.L,
                xpad + h);
   std::fill(xpad + h + lay.L, xpad + lay.xpad(), 0.0f);
 }
@@ -115,14 +120,15 @@ struct Taps {
   }
 };
 
+// Steps [l0, l0 + lay.L) of row (b, d): the whole row, or one packed sequence of it.
 template <int K>
-void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d,
+void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d, int64_t l0,
                 float* xpad /* (K-1 + Lp) */, float* y /* (Lp) */) {
   const DF df;
   const int64_t W = Lanes(), L = lay.L;
-  LoadPaddedRow(p, lay, b, d, xpad);
+  LoadPaddedRow(p, lay, b, d, l0, xpad);
   const Taps<K> taps(p, d);
-  const int64_t out_offset = b * p.out.stride_batch + d * p.out.stride_dim;
+  const int64_t out_offset = b * p.out.stride_batch + d * p.out.stride_dim + l0;
   // f32 outputs go straight to the row (the last partial vector through y); bf16 through y.
   const bool direct = p.out.dtype == DType::kF32;
   float* dst = direct ? static_cast<float*>(p.out.data) + out_offset : y;
@@ -141,22 +147,39 @@ void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64
   }
   if (!direct) RowFromF32Simd(df, y, L, p.out.data, p.out.dtype, out_offset);
   const SeqView& hf = p.final_states;
-  if (hf.data) {  // the last K - 1 entries of xpad's first K - 1 + L
+  if (hf.data && l0 + L == p.seqlen) {  // the last K - 1 entries of xpad's first K - 1 + L
     const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
     for (int64_t i = 0; i < K - 1; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, xpad[L + i]);
   }
 }
 
+// fn(l0, layout) for each packed sequence of row b (the whole row when not packed).
+template <class Fn>
+void ForEachSequence(const PackedSequences& seqs, int64_t K, int64_t b, const Layout& whole,
+                     Fn&& fn) {
+  if (!seqs.packed()) return fn(int64_t{0}, whole);
+  for (int64_t k = 0; k < seqs.Count(b); ++k) {
+    const int64_t l0 = seqs.Start(b, k);
+    fn(l0, MakeLayout(K, seqs.End(b, k) - l0));
+  }
+}
+
 template <int K>
 void ForwardImpl(const CausalConv1dParams& p) {
-  const Layout lay = MakeLayout(K, p.seqlen);
+  const Layout lay = MakeLayout(K, p.seqlen);  // a packed sequence's buffers fit in these
+  const PackedSequences seqs(p.seq_idx, {}, p.batch, p.seqlen);
   const int64_t rows = p.batch * p.dim, elements = rows * p.seqlen;
   const int64_t per_block = Round16(lay.xpad()) + Round16(lay.Lp);
   float* ws = Workspace(static_cast<size_t>(Blocks(rows, elements) * per_block));
   MaybeParallelFor(rows, elements, [&](int64_t begin, int64_t end, int block) {
     float* xpad = ws + block * per_block;
     float* y = xpad + Round16(lay.xpad());
-    for (int64_t r = begin; r < end; ++r) ForwardRow<K>(p, lay, r / p.dim, r % p.dim, xpad, y);
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / p.dim, d = r % p.dim;
+      ForEachSequence(seqs, K, b, lay, [&](int64_t l0, const Layout& part) {
+        ForwardRow<K>(p, part, b, d, l0, xpad, y);
+      });
+    }
   });
 }
 
@@ -171,19 +194,20 @@ struct ChannelSums {
   }
 };
 
+// Steps [l0, l0 + lay.L) of row (b, d): the whole row, or one packed sequence of it.
 template <int K>
 void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K>& taps, int64_t b,
-                 int64_t d, float* xpad /* (K-1 + Lp) */, float* gpad /* (Jp + K-1) */,
+                 int64_t d, int64_t l0, float* xpad /* (K-1 + Lp) */, float* gpad /* (Jp + K-1) */,
                  float* dxpad /* (Jp) */, ChannelSums<K>* sums) {
   const DF df;
   const int64_t W = Lanes(), L = lay.L, h = K - 1;
-  LoadPaddedRow(p, lay, b, d, xpad);
+  LoadPaddedRow(p, lay, b, d, l0, xpad);
   // gpad = [zeros (K-1), dout act'(pre) (L), zeros]; the zero tail makes whole-vector passes
   // over [0, Lp) and [0, Jp) exact.
   float* g = gpad + h;
   std::fill(gpad, g, 0.0f);
-  RowToF32Simd(df, p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim, L,
-               g);
+  RowToF32Simd(df, p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim + l0,
+               L, g);
   std::fill(g + L, gpad + lay.gpad(), 0.0f);
   for (int64_t l = 0; l < lay.Lp; l += W) {
     VF gv = hn::LoadU(df, g + l);
@@ -195,7 +219,8 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
       sums->dw[k] = hn::MulAdd(gv, hn::LoadU(df, xpad + l + k), sums->dw[k]);
     sums->db = hn::Add(sums->db, gv);
   }
-  const bool want_dx = p.dx.data != nullptr, want_dh0 = p.dinitial_states.data != nullptr;
+  const bool want_dx = p.dx.data != nullptr,
+             want_dh0 = p.dinitial_states.data != nullptr && l0 == 0;
   if (!want_dx && !want_dh0) return;
   // dxpad[j] = sum_k w[k] g[j - k] = sum_k w[k] gpad[j + K-1 - k]
   for (int64_t j = 0; j < lay.Jp; j += W) {
@@ -204,13 +229,13 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
     hn::StoreU(acc, df, dxpad + j);
   }
   const SeqView& dhf = p.dfinal_states;
-  if (dhf.data) {  // final_states = xpad[L, L + K-1)
+  if (dhf.data && l0 + L == p.seqlen) {  // final_states = xpad[L, L + K-1)
     const int64_t offset = b * dhf.stride_batch + d * dhf.stride_dim;
     for (int64_t i = 0; i < h; ++i) dxpad[L + i] += LoadAsF32(dhf.data, dhf.dtype, offset + i);
   }
   if (want_dx) {
     RowFromF32Simd(df, dxpad + h, L, p.dx.data, p.dx.dtype,
-                   b * p.dx.stride_batch + d * p.dx.stride_dim);
+                   b * p.dx.stride_batch + d * p.dx.stride_dim + l0);
   }
   if (want_dh0) {
     const SeqView& dh0 = p.dinitial_states;
@@ -222,7 +247,8 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
 template <int K>
 void BackwardImpl(const CausalConv1dBwdParams& p) {
   const DF df;
-  const Layout lay = MakeLayout(K, p.seqlen);
+  const Layout lay = MakeLayout(K, p.seqlen);  // a packed sequence's buffers fit in these
+  const PackedSequences seqs(p.seq_idx, {}, p.batch, p.seqlen);
   const int64_t elements = p.batch * p.dim * p.seqlen;
   const int64_t xs = Round16(lay.xpad()), gs = Round16(lay.gpad()), js = Round16(lay.Jp);
   const int64_t per_block = xs + gs + js;
@@ -234,8 +260,11 @@ void BackwardImpl(const CausalConv1dBwdParams& p) {
     for (int64_t d = begin; d < end; ++d) {
       const Taps<K> taps(p, d);
       ChannelSums<K> sums;
-      for (int64_t b = 0; b < p.batch; ++b)
-        BackwardRow<K>(p, lay, taps, b, d, xpad, gpad, dxpad, &sums);
+      for (int64_t b = 0; b < p.batch; ++b) {
+        ForEachSequence(seqs, K, b, lay, [&](int64_t l0, const Layout& part) {
+          BackwardRow<K>(p, part, taps, b, d, l0, xpad, gpad, dxpad, &sums);
+        });
+      }
       if (p.dweight.data) {
         float* dw = p.dweight.data + d * p.dweight.stride_dim;
         for (int k = 0; k < K; ++k) dw[k] = hn::GetLane(hn::SumOfLanes(df, sums.dw[k]));

@@ -9,7 +9,10 @@
 // decays and states from its checkpoint and running the adjoint
 //   g_l = dy_l C_l + a_{l+1} g_{l+1},  g_{L-1} = dy_{L-1} C_{L-1} + dfinal_state
 // (see src/ref/selective_scan_ref.cpp for every gradient's formula). Extra memory per thread
-// is O((L/Q + Q) * Np); nothing of size (B, D, L, N) is kept.
+// is O((L/Q + Q) * Np); nothing of size (B, D, L, N) is kept. Packed sequences
+// (scan_sequences.hpp): where sequence k starts, h_{l-1} reads as its initial state, and g
+// does not flow back past it: a_l g_l is that state's gradient, and g restarts from the
+// gradient reaching sequence k - 1's last state.
 //
 // Determinism: work is split over channels d, each thread owning whole channels, so dA, dD,
 // ddelta_bias and the constant-form dB/dC of a channel are summed by one thread in a fixed
@@ -24,6 +27,7 @@
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
 #include "cpu/scan_backward_tiles.hpp"
+#include "cpu/scan_sequences.hpp"
 #include "cpu/selective_scan.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -139,7 +143,7 @@ struct RowWorkspace {
   RowGrads rg;
   std::vector<float> checkpoints;             // (ceil(L/Q), Np) state entering each chunk
   std::vector<float> decay, state;            // (Q, Np) a and h of the chunk being reversed
-  std::vector<float> g, h;                    // (Np)
+  std::vector<float> g, h, init;              // (Np)
   std::vector<float> dA, dB_const, dC_const;  // (Np) this channel's sums
   RowWorkspace(int64_t padded_len, int64_t chunks, int64_t chunk, int64_t Np)
       : rb(padded_len),
@@ -149,6 +153,7 @@ struct RowWorkspace {
         state(chunk * Np),
         g(Np),
         h(Np),
+        init(Np),
         dA(Np),
         dB_const(Np),
         dC_const(Np) {}
@@ -163,12 +168,30 @@ struct RowRefs {
   float* dC;
 };
 
-// The forward of one row, keeping the checkpoints and y_l = C_l . h_l.
-void ForwardWithCheckpoints(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np,
-                            int64_t chunk) {
+// Where the packed sequences of row (b, d) start from (PackedSequences), for the row kernels.
+struct RowSequences {
+  const SelectiveScanBwdParams& p;
+  const PackedSequences& seqs;
+  int64_t b, d;
+  // Loads the initial state of the sequence starting at l (l > 0) into `init` (Np).
+  const float* InitialState(int64_t l, int64_t Np, float* init) const {
+    LoadStateRow(InitialStateOf(p, b, seqs.SequenceAt(b, l)), d, p.dstate, Np, init);
+    return init;
+  }
+};
+
+// The forward of one row, keeping the checkpoints (the state entering each chunk, or the
+// initial state of a sequence starting there) and y_l = C_l . h_l.
+void ForwardWithCheckpoints(const RowRefs& r, const RowSequences& rs, RowWorkspace& w, int64_t L,
+                            int64_t Np, int64_t chunk) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  int64_t k = 0, next_start = rs.seqs.End(rs.b, 0);
   for (int64_t l = 0; l < L; ++l) {
+    if (l == next_start) {
+      next_start = rs.seqs.End(rs.b, ++k);
+      rs.InitialState(l, Np, w.h.data());
+    }
     if (l % chunk == 0) std::copy(w.h.begin(), w.h.end(), w.checkpoints.begin() + (l / chunk) * Np);
     const VF dt = hn::Set(df, w.rb.dt[l]), dtu = hn::Set(df, w.rb.dtu[l]);
     VF acc = hn::Zero(df);
@@ -184,19 +207,29 @@ void ForwardWithCheckpoints(const RowRefs& r, RowWorkspace& w, int64_t L, int64_
 }
 
 // Reverses one row through all its chunks; leaves dh0 in w.g, sum_n g B in w.rg.du and
-// sum_n (dLoss/da) a A in w.rg.ddelta.
-void AdjointRow(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np, int64_t chunk) {
+// sum_n (dLoss/da) a A in w.rg.ddelta, and writes the gradients of the initial states of
+// packed sequences after the first.
+void AdjointRow(const RowRefs& r, const RowSequences& rs, RowWorkspace& w, int64_t L, int64_t Np,
+                int64_t chunk) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t chunks = (L + chunk - 1) / chunk;
+  const SelectiveScanBwdParams& p = rs.p;
   std::fill(w.rg.du.begin(), w.rg.du.end(), 0.0f);
   std::fill(w.rg.ddelta.begin(), w.rg.ddelta.end(), 0.0f);
   for (int64_t c = chunks - 1; c >= 0; --c) {
     const int64_t start = c * chunk, end = std::min(L, start + chunk);
     const float* h_in = w.checkpoints.data() + c * Np;
+    // The state step l continues from: the chunk's checkpoint, the initial state of a
+    // sequence starting at l, or step l - 1's.
+    auto previous = [&](int64_t l) -> const float* {
+      if (l == start) return h_in;
+      if (rs.seqs.StartsAt(rs.b, l)) return rs.InitialState(l, Np, w.init.data());
+      return w.state.data() + (l - start - 1) * Np;
+    };
     for (int64_t l = start; l < end; ++l) {  // recompute a_l and h_l for the chunk
       const VF dt = hn::Set(df, w.rb.dt[l]), dtu = hn::Set(df, w.rb.dtu[l]);
-      const float* h_prev = l == start ? h_in : w.state.data() + (l - start - 1) * Np;
+      const float* h_prev = previous(l);
       for (int64_t n = 0; n < Np; n += lanes) {
         const VF a = FastExp(df, hn::Mul(dt, hn::LoadU(df, r.A + n)));
         hn::StoreU(a, df, w.decay.data() + (l - start) * Np + n);
@@ -207,7 +240,7 @@ void AdjointRow(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np, int64_
     }
     for (int64_t l = end - 1; l >= start; --l) {
       const int64_t q = l - start;
-      const float* h_prev = q == 0 ? h_in : w.state.data() + (q - 1) * Np;
+      const float* h_prev = previous(l);
       const VF dy = hn::Set(df, w.rg.dy[l]), dt = hn::Set(df, w.rb.dt[l]),
                dtu = hn::Set(df, w.rb.dtu[l]);
       VF gB = hn::Zero(df), daA = hn::Zero(df);
@@ -229,6 +262,12 @@ void AdjointRow(const RowRefs& r, RowWorkspace& w, int64_t L, int64_t Np, int64_
       }
       w.rg.du[l] = hn::GetLane(hn::SumOfLanes(df, gB));
       w.rg.ddelta[l] = hn::GetLane(hn::SumOfLanes(df, daA));
+      if (rs.seqs.StartsAt(rs.b, l)) {  // g is the gradient of sequence k's initial state
+        const int64_t k = rs.seqs.SequenceAt(rs.b, l);
+        const StateRow dinit = InitialStateGradOf(p, rs.b, k);
+        StoreStateRow(dinit.view, dinit.index, rs.d, w.g.data(), p.dstate);
+        LoadStateRow({p.dvarlen_states, k - 1}, rs.d, p.dstate, Np, w.g.data());
+      }
     }
   }
 }
@@ -243,6 +282,7 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
   const int64_t dC_size = C.is_variable ? C.size : 0;
   std::vector<float> dB_part(blocks * dB_size, 0.0f), dC_part(blocks * dC_size, 0.0f);
 
+  const PackedSequences seqs = SequencesOf(p);
   ParallelFor(D, [&](int64_t begin, int64_t end, int block) {
     RowWorkspace w(RoundUp(L, lanes), chunks, std::min(chunk, L), Np);
     for (int64_t d = begin; d < end; ++d) {
@@ -260,10 +300,15 @@ void BackwardRows(const SelectiveScanBwdParams& p, const PackedBC& B, const Pack
         std::fill(w.h.begin(), w.h.end(), 0.0f);
         std::fill(w.g.begin(), w.g.end(), 0.0f);
         LoadRowStates(p, b, d, w.h.data(), w.g.data(), 1);
-        ForwardWithCheckpoints(r, w, L, Np, chunk);
+        if (p.dvarlen_states.data) {  // the last sequence's last state is h_{L-1} too
+          LoadStateRow({p.dvarlen_states, seqs.Count(b) - 1}, d, N, Np, w.init.data());
+          for (int64_t n = 0; n < N; ++n) w.g[n] += w.init[n];
+        }
+        const RowSequences rs{p, seqs, b, d};
+        ForwardWithCheckpoints(r, rs, w, L, Np, chunk);
         std::fill(w.rb.y.begin() + L, w.rb.y.end(), 0.0f);
         dD += GateBackward(p, b, d, w.rb, w.rg, skip);
-        AdjointRow(r, w, L, Np, chunk);
+        AdjointRow(r, rs, w, L, Np, chunk);
         ddelta_bias += FinishRowGrads(p, b, d, w.rb, w.rg, skip);
         if (p.dinitial_state.data) StoreStateRow(p.dinitial_state, b, d, w.g.data(), N);
       }

@@ -18,6 +18,11 @@
 // once per (run, chunk) into the thread's (B, G, L, N) partial. Extra memory per thread:
 // checkpoints O(D / threads * N * L / Q) plus O(Q * N * W) of chunk buffers.
 //
+// Packed sequences (scan_sequences.hpp): phase 1 swaps in a sequence's initial state where it
+// starts, and phase 2 cuts a chunk into spans at the sequence starts inside it; after the
+// span that starts sequence k, g is the gradient of k's initial state, and restarts from the
+// gradient reaching k - 1's last state (dvarlen_states). The step kernels are unchanged.
+//
 // Determinism: the parallel loop is over channel tiles with the batch loop inside, so dA, dD,
 // ddelta_bias of a channel are summed by one thread in a fixed order; dB and dC (sums over the
 // channels of a group) go through per-thread partials added in thread order at the end. Same
@@ -31,6 +36,7 @@
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
+#include "cpu/scan_sequences.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/scan_backward_tiles.cpp"
@@ -413,6 +419,29 @@ HWY_NOINLINE void ReduceLanes(float* chunk, int64_t len, int64_t N, int64_t Nq, 
   std::fill(chunk, chunk + len * Nq * W, 0.0f);
 }
 
+// Adds state row r of channels d0 .. d0 + count - 1 into an (Nq, W) tile (nothing when r's
+// view is absent).
+void AddTileStates(StateRow r, int64_t d0, int64_t count, int64_t N, float* tile) {
+  if (!r.view.data) return;
+  for (int64_t j = 0; j < count; ++j) {
+    const float* row = r.view.data + r.index * r.view.stride_batch + (d0 + j) * r.view.stride_dim;
+    for (int64_t n = 0; n < N; ++n) tile[n * W + j] += row[n * r.view.stride_state];
+  }
+}
+
+// Where the spans of chunk [l0, l0 + len) of row b start: 0, then every packed sequence
+// start inside it (local steps, in order).
+void ChunkSpans(const PackedSequences& seqs, int64_t b, int64_t l0, int64_t len,
+                std::vector<int64_t>* starts) {
+  starts->assign(1, 0);
+  if (!seqs.packed()) return;
+  for (int64_t k = seqs.SequenceAt(b, l0) + 1; k < seqs.Count(b); ++k) {
+    const int64_t l = seqs.Start(b, k);
+    if (l >= l0 + len) break;
+    starts->push_back(l - l0);
+  }
+}
+
 // Writes out[b, g, n, l] = sum over blocks of parts[block][(b, g)][l][n], blocks in order.
 void ReduceBlocks(const BCView& out, const float* parts, int blocks, int64_t slabs, int64_t groups,
                   int64_t L, int64_t N) {
@@ -442,6 +471,7 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
   const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
   const float* A = PackA(p.A, p, Np);
   const TileLayout layout = MakeTileLayout(p);
+  const PackedSequences seqs = SequencesOf(p);
   const int blocks = ParallelBlocks(layout.Count());
   const int64_t dB_slabs = p.batch * p.B.groups, dC_slabs = p.batch * p.C.groups;
   // Per-thread partials of dB and dC, (blocks, B, G, L, N); an output not wanted goes to `unused`.
@@ -462,6 +492,8 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
     SuperBlock fwd(std::min(L, kSuperBlock), 0);
     ChunkBuffers cb(std::min(L, Q), Nq);
     PrefetchQueue pf;
+    std::vector<int64_t> spans;          // a chunk's span starts (local steps)
+    std::vector<float> h_start(Nq * W);  // the state a span starts from, when not h_in
     std::fill(cb.dB, cb.dB + 2 * std::min(L, Q) * NqW, 0.0f);  // dB and dC, adjacent
     for (int64_t k = 0; k < tiles; ++k) {
       const TileSlot t = slot(k);
@@ -495,20 +527,32 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
           int64_t d0, count;
           layout.Locate(tile, &d0, &count);
           LoadTileStates(p.dfinal_state, b, d0, count, N, Nq, t.g);
+          AddTileStates({p.dvarlen_states, seqs.Count(b) - 1}, d0, count, N, t.g);
           if (p.chunk_states.data) {
             for (int64_t c = 0; c < chunks; ++c)
               LoadTileStates(p.chunk_states.Entry(c), b, d0, count, N, Nq, t.ckpt + c * NqW);
             continue;
           }
           LoadTileStates(p.initial_state, b, d0, count, N, Nq, t.h);
+          int64_t k = 0, next_start = seqs.End(b, 0);
           for (int64_t l0 = 0; l0 < L; l0 += fwd.S) {
             const int64_t len = std::min(fwd.S, L - l0);
             PrepareBlock(p, b, d0, count, l0, len, fwd);
-            ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-              AdvanceStates<decltype(kN)::value>(t.A2 + n0 * W, Bp + l0 * Np + n0, Np, fwd.dt,
-                                                 fwd.ut, t.h + n0 * W, l0, len, Q, t.ckpt + n0 * W,
-                                                 NqW);
-            });
+            for (int64_t l = 0; l < len;) {  // in spans that end where a sequence starts
+              const int64_t step = l0 + l;
+              if (step == next_start) {
+                next_start = seqs.End(b, ++k);
+                const StateRow init = InitialStateOf(p, b, k);
+                LoadTileStates(init.view, init.index, d0, count, N, Nq, t.h);
+              }
+              const int64_t span = std::min(len - l, next_start - step);
+              ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
+                AdvanceStates<decltype(kN)::value>(t.A2 + n0 * W, Bp + step * Np + n0, Np,
+                                                   fwd.dt + l * W, fwd.ut + l * W, t.h + n0 * W,
+                                                   step, span, Q, t.ckpt + n0 * W, NqW);
+              });
+              l += span;
+            }
           }
         }
         // Phase 2: chunks last to first, every tile of the run in each.
@@ -545,18 +589,48 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
               hn::StoreU(hn::Zero(df), df, cb.gB + l * W);
               hn::StoreU(hn::Zero(df), df, cb.daA + l * W);
             }
-            const float* h_in = t.ckpt + c * NqW;
-            ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-              RecomputeStates<decltype(kN)::value>(t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt,
-                                                   cb.s.ut, h_in + n0 * W, len, cb.a + n0 * W,
-                                                   cb.h + n0 * W, NqW, cb.s.y, pf);
-            });
-            ForStateBlocks<kAdjointStates>(Nq, [&](int64_t n0, auto kN) {
-              AdjointStates<decltype(kN)::value>(
-                  t.A2 + n0 * W, Bc + n0, Cc + n0, Np, cb.s.dt, cb.s.ut, cb.dy, cb.a + n0 * W,
-                  cb.h + n0 * W, h_in + n0 * W, NqW, len, t.g + n0 * W, t.dA + n0 * W,
-                  cb.dB + n0 * W, cb.dC + n0 * W, cb.gB, cb.daA, pf);
-            });
+            // In spans: the first from the chunk's checkpoint, each other from the initial
+            // state of the packed sequence starting there.
+            ChunkSpans(seqs, b, l0, len, &spans);
+            auto span_state = [&](size_t i) -> const float* {
+              if (i == 0) return t.ckpt + c * NqW;
+              const StateRow init = InitialStateOf(p, b, seqs.SequenceAt(b, l0 + spans[i]));
+              LoadTileStates(init.view, init.index, d0, count, N, Nq, h_start.data());
+              return h_start.data();
+            };
+            for (size_t i = 0; i < spans.size(); ++i) {
+              const int64_t q = spans[i];
+              const int64_t span = (i + 1 < spans.size() ? spans[i + 1] : len) - q;
+              const float* h_in = span_state(i);
+              ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
+                RecomputeStates<decltype(kN)::value>(
+                    t.A2 + n0 * W, Bc + q * Np + n0, Cc + q * Np + n0, Np, cb.s.dt + q * W,
+                    cb.s.ut + q * W, h_in + n0 * W, span, cb.a + q * NqW + n0 * W,
+                    cb.h + q * NqW + n0 * W, NqW, cb.s.y + q * W, pf);
+              });
+            }
+            for (size_t i = spans.size(); i-- > 0;) {
+              const int64_t q = spans[i];
+              const int64_t span = (i + 1 < spans.size() ? spans[i + 1] : len) - q;
+              const float* h_in = span_state(i);
+              ForStateBlocks<kAdjointStates>(Nq, [&](int64_t n0, auto kN) {
+                AdjointStates<decltype(kN)::value>(
+                    t.A2 + n0 * W, Bc + q * Np + n0, Cc + q * Np + n0, Np, cb.s.dt + q * W,
+                    cb.s.ut + q * W, cb.dy + q * W, cb.a + q * NqW + n0 * W,
+                    cb.h + q * NqW + n0 * W, h_in + n0 * W, NqW, span, t.g + n0 * W, t.dA + n0 * W,
+                    cb.dB + q * NqW + n0 * W, cb.dC + q * NqW + n0 * W, cb.gB + q * W,
+                    cb.daA + q * W, pf);
+              });
+              // A span starting sequence k >= 1 (the first's dinitial_state is written at
+              // the end): g is the gradient of this sequence's initial state; before it, g restarts
+              // from the gradient reaching the previous sequence's last state.
+              if (i == 0 && !seqs.StartsAt(b, l0)) continue;
+              const int64_t k = seqs.SequenceAt(b, l0 + q);
+              const StateRow dinit = InitialStateGradOf(p, b, k);
+              StoreTileStates(t.g, dinit.view, dinit.index, d0, count, N);
+              std::fill(t.g, t.g + NqW, 0.0f);
+              AddTileStates({p.dvarlen_states, k - 1}, d0, count, N, t.g);
+            }
             FinishChunk(p, b, d0, count, l0, len, cb, t);
           }
           ReduceLanes(cb.dB, len, N, Nq, dB_out + l0 * N);

@@ -5,11 +5,17 @@
 // Work is split over (b, d) rows; a row's state h (Np) is vectorised over n. B and C are
 // packed once per call (scan_packing.hpp), dt and dt*u once per row (scan_row-inl.h), so the
 // step loop does, per vector of n: a = exp(dt*A), h = a*h + dtu*B, acc += C*h.
+//
+// Packed sequences (scan_sequences.hpp) leave the step kernels as they are: the sequential
+// paths run in spans that end where a sequence starts, swapping the state in between; the
+// pair-based ones set a = 0 at a start (and fold the sequence's initial state into x), and
+// log-space runs each sequence on its own.
 #include <algorithm>
 #include <vector>
 
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
+#include "cpu/scan_sequences.hpp"
 #include "core/dtype.hpp"
 #include "cpu/selective_scan.hpp"
 
@@ -210,36 +216,107 @@ void ReadOut(const RowScan& s, const float* hs /* (L, Np) */) {
   std::copy(hs + (s.L - 1) * s.Np, hs + s.L * s.Np, s.h);
 }
 
-// The sequential scan of a row in spans that end where a chunk starts, saving the state
-// entering each chunk; the steps and their arithmetic are those of one ScanSequential call.
-void ScanSequentialSavingChunks(const RowScan& s, const ChunkStatesView& v, int64_t b, int64_t d,
-                                int64_t N) {
-  for (int64_t l0 = 0; l0 < s.L; l0 += v.interval) {
-    StoreStateRow(v.Entry(l0 / v.interval), b, d, s.h, N);
+// The sequential scan of a row in spans that end where a chunk or a packed sequence starts:
+// the state entering each chunk is saved (when chunk_states is wanted), and where sequence
+// k + 1 starts, sequence k's last state is stored and the next one's initial state loaded.
+// The steps and their arithmetic are those of one ScanSequential call.
+void ScanSequentialSpans(const RowScan& s, const SelectiveScanParams& p,
+                         const PackedSequences& seqs, int64_t b, int64_t d) {
+  const ChunkStatesView& v = p.chunk_states;
+  const int64_t N = p.dstate;
+  int64_t k = 0, next_start = seqs.End(b, 0);
+  for (int64_t l0 = 0; l0 < s.L;) {
+    if (l0 == next_start) {
+      StoreStateRow(p.varlen_states, k, d, s.h, N);
+      ++k;
+      next_start = seqs.End(b, k);
+      LoadStateRow(InitialStateOf(p, b, k), d, N, s.Np, s.h);
+    }
+    int64_t end = next_start;
+    if (v.data) {
+      if (l0 % v.interval == 0) StoreStateRow(v.Entry(l0 / v.interval), b, d, s.h, N);
+      end = std::min(end, (l0 / v.interval + 1) * v.interval);
+    }
     RowScan span = s;
     span.B += l0 * s.bstep;
     span.C += l0 * s.cstep;
     span.dt += l0;
     span.dtu += l0;
     span.y += l0;
-    span.L = std::min(v.interval, s.L - l0);
+    span.L = std::min(end, s.L) - l0;
     ScanSequential(span);
+    l0 += span.L;
+  }
+  StoreStateRow(p.varlen_states, k, d, s.h, N);
+}
+
+// Packed sequences in the (a, x) pairs of BuildPairs: where sequence k >= 1 starts at l,
+// x_l += a_l h0_k and a_l = 0, so that no combine carries the previous sequence's state
+// past l. `init` is (Np) scratch.
+void RestartPairs(const SelectiveScanParams& p, const PackedSequences& seqs, int64_t b, int64_t d,
+                  int64_t Np, float* a /* (L, Np) */, float* x /* (L, Np) */, float* init) {
+  for (int64_t k = 1; k < seqs.Count(b); ++k) {
+    const int64_t l = seqs.Start(b, k);
+    LoadStateRow(InitialStateOf(p, b, k), d, p.dstate, Np, init);
+    for (int64_t n = 0; n < Np; ++n) {
+      x[l * Np + n] += a[l * Np + n] * init[n];
+      a[l * Np + n] = 0.0f;
+    }
+  }
+}
+
+// Log-space over packed sequences: each runs on its own from its initial state. `init` is
+// (Np) scratch.
+void ScanLogSpaceSequences(const RowScan& s, const SelectiveScanParams& p,
+                           const PackedSequences& seqs, int64_t b, int64_t d, float* x,
+                           float* init) {
+  for (int64_t k = 0; k < seqs.Count(b); ++k) {
+    const int64_t l0 = seqs.Start(b, k);
+    RowScan span = s;
+    span.B += l0 * s.bstep;
+    span.dt += l0;
+    span.dtu += l0;
+    span.L = seqs.End(b, k) - l0;
+    if (k > 0) {
+      LoadStateRow(InitialStateOf(p, b, k), d, p.dstate, s.Np, init);
+      span.h = init;
+    }
+    ScanLogSpace(span, x + l0 * s.Np);
   }
 }
 
 // The chunk states of a row from every step's state hs (L, Np) and h0 (the pair-based
-// algorithms keep them all).
-void StoreRowChunksFromStates(const ChunkStatesView& v, int64_t b, int64_t d, const float* h0,
-                              const float* hs, int64_t L, int64_t Np, int64_t N) {
+// algorithms keep them all): the state before step k Q, or the initial state of a packed
+// sequence starting there. `init` is (Np) scratch.
+void StoreRowChunksFromStates(const SelectiveScanParams& p, const PackedSequences& seqs, int64_t b,
+                              int64_t d, const float* h0, const float* hs, int64_t Np,
+                              float* init) {
+  const ChunkStatesView& v = p.chunk_states;
+  const int64_t N = p.dstate;
   StoreStateRow(v.Entry(0), b, d, h0, N);
-  for (int64_t k = 1; k * v.interval < L; ++k)
-    StoreStateRow(v.Entry(k), b, d, hs + (k * v.interval - 1) * Np, N);
+  for (int64_t k = 1; k * v.interval < p.seqlen; ++k) {
+    const int64_t l = k * v.interval;
+    const float* state = hs + (l - 1) * Np;
+    if (seqs.StartsAt(b, l)) {
+      LoadStateRow(InitialStateOf(p, b, seqs.SequenceAt(b, l)), d, N, Np, init);
+      state = init;
+    }
+    StoreStateRow(v.Entry(k), b, d, state, N);
+  }
+}
+
+// Each packed sequence's last state from every step's state hs (L, Np).
+void StoreVarlenFromStates(const SelectiveScanParams& p, const PackedSequences& seqs, int64_t b,
+                           int64_t d, const float* hs, int64_t Np) {
+  if (!p.varlen_states.data) return;
+  for (int64_t k = 0; k < seqs.Count(b); ++k)
+    StoreStateRow(p.varlen_states, k, d, hs + (seqs.End(b, k) - 1) * Np, p.dstate);
 }
 
 // The channel-tiled sequential path (scan_block-inl.h): tiles of W channels over all
 // (b, tile) pairs, each walking time in super-blocks of kSuperBlock steps.
-void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedBC& C,
-                  const float* A, int64_t Np) {
+void ForwardTiles(const SelectiveScanParams& p, const PackedSequences& seqs, const PackedBC& B,
+                  const PackedBC& C, const float* A, int64_t Np) {
   const TileLayout layout = MakeTileLayout(p);
   const int64_t L = p.seqlen, N = p.dstate, Nq = PaddedStates(N);
   const ChunkStatesView& chunks = p.chunk_states;
@@ -257,14 +334,23 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
         skip[j] = p.D.data && j < count ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
       }
       LoadTileStates(p.initial_state, b, d0, count, N, Nq, h);
+      int64_t k = 0, next_start = seqs.End(b, 0);  // the packed sequence being scanned
       const TileRefs t{A2, B.Row(b, d0), C.Row(b, d0), Np, Nq};
       for (int64_t l0 = 0; l0 < L; l0 += s.S) {
         const int64_t len = std::min(s.S, L - l0);
         PrepareBlock(p, b, d0, count, l0, len, s);
-        // In spans that end where a chunk starts, so the state entering it can be saved.
+        // In spans that end where a chunk starts, so the state entering it can be saved, and
+        // where a packed sequence starts, so the state can be swapped.
         for (int64_t l = 0; l < len;) {
           const int64_t step = l0 + l;
-          int64_t span = len - l;
+          if (step == next_start) {
+            StoreTileStates(h, p.varlen_states, k, d0, count, N);
+            ++k;
+            next_start = seqs.End(b, k);
+            const StateRow init = InitialStateOf(p, b, k);
+            LoadTileStates(init.view, init.index, d0, count, N, Nq, h);
+          }
+          int64_t span = std::min(len - l, next_start - step);
           if (chunks.data) {
             if (step % chunks.interval == 0)
               StoreTileStates(h, chunks.Entry(step / chunks.interval), b, d0, count, N);
@@ -277,6 +363,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedBC& B, const PackedB
         }
         FinishBlock(p, b, d0, count, l0, len, s);
       }
+      StoreTileStates(h, p.varlen_states, k, d0, count, N);
       StoreTileStates(h, p.final_state, b, d0, count, N);
     }
   });
@@ -338,6 +425,7 @@ void ForwardSingleStep(const SelectiveScanParams& p, const PackedBC& B, const Pa
       }
       y[i] = hn::GetLane(hn::SumOfLanes(df, acc));
       if (p.final_state.data) StoreStateRow(p.final_state, b, d, h.data(), N);
+      if (p.varlen_states.data) StoreStateRow(p.varlen_states, 0, d, h.data(), N);  // S = 1
     });
     for (int64_t i = 0; i < padded; i += W) {  // out = (y + D u) silu(z)
       VF out = hn::MulAdd(hn::LoadU(df, skip.data() + i), hn::LoadU(df, u.data() + i),
@@ -361,28 +449,24 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
   const bool pairs = algorithm != ScanAlgorithm::kSequential;
   const int64_t chunk =
       options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
-  if (L == 1) {  // every algorithm is the same single step
+  if (L == 1) {  // every algorithm is the same single step (and there is one sequence)
     ForwardSingleStep(p, B, C, A, Np);
     return Status::Ok();
   }
+  const PackedSequences seqs = SequencesOf(p);
   if (algorithm == ScanAlgorithm::kSequential && TilesApply(p)) {
-    ForwardTiles(p, B, C, A, Np);
+    ForwardTiles(p, seqs, B, C, A, Np);
     return Status::Ok();
   }
 
   ParallelFor(p.batch * p.dim, [&](int64_t begin, int64_t end, int) {
     RowBuffers rb(RoundUp(L, lanes));
-    std::vector<float> gated(rb.u.size()), h(Np), h0(Np);
+    std::vector<float> gated(rb.u.size()), h(Np), h0(Np), init(Np);
     std::vector<float> a(pairs ? L * Np : 0), x(pairs ? L * Np : 0);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / p.dim, d = row % p.dim;
       PrepareRow(df, p, b, d, rb, /*want_grad=*/false);
-      std::fill(h.begin(), h.end(), 0.0f);
-      if (p.initial_state.data) {
-        const float* h0 = p.initial_state.data + b * p.initial_state.stride_batch +
-                          d * p.initial_state.stride_dim;
-        for (int64_t n = 0; n < N; ++n) h[n] = h0[n * p.initial_state.stride_state];
-      }
+      LoadStateRow(InitialStateOf(p, b, 0), d, N, Np, h.data());
       const RowScan s{A + d * Np,
                       B.Row(b, d),
                       C.Row(b, d),
@@ -394,20 +478,26 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
                       h.data(),
                       L,
                       Np};
-      const ChunkStatesView& chunks = p.chunk_states;
       if (algorithm == ScanAlgorithm::kSequential) {
-        chunks.data ? ScanSequentialSavingChunks(s, chunks, b, d, N) : ScanSequential(s);
+        if (p.chunk_states.data || seqs.packed()) {
+          ScanSequentialSpans(s, p, seqs, b, d);
+        } else {
+          ScanSequential(s);
+        }
       } else {
-        if (chunks.data) std::copy(h.begin(), h.end(), h0.begin());
+        if (p.chunk_states.data) std::copy(h.begin(), h.end(), h0.begin());
         if (algorithm == ScanAlgorithm::kLogSpace) {
-          ScanLogSpace(s, x.data());
+          ScanLogSpaceSequences(s, p, seqs, b, d, x.data(), init.data());
         } else {
           BuildPairs(s, a.data(), x.data());
+          if (seqs.packed()) RestartPairs(p, seqs, b, d, Np, a.data(), x.data(), init.data());
           if (algorithm == ScanAlgorithm::kChunked) ScanChunked(s, a.data(), x.data(), chunk);
           if (algorithm == ScanAlgorithm::kBlelloch) ScanBlelloch(s, a.data(), x.data());
           if (algorithm == ScanAlgorithm::kHillisSteele) ScanHillisSteele(s, a.data(), x.data());
         }
-        if (chunks.data) StoreRowChunksFromStates(chunks, b, d, h0.data(), x.data(), L, Np, N);
+        if (p.chunk_states.data)
+          StoreRowChunksFromStates(p, seqs, b, d, h0.data(), x.data(), Np, init.data());
+        StoreVarlenFromStates(p, seqs, b, d, x.data(), Np);
         ReadOut(s, x.data());
       }
       std::fill(rb.y.begin() + L, rb.y.end(), 0.0f);

@@ -25,8 +25,9 @@ inline int64_t PackedStateStride(int64_t dstate, int64_t lanes) {
 }
 
 // Row (b, d) of a (B, D, N) state view v (final_state, dinitial_state, a chunk-state entry)
-// from the first N floats of h.
+// from the first N floats of h; nothing when v is absent.
 inline void StoreStateRow(const F32View& v, int64_t b, int64_t d, const float* h, int64_t N) {
+  if (!v.data) return;
   float* row = v.data + b * v.stride_batch + d * v.stride_dim;
   for (int64_t n = 0; n < N; ++n) row[n * v.stride_state] = h[n];
 }

@@ -6,7 +6,9 @@
 namespace ssmkit::cpu {
 
 Status SsdForward(const SsdParams& p, SsdAlgorithm algorithm) {
-  if (algorithm == SsdAlgorithm::kChunked) {
+  if (p.cu_seqlens.data) {
+    ssd::VarlenForward(p, algorithm);
+  } else if (algorithm == SsdAlgorithm::kChunked) {
     ssd::ChunkedForward(p);
   } else {
     ssd::SequentialForward(p);
@@ -15,7 +17,9 @@ Status SsdForward(const SsdParams& p, SsdAlgorithm algorithm) {
 }
 
 Status SsdBackward(const SsdBwdParams& p, SsdAlgorithm algorithm) {
-  if (algorithm == SsdAlgorithm::kChunked) {
+  if (p.cu_seqlens.data) {
+    ssd::VarlenBackward(p, algorithm);
+  } else if (algorithm == SsdAlgorithm::kChunked) {
     ssd::ChunkedBackward(p);
   } else {
     ssd::SequentialBackward(p);

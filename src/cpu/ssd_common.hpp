@@ -119,6 +119,10 @@ void ReduceBCGrads(const SsdBwdParams& p, const TaskSplit& split, const std::vec
 void ReduceHeadGrads(const SsdBwdParams& p, const std::vector<float>& dA_part,
                      const std::vector<float>& ddt_bias_part, const std::vector<float>& dD_part);
 
+// Packed sequences by cu_seqlens, one by one through `algorithm` (ssd_varlen.cpp).
+void VarlenForward(const SsdParams& p, SsdAlgorithm algorithm);
+void VarlenBackward(const SsdBwdParams& p, SsdAlgorithm algorithm);
+
 // The two algorithms (ssd_sequential.cpp, ssd_chunked.cpp, ssd_chunked_backward.cpp).
 void SequentialForward(const SsdParams& p);
 void SequentialBackward(const SsdBwdParams& p);

@@ -3,6 +3,8 @@
 //   pre[l] = bias + sum_k w[k] xpad[l + k],  out[l] = act(pre[l]),  final = xpad[L : L+K-1]
 //   g[l] = dout[l] act'(pre[l]);  dxpad[j] = sum_k w[k] g[j - k] + dfinal[j - L] (j >= L)
 //   dx[l] = dxpad[K-1 + l],  dinitial[i] = dxpad[i],  dw[k] = sum_{b,l} g[l] xpad[l+k]
+// With seq_idx every term pairing output l with input j counts only when j is in l's
+// sequence (SameSequence), as in the CPU backend and the oracle.
 //
 // Dimension legend: B batch, D channels, L length, K conv width (2..8), T update steps,
 // S conv_state length.
@@ -33,11 +35,22 @@ __device__ __forceinline__ float Xpad(const CausalConv1dParams& p, int64_t b, in
   return LoadF32(h.data, h.dtype, b * h.stride_batch + d * h.stride_dim + j);
 }
 
+// Whether xpad[b, :, j] (an initial value for j < K-1) is in the sequence of position l.
+__device__ __forceinline__ bool SameSequence(const CausalConv1dParams& p, int64_t b, int64_t j,
+                                             int64_t l) {
+  if (!p.seq_idx.data) return true;
+  const int64_t input = j - (p.width - 1);
+  const int32_t* row = p.seq_idx.data + b * p.seq_idx.stride_batch;
+  return row[(input < 0 ? 0 : input) * p.seq_idx.stride_seq] == row[l * p.seq_idx.stride_seq];
+}
+
 __device__ __forceinline__ float PreActivation(const CausalConv1dParams& p, int64_t b, int64_t d,
                                                int64_t l) {
   float acc = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
   const float* w = p.weight.data + d * p.weight.stride_dim;
-  for (int k = 0; k < p.width; ++k) acc += w[k] * Xpad(p, b, d, l + k);
+  for (int k = 0; k < p.width; ++k) {
+    if (SameSequence(p, b, l + k, l)) acc += w[k] * Xpad(p, b, d, l + k);
+  }
   return acc;
 }
 
@@ -51,11 +64,13 @@ __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dPara
     StoreF32(p.out.data, p.out.dtype, b * p.out.stride_batch + d * p.out.stride_dim + l,
              p.silu ? Silu(pre) : pre);
   }
-  // final_states[i] = xpad[L + i], written once per row by the first tile.
+  // final_states[i] = xpad[L + i] (0 outside the last sequence), written once per row by the
+  // first tile.
   if (p.final_states.data && blockIdx.y == 0 && threadIdx.x < p.width - 1) {
     const SeqView& f = p.final_states;
+    const int64_t j = p.seqlen + threadIdx.x;
     StoreF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + threadIdx.x,
-             Xpad(p, b, d, p.seqlen + threadIdx.x));
+             SameSequence(p, b, j, p.seqlen - 1) ? Xpad(p, b, d, j) : 0.0f);
   }
 }
 
@@ -73,8 +88,11 @@ __device__ __forceinline__ float PaddedGrad(const CausalConv1dBwdParams& p, int6
                                             int64_t j) {
   const float* w = p.weight.data + d * p.weight.stride_dim;
   float acc = 0.0f;
-  for (int k = 0; k < p.width; ++k) acc += w[k] * OutGrad(p, b, d, j - k);
-  if (j >= p.seqlen && p.dfinal_states.data) {
+  for (int k = 0; k < p.width; ++k) {
+    if (j - k < p.seqlen && SameSequence(p, b, j, j - k < 0 ? 0 : j - k))
+      acc += w[k] * OutGrad(p, b, d, j - k);
+  }
+  if (j >= p.seqlen && p.dfinal_states.data && SameSequence(p, b, j, p.seqlen - 1)) {
     const SeqView& f = p.dfinal_states;
     acc += LoadF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + j - p.seqlen);
   }
@@ -101,7 +119,7 @@ __global__ void __launch_bounds__(kThreads)
       db += g;
 #pragma unroll
       for (int k = 0; k < kMaxK; ++k) {
-        if (k < p.width) dw[k] += g * Xpad(p, b, d, l + k);
+        if (k < p.width && SameSequence(p, b, l + k, l)) dw[k] += g * Xpad(p, b, d, l + k);
       }
     }
   }

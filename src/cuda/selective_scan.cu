@@ -23,6 +23,14 @@
 // over the block's warps, written as one partial per block; sums over batch and time (dA,
 // constant dB/dC, dD, ddelta_bias) are per-thread registers written as partials per batch row.
 // Partials are added in a fixed order afterwards: no float atomics, the same bits every run.
+//
+// Packed sequences (seq_idx, cu_seqlens): where sequence k starts, the state restarts from its
+// initial state (zeros, or seq_initial_states[k]) before the step, and the checkpoint there
+// holds that state (as the CPU's chunk states do). The backward's recompute restarts the same
+// way; its adjoint sends a_l g_l to that initial state's gradient and restarts g from the
+// gradient reaching the previous sequence's last state. The values of seq_idx / cu_seqlens
+// are not checked on the device (that would synchronise): any values keep every access in
+// bounds (a sequence index is clamped to [0, S)).
 #include <numeric>
 
 #include "cuda/backend.hpp"
@@ -133,6 +141,79 @@ __device__ __forceinline__ float TimeStep(float x, bool softplus) {
   return softplus ? Softplus(x) : x;
 }
 
+// ---- packed sequences
+
+__device__ __forceinline__ int64_t CuAt(const CuSeqlensView& v, int64_t k) {
+  return v.dtype == DType::kI64 ? static_cast<const int64_t*>(v.data)[k * v.stride]
+                                : static_cast<const int32_t*>(v.data)[k * v.stride];
+}
+
+__device__ __forceinline__ bool SeqIdxChangesAt(const SeqIdxView& v, int64_t b, int64_t l) {
+  const int32_t* row = v.data + b * v.stride_batch;
+  return row[l * v.stride_seq] != row[(l - 1) * v.stride_seq];
+}
+
+// The sequence (with cu_seqlens) that position l belongs to: the last k in [0, S) with
+// cu[k] <= l, by bisection (in range whatever the values).
+__device__ __forceinline__ int64_t SequenceOf(const CuSeqlensView& v, int64_t l) {
+  int64_t lo = 0, hi = v.nseqs - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (CuAt(v, mid) <= l) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Walks a row's positions in order and says where a packed sequence starts (never at 0).
+struct SequenceCursor {
+  int64_t k = 0;             // the sequence being walked (cu_seqlens)
+  int64_t next = INT64_MAX;  // where sequence k + 1 starts (cu_seqlens)
+  __device__ explicit SequenceCursor(const SelectiveScanParams& p) {
+    if (p.cu_seqlens.data && p.cu_seqlens.nseqs > 1) next = CuAt(p.cu_seqlens, 1);
+  }
+  __device__ bool StartsAt(const SelectiveScanParams& p, int64_t b, int64_t l) {
+    if (p.cu_seqlens.data) {
+      if (l != next) return false;
+      ++k;
+      next = k + 1 < p.cu_seqlens.nseqs ? CuAt(p.cu_seqlens, k + 1) : INT64_MAX;
+      return true;
+    }
+    return p.seq_idx.data && l > 0 && SeqIdxChangesAt(p.seq_idx, b, l);
+  }
+};
+
+// Which of the steps [l0, l0 + steps) start a packed sequence (bit t; steps <= 64), and the
+// sequence of l0 (cu_seqlens; 0 otherwise).
+__device__ __forceinline__ uint64_t SequenceStarts(const SelectiveScanParams& p, int64_t b,
+                                                   int64_t l0, int steps, int64_t* k0) {
+  uint64_t mask = 0;
+  *k0 = 0;
+  if (p.cu_seqlens.data) {
+    *k0 = SequenceOf(p.cu_seqlens, l0);
+    for (int64_t k = *k0; k < p.cu_seqlens.nseqs; ++k) {
+      const int64_t start = CuAt(p.cu_seqlens, k);
+      if (start >= l0 + steps) break;
+      if (start > 0 && start >= l0) mask |= uint64_t{1} << (start - l0);
+    }
+  } else if (p.seq_idx.data) {
+    for (int t = 0; t < steps; ++t) {
+      if (l0 + t > 0 && SeqIdxChangesAt(p.seq_idx, b, l0 + t)) mask |= uint64_t{1} << t;
+    }
+  }
+  return mask;
+}
+
+// The state view row sequence k starts from, element (d, n); 0 where there is none.
+__device__ __forceinline__ float SequenceInitial(const SelectiveScanParams& p, int64_t k, int64_t d,
+                                                 int64_t n) {
+  const F32View& v = p.seq_initial_states;
+  return v.data ? v.data[k * v.stride_batch + d * v.stride_dim + n * v.stride_state] : 0.0f;
+}
+
 // The thread's KS state indices n_k = j + k * tpc; loads per-state constants.
 template <int KS>
 struct ThreadStates {
@@ -205,6 +286,19 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float d_skip = pl.active && p.D.data ? p.D.data[pl.d * p.D.stride_dim] : 0.0f;
   const int bs = lay.n_alloc + 1;
+  const bool packed = p.seq_idx.data || p.cu_seqlens.data;
+  SequenceCursor seqs(p);
+  // Sequence k's last state into varlen_states (the forward proper only).
+  auto store_varlen = [&](int64_t k) {
+    const F32View& v = p.varlen_states;
+    if (checkpoints || !v.data) return;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+      if (st.valid[i])
+        v.data[k * v.stride_batch + pl.d * v.stride_dim + (pl.j + i * lay.tpc) * v.stride_state] =
+            h[i];
+    }
+  };
 
   for (int64_t l0 = 0; l0 < p.seqlen; l0 += T) {
     __syncthreads();  // the previous chunk's tiles are consumed
@@ -221,6 +315,12 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const int steps = p.seqlen - l0 < T ? static_cast<int>(p.seqlen - l0) : T;
     for (int t = 0; t < steps; ++t) {
+      if (packed && seqs.StartsAt(p, pl.b, l0 + t)) {  // sequence seqs.k starts here
+        store_varlen(seqs.k - 1);
+#pragma unroll
+        for (int k = 0; k < KS; ++k)
+          h[k] = st.valid[k] ? SequenceInitial(p, seqs.k, pl.d, pl.j + k * lay.tpc) : 0.0f;
+      }
       if (checkpoints && t % ck_every == 0) {  // l0 is a multiple of T, T of ck_every
         const int64_t ck = (l0 + t) / ck_every;
 #pragma unroll
@@ -251,6 +351,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+  store_varlen(seqs.k);
   if (checkpoints || !p.final_state.data) return;
   const F32View& fs = p.final_state;
 #pragma unroll
@@ -293,6 +394,12 @@ __global__ void __launch_bounds__(kThreads)
   const bool warp_writer = (threadIdx.x % 32) < lay.tpc;  // the warp's first channel
   const float d_skip = pl.active && p.D.data ? p.D.data[pl.d * p.D.stride_dim] : 0.0f;
   float g[KS], dA[KS], dBc[KS], dCc[KS];
+  // The gradient reaching sequence k's last state (dvarlen_states), element n.
+  auto dvarlen = [&](int64_t k, int64_t n) {
+    const F32View& v = p.dvarlen_states;
+    return v.data ? v.data[k * v.stride_batch + pl.d * v.stride_dim + n * v.stride_state] : 0.0f;
+  };
+  const int64_t last_seq = p.cu_seqlens.data ? p.cu_seqlens.nseqs - 1 : 0;
 #pragma unroll
   for (int k = 0; k < KS; ++k) {
     const F32View& df = p.dfinal_state;
@@ -300,6 +407,7 @@ __global__ void __launch_bounds__(kThreads)
     g[k] = st.valid[k] && df.data
                ? df.data[pl.b * df.stride_batch + pl.d * df.stride_dim + n * df.stride_state]
                : 0.0f;
+    if (st.valid[k]) g[k] += dvarlen(last_seq, n);
     dA[k] = dBc[k] = dCc[k] = 0.0f;
   }
   float dD = 0.0f, dbias = 0.0f;
@@ -321,6 +429,18 @@ __global__ void __launch_bounds__(kThreads)
     if (p.C.is_variable) StageBC<T>(s_C, p.C, p, pl, lay.n_alloc, l0);
     __syncthreads();
 
+    // Where packed sequences start in the chunk (bit t), and the sequence of l0; a step that
+    // starts one (after the first) continues from that sequence's initial state.
+    int64_t k0;
+    const uint64_t starts = SequenceStarts(p, pl.b, l0, steps, &k0);
+    auto starts_at = [&](int t) { return (starts >> t & 1) != 0; };
+    auto sequence_at = [&](int t) -> int64_t {  // the sequence of step l0 + t (cu_seqlens)
+      if (!p.cu_seqlens.data) return 0;
+      const int64_t k = k0 + __popcll(starts & ((uint64_t{2} << t) - 1) & ~uint64_t{1});
+      return k < p.cu_seqlens.nseqs ? k : p.cu_seqlens.nseqs - 1;
+    };
+    float h_init[KS];  // the initial state of the sequence starting at the step in hand
+
     // Recompute the chunk's states from its checkpoint: hs[t] = h after step l0 + t (past the
     // sequence's end they hold values never read).
     float h_start[KS], hs[T][KS];
@@ -334,8 +454,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const float dt = TimeStep(s_x[pl.c * row + t], p.delta_softplus), u = s_u[pl.c * row + t];
-      float y = StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u,
-                               t == 0 ? h_start : hs[t > 0 ? t - 1 : 0], hs[t]);
+      const bool restart = t > 0 && starts_at(t);  // at t = 0 the checkpoint is that state
+      if (restart) {
+#pragma unroll
+        for (int k = 0; k < KS; ++k)
+          h_init[k] =
+              st.valid[k] ? SequenceInitial(p, sequence_at(t), pl.d, pl.j + k * lay.tpc) : 0.0f;
+      }
+      float y =
+          StepStates<KS>(st, p, s_B, s_C, bs, t, pl, lay.tpc, dt, u,
+                         t == 0 ? h_start : (restart ? h_init : hs[t > 0 ? t - 1 : 0]), hs[t]);
       y = ChannelSum(y, lay.tpc);
       if (pl.j == 0) s_y[pl.c * row + t] = y;
     }
@@ -357,12 +485,19 @@ __global__ void __launch_bounds__(kThreads)
         dy = dout * Silu(zv);
       }
       float du = 0.0f, ddt = 0.0f, vals[2 * KS];
+      const bool restart = t > 0 && starts_at(t);
+      if (restart) {
+#pragma unroll
+        for (int k = 0; k < KS; ++k)
+          h_init[k] =
+              st.valid[k] ? SequenceInitial(p, sequence_at(t), pl.d, pl.j + k * lay.tpc) : 0.0f;
+      }
 #pragma unroll
       for (int k = 0; k < KS; ++k) {
         const int n = pl.j + k * lay.tpc;
         const float bv = p.B.is_variable ? s_B[t * bs + n] : st.bc[k];
         const float cv = p.C.is_variable ? s_C[t * bs + n] : st.cc[k];
-        const float prev = t == 0 ? h_start[k] : hs[t > 0 ? t - 1 : 0][k];
+        const float prev = t == 0 ? h_start[k] : (restart ? h_init[k] : hs[t > 0 ? t - 1 : 0][k]);
         const float a = Exp2Ftz(dt * st.a2[k]);
         const float a_coef = st.a2[k] * (1.0f / kLog2e);
         g[k] += dy * cv;  // dLoss/dh_l
@@ -375,6 +510,18 @@ __global__ void __launch_bounds__(kThreads)
         if (!p.B.is_variable) dBc[k] += vals[k];
         if (!p.C.is_variable) dCc[k] += vals[KS + k];
         g[k] *= a;  // dLoss/dh_{l-1} through this step
+      }
+      if (starts_at(t)) {  // g is the gradient of the initial state of the sequence starting here
+        const int64_t seq = sequence_at(t);
+        const F32View& v = p.dseq_initial_states;
+#pragma unroll
+        for (int k = 0; k < KS; ++k) {
+          if (!st.valid[k]) continue;
+          const int64_t n = pl.j + k * lay.tpc;
+          if (v.data)
+            v.data[seq * v.stride_batch + pl.d * v.stride_dim + n * v.stride_state] = g[k];
+          g[k] = seq > 0 ? dvarlen(seq - 1, n) : 0.0f;
+        }
       }
       du = ChannelSum(du, lay.tpc);
       ddt = ChannelSum(ddt, lay.tpc);

@@ -9,6 +9,7 @@
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/conv1d_params.hpp"
+#include "ops/varlen.hpp"
 
 namespace ssmkit {
 namespace {
@@ -48,7 +49,7 @@ Status CheckActivation(const char* op, Conv1dActivation activation) {
 }
 
 // Checks the inputs shared by forward and backward and fills the input half of `p`.
-Status CheckInputs(const CausalConv1dInputs& in, CausalConv1dParams* p) {
+Status CheckInputs(const CausalConv1dInputs& in, Device device, CausalConv1dParams* p) {
   if (!in.x.defined()) return check::Mismatch(kOp, "x", "a tensor (B, D, L)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "x", in.x, {3}));
   const int64_t batch = in.x.shape[0], dim = in.x.shape[1], seqlen = in.x.shape[2];
@@ -66,6 +67,9 @@ Status CheckInputs(const CausalConv1dInputs& in, CausalConv1dParams* p) {
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "initial_states", in.initial_states,
                                          {"(B, D, K-1)", {batch, dim, width - 1}}, io_dtypes));
   SSMKIT_RETURN_IF_ERROR(CheckActivation(kOp, in.activation));
+  CuSeqlensView no_cu_seqlens;
+  SSMKIT_RETURN_IF_ERROR(check::PackedSequences(kOp, in.seq_idx, ssmkit::Tensor{}, batch, seqlen,
+                                                device, &p->seq_idx, &no_cu_seqlens));
   p->batch = batch;
   p->dim = dim;
   p->seqlen = seqlen;
@@ -90,7 +94,8 @@ Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::N
                         {{"x", in.x},
                          {"weight", in.weight},
                          {"bias", in.bias},
-                         {"initial_states", in.initial_states}},
+                         {"initial_states", in.initial_states},
+                         {"seq_idx", in.seq_idx}},
                         more, device);
 }
 
@@ -102,7 +107,7 @@ Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
   Device device;
   SSMKIT_RETURN_IF_ERROR(
       CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("final_states", final_states, p));
@@ -124,7 +129,7 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
                                        {"dbias", grads.dbias},
                                        {"dinitial_states", grads.dinitial_states}},
                                       &device));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("dfinal_states", dfinal_states, p));

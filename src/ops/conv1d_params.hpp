@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ops/selective_scan_params.hpp"
+#include "ops/varlen_params.hpp"
 
 namespace ssmkit {
 
@@ -26,6 +27,7 @@ struct CausalConv1dParams {
   SeqView initial_states;  // optional (B, D, K-1) f32 | bf16
   SeqView out;             // (B, D, L), x's dtype
   SeqView final_states;    // optional (B, D, K-1) f32 | bf16
+  SeqIdxView seq_idx;      // optional (B, L): packed sequences
 };
 
 struct CausalConv1dBwdParams : CausalConv1dParams {

@@ -9,6 +9,7 @@
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/selective_scan_params.hpp"
+#include "ops/varlen.hpp"
 
 namespace ssmkit {
 namespace {
@@ -115,8 +116,16 @@ Status CheckInputs(const SelectiveScanInputs& in, Device device, SelectiveScanPa
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "z", in.z, seq, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(
       check::Optional(kOp, "delta_bias", in.delta_bias, {"(D)", {dim}}, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "initial_state", in.initial_state,
-                                         {"(B, D, N)", {batch, dim, dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::PackedSequences(kOp, in.seq_idx, in.cu_seqlens, batch, seqlen,
+                                                device, &p->seq_idx, &p->cu_seqlens));
+  const bool per_sequence = check::PerSequence(in.initial_state, p->cu_seqlens, batch);
+  const check::ShapeSpec h0_shape =
+      per_sequence ? check::ShapeSpec{"(S, D, N)", {p->cu_seqlens.nseqs, dim, dstate}}
+      : p->cu_seqlens.data
+          ? check::ShapeSpec{"(B, D, N) (or (S, D, N) with cu_seqlens)", {batch, dim, dstate}}
+          : check::ShapeSpec{"(B, D, N)", {batch, dim, dstate}};
+  SSMKIT_RETURN_IF_ERROR(
+      check::Optional(kOp, "initial_state", in.initial_state, h0_shape, {DType::kF32}));
   p->batch = batch;
   p->dim = dim;
   p->seqlen = seqlen;
@@ -131,6 +140,16 @@ Status CheckInputs(const SelectiveScanInputs& in, Device device, SelectiveScanPa
   p->D = MakeF32View(in.D);
   p->delta_bias = MakeF32View(in.delta_bias);
   p->initial_state = MakeF32View(in.initial_state);
+  if (per_sequence) p->seq_initial_states = p->initial_state;
+  return Status::Ok();
+}
+
+// A per-sequence state output or gradient (varlen_states, dvarlen_states).
+Status CheckVarlenStates(const char* name, const Tensor& t, const SelectiveScanParams& p,
+                         F32View* view) {
+  SSMKIT_RETURN_IF_ERROR(check::VarlenStates(kOp, name, t, p.cu_seqlens,
+                                             {"(S, D, N)", {p.cu_seqlens.nseqs, p.dim, p.dstate}}));
+  *view = MakeF32View(t);
   return Status::Ok();
 }
 
@@ -178,7 +197,9 @@ Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::
                          {"D", in.D},
                          {"z", in.z},
                          {"delta_bias", in.delta_bias},
-                         {"initial_state", in.initial_state}},
+                         {"initial_state", in.initial_state},
+                         {"seq_idx", in.seq_idx},
+                         {"cu_seqlens", in.cu_seqlens}},
                         more, device);
 }
 
@@ -219,26 +240,38 @@ int64_t SelectiveScanChunkCount(int64_t seqlen, const SelectiveScanOptions& opti
 
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const SelectiveScanOptions& options) {
-  return SelectiveScanForward(inputs, out, final_state, Tensor{}, options);
+  return SelectiveScanForward(inputs, SelectiveScanOutputs{out, final_state, {}, {}}, options);
 }
 
 Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out,
                             const Tensor& final_state, const Tensor& chunk_states,
                             const SelectiveScanOptions& options) {
+  return SelectiveScanForward(inputs, SelectiveScanOutputs{out, final_state, chunk_states, {}},
+                              options);
+}
+
+Status SelectiveScanForward(const SelectiveScanInputs& inputs, const SelectiveScanOutputs& outputs,
+                            const SelectiveScanOptions& options) {
+  const Tensor& out = outputs.out;
   SelectiveScanParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(
-      inputs, {{"out", out}, {"final_state", final_state}, {"chunk_states", chunk_states}},
-      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
+                                      {{"out", out},
+                                       {"final_state", outputs.final_state},
+                                       {"chunk_states", outputs.chunk_states},
+                                       {"varlen_states", outputs.varlen_states}},
+                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.u.dtype}));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", final_state,
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_state", outputs.final_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckChunkStates(outputs.chunk_states, options, device, &p));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckVarlenStates("varlen_states", outputs.varlen_states, p, &p.varlen_states));
   p.out = MakeSeqView(out);
-  p.final_state = MakeF32View(final_state);
+  p.final_state = MakeF32View(outputs.final_state);
   if (device == Device::kCuda) return cuda::SelectiveScanForward(p);
   return check::RunGuarded(kOp, [&] { return cpu::SelectiveScanForward(p, options); });
 }
@@ -246,17 +279,29 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const Tensor& out
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const SelectiveScanGrads& grads,
                              const SelectiveScanOptions& options) {
-  return SelectiveScanBackward(inputs, dout, dfinal_state, Tensor{}, grads, options);
+  return SelectiveScanBackward(inputs, SelectiveScanOutputGrads{dout, dfinal_state, {}}, Tensor{},
+                               grads, options);
 }
 
 Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& dout,
                              const Tensor& dfinal_state, const Tensor& chunk_states,
                              const SelectiveScanGrads& grads, const SelectiveScanOptions& options) {
+  return SelectiveScanBackward(inputs, SelectiveScanOutputGrads{dout, dfinal_state, {}},
+                               chunk_states, grads, options);
+}
+
+Status SelectiveScanBackward(const SelectiveScanInputs& inputs,
+                             const SelectiveScanOutputGrads& output_grads,
+                             const Tensor& chunk_states, const SelectiveScanGrads& grads,
+                             const SelectiveScanOptions& options) {
+  const Tensor& dout = output_grads.dout;
+  const Tensor& dfinal_state = output_grads.dfinal_state;
   SelectiveScanBwdParams p;
   Device device;
   SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
                                       {{"dout", dout},
                                        {"dfinal_state", dfinal_state},
+                                       {"dvarlen_states", output_grads.dvarlen_states},
                                        {"chunk_states", chunk_states},
                                        {"du", grads.du},
                                        {"ddelta", grads.ddelta},
@@ -274,6 +319,8 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
                                        {inputs.u.dtype}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_state", dfinal_state,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckVarlenStates("dvarlen_states", output_grads.dvarlen_states, p, &p.dvarlen_states));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "du", grads.du, "u", inputs.u));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta", grads.ddelta, "delta", inputs.delta));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));
@@ -297,6 +344,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs, const Tensor& do
   p.dD = MakeF32View(grads.dD);
   p.ddelta_bias = MakeF32View(grads.ddelta_bias);
   p.dinitial_state = MakeF32View(grads.dinitial_state);
+  if (p.seq_initial_states.data) p.dseq_initial_states = p.dinitial_state;
   if (device == Device::kCuda) return cuda::SelectiveScanBackward(p);
   return check::RunGuarded(kOp, [&] { return cpu::SelectiveScanBackward(p, options); });
 }

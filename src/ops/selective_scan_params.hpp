@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "ops/varlen_params.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/tensor.hpp"
 
@@ -70,6 +71,13 @@ struct SelectiveScanParams {
   SeqView out;
   F32View final_state;
   ChunkStatesView chunk_states;  // written by the forward, read by the backward
+  // Packed sequences: where sequence k (k >= 1) of a row starts, the state restarts from
+  // entry k of seq_initial_states (cu_seqlens only; zeros when absent); initial_state stays
+  // the state before position 0 (with per-sequence initial states: entry 0's view).
+  SeqIdxView seq_idx;          // (B, L)
+  CuSeqlensView cu_seqlens;    // (S + 1), batch 1
+  F32View seq_initial_states;  // (S, D, N), indexed by sequence
+  F32View varlen_states;       // (S, D, N) output: each sequence's last state
 };
 
 struct SelectiveScanBwdParams : SelectiveScanParams {
@@ -78,6 +86,8 @@ struct SelectiveScanBwdParams : SelectiveScanParams {
   SeqView du, ddelta, dz;
   BCView dB, dC;
   F32View dA, dD, ddelta_bias, dinitial_state;
+  F32View dvarlen_states;       // (S, D, N) input: the gradient reaching varlen_states
+  F32View dseq_initial_states;  // (S, D, N) output, entries k >= 1 (entry 0: dinitial_state)
 };
 
 // The channel-group of channel d for a B/C view.

@@ -10,6 +10,7 @@
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/ssd_params.hpp"
+#include "ops/varlen.hpp"
 
 namespace ssmkit {
 namespace {
@@ -45,7 +46,7 @@ std::string Dim(const char* name, int64_t v) {
 }
 
 // Checks the inputs shared by forward and backward and fills the input half of `p`.
-Status CheckInputs(const SsdInputs& in, SsdParams* p) {
+Status CheckInputs(const SsdInputs& in, Device device, SsdParams* p) {
   if (!in.x.defined()) return check::Mismatch(kOp, "x", "a tensor (B, L, H, P)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "x", in.x, {4}));
   if (!in.B.defined()) return check::Mismatch(kOp, "B", "a tensor (B, L, G, N)", "null");
@@ -82,11 +83,25 @@ Status CheckInputs(const SsdInputs& in, SsdParams* p) {
   }
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "z", in.z, xshape, seq_dtypes));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dt_bias", in.dt_bias, hshape, {DType::kF32}));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "initial_states", in.initial_states,
-                                         {"(B, H, P, N)", {batch, nheads, headdim, dstate}},
-                                         {DType::kF32}));
+  SeqIdxView seq_idx;
+  SSMKIT_RETURN_IF_ERROR(check::PackedSequences(kOp, in.seq_idx, in.cu_seqlens, batch, seqlen,
+                                                device, &seq_idx, &p->cu_seqlens));
+  if (p->cu_seqlens.data && device == Device::kCuda) {
+    return Status::Unsupported(std::string(kOp) +
+                               ": cu_seqlens: not on the CUDA backend yet (pass seq_idx for the "
+                               "resets; varlen_states and per-sequence initial states are CPU "
+                               "only)");
+  }
+  const int64_t S = p->cu_seqlens.nseqs;
+  p->initial_states_per_sequence = check::PerSequence(in.initial_states, p->cu_seqlens, batch);
+  const check::ShapeSpec h0_shape =
+      p->initial_states_per_sequence
+          ? check::ShapeSpec{"(S, H, P, N)", {S, nheads, headdim, dstate}}
+      : p->cu_seqlens.data ? check::ShapeSpec{"(B, H, P, N) (or (S, H, P, N) with cu_seqlens)",
+                                              {batch, nheads, headdim, dstate}}
+                           : check::ShapeSpec{"(B, H, P, N)", {batch, nheads, headdim, dstate}};
   SSMKIT_RETURN_IF_ERROR(
-      check::Optional(kOp, "seq_idx", in.seq_idx, {"(B, L)", {batch, seqlen}}, {DType::kI32}));
+      check::Optional(kOp, "initial_states", in.initial_states, h0_shape, {DType::kF32}));
   if (std::isnan(in.dt_min) || std::isnan(in.dt_max) || in.dt_min > in.dt_max) {
     return check::Mismatch(
         kOp, "dt_limit", "dt_min <= dt_max (neither NaN)",
@@ -111,11 +126,23 @@ Status CheckInputs(const SsdInputs& in, SsdParams* p) {
   p->z = MakeSeqView(in.z);
   p->dt_bias = MakeHeadView(in.dt_bias);
   p->initial_states = MakeStateView(in.initial_states);
-  if (in.seq_idx.defined()) {
-    p->seq_idx = static_cast<const int32_t*>(in.seq_idx.data);
-    p->seq_idx_stride_batch = in.seq_idx.strides[0];
-    p->seq_idx_stride_seq = in.seq_idx.strides[1];
+  // With cu_seqlens the sequences are run one by one, so seq_idx (checked to agree) is not
+  // needed.
+  if (!p->cu_seqlens.data) {
+    p->seq_idx = seq_idx.data;
+    p->seq_idx_stride_batch = seq_idx.stride_batch;
+    p->seq_idx_stride_seq = seq_idx.stride_seq;
   }
+  return Status::Ok();
+}
+
+// A per-sequence state output or gradient (varlen_states, dvarlen_states).
+Status CheckVarlenStates(const char* name, const Tensor& t, const SsdParams& p,
+                         SsdStateView* view) {
+  SSMKIT_RETURN_IF_ERROR(
+      check::VarlenStates(kOp, name, t, p.cu_seqlens,
+                          {"(S, H, P, N)", {p.cu_seqlens.nseqs, p.nheads, p.headdim, p.dstate}}));
+  *view = MakeStateView(t);
   return Status::Ok();
 }
 
@@ -150,7 +177,8 @@ Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTenso
                          {"z", in.z},
                          {"dt_bias", in.dt_bias},
                          {"initial_states", in.initial_states},
-                         {"seq_idx", in.seq_idx}},
+                         {"seq_idx", in.seq_idx},
+                         {"cu_seqlens", in.cu_seqlens}},
                         more, device);
 }
 
@@ -193,33 +221,51 @@ SsdAlgorithm SsdAutoAlgorithm(int64_t batch, int64_t seqlen, int64_t nheads, int
 
 Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& final_states,
                   const SsdOptions& options) {
+  return SsdForward(inputs, SsdOutputs{out, final_states, {}}, options);
+}
+
+Status SsdForward(const SsdInputs& inputs, const SsdOutputs& outputs, const SsdOptions& options) {
+  const Tensor& out = outputs.out;
   SsdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(
-      CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
+                                      {{"out", out},
+                                       {"final_states", outputs.final_states},
+                                       {"varlen_states", outputs.varlen_states}},
+                                      &device));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out,
                                        {"(B, L, H, P)", {p.batch, p.seqlen, p.nheads, p.headdim}},
                                        {inputs.x.dtype}));
-  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_states", final_states,
+  SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "final_states", outputs.final_states,
                                          {"(B, H, P, N)", {p.batch, p.nheads, p.headdim, p.dstate}},
                                          {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckVarlenStates("varlen_states", outputs.varlen_states, p, &p.varlen_states));
   p.out = MakeSeqView(out);
-  p.final_states = MakeStateView(final_states);
+  p.final_states = MakeStateView(outputs.final_states);
   if (device == Device::kCuda) return cuda::SsdForward(p);
   return check::RunGuarded(kOp, [&] { return cpu::SsdForward(p, algorithm); });
 }
 
 Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& dfinal_states,
                    const SsdGrads& grads, const SsdOptions& options) {
+  return SsdBackward(inputs, SsdOutputGrads{dout, dfinal_states, {}}, grads, options);
+}
+
+Status SsdBackward(const SsdInputs& inputs, const SsdOutputGrads& output_grads,
+                   const SsdGrads& grads, const SsdOptions& options) {
+  const Tensor& dout = output_grads.dout;
+  const Tensor& dfinal_states = output_grads.dfinal_states;
   SsdBwdParams p;
   SsdAlgorithm algorithm;
   Device device;
   SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
                                       {{"dout", dout},
                                        {"dfinal_states", dfinal_states},
+                                       {"dvarlen_states", output_grads.dvarlen_states},
                                        {"dx", grads.dx},
                                        {"ddt", grads.ddt},
                                        {"dA", grads.dA},
@@ -230,7 +276,7 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
                                        {"ddt_bias", grads.ddt_bias},
                                        {"dinitial_states", grads.dinitial_states}},
                                       &device));
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, &p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout,
                                        {"(B, L, H, P)", {p.batch, p.seqlen, p.nheads, p.headdim}},
@@ -238,6 +284,8 @@ Status SsdBackward(const SsdInputs& inputs, const Tensor& dout, const Tensor& df
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dfinal_states", dfinal_states,
                                          {"(B, H, P, N)", {p.batch, p.nheads, p.headdim, p.dstate}},
                                          {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckVarlenStates("dvarlen_states", output_grads.dvarlen_states, p, &p.dvarlen_states));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddt", grads.ddt, "dt", inputs.dt));
   SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));

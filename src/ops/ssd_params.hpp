@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "ops/varlen_params.hpp"
 #include "ssmkit/ssd.hpp"
 #include "ssmkit/tensor.hpp"
 
@@ -62,6 +63,10 @@ struct SsdParams {
   int64_t seq_idx_stride_batch = 0, seq_idx_stride_seq = 0;
   SsdSeqView out;             // (B, L, H, P)
   SsdStateView final_states;  // (B, H, P, N)
+  // cu_seqlens (batch 1): the CPU backend runs each sequence on its own (cpu/ssd_varlen.cpp).
+  CuSeqlensView cu_seqlens;                  // (S + 1)
+  bool initial_states_per_sequence = false;  // initial_states (and its gradient) is (S, H, P, N)
+  SsdStateView varlen_states;                // (S, H, P, N) output: each sequence's last state
 
   int64_t heads_per_group() const { return nheads / ngroups; }
 };
@@ -74,6 +79,7 @@ struct SsdBwdParams : SsdParams {
   SsdSeqView dB, dC;           // (B, L, G, N)
   SsdHeadView dA, dD, ddt_bias;
   SsdStateView dinitial_states;
+  SsdStateView dvarlen_states;  // (S, H, P, N) input: the gradient reaching varlen_states
 };
 
 }  // namespace ssmkit

@@ -1,9 +1,12 @@
-// fp64 oracle of the causal conv1d. Each row (b, d) is padded in front with its K - 1 initial
-// values, xpad = [h0, x], and
+// fp64 oracle of the causal conv1d. Each row (b, d) is padded in front with its K - 1
+// initial values, xpad = [h0, x], and
 //   pre[l] = bias + sum_k w[k] xpad[l + k],   out[l] = act(pre[l]),   final = xpad[L : L+K-1].
+// With seq_idx, xpad[l + k] counts for pre[l] only when it lies in l's sequence (h0 in the
+// row's first), and final only takes the last sequence's inputs.
 // Backward, with g[l] = dout[l] act'(pre[l]):
 //   dxpad[j] = sum_k w[k] g[j - k]  (g = 0 outside [0, L))  +  dfinal[j - L]  (for j >= L)
-//   dx[l] = dxpad[K-1 + l],  dh0[i] = dxpad[i],  dw[k] = sum_{b,l} g[l] xpad[l+k],  db = sum g.
+//   dx[l] = dxpad[K-1 + l],  dh0[i] = dxpad[i],  dw[k] = sum_{b,l} g[l] xpad[l+k],  db = sum g
+// (each term with the same mask as in the forward).
 #include "ref/conv1d_ref.hpp"
 
 #include <cmath>
@@ -25,10 +28,20 @@ std::vector<double> PaddedRow(const Conv1dShape& s, const Conv1dInputs& in, int6
   return xpad;
 }
 
-double PreActivation(const Conv1dShape& s, const Conv1dInputs& in, int64_t d,
+// Whether xpad[j] (j < K - 1: an initial value) belongs to the sequence of position l.
+bool SameSequence(const Conv1dShape& s, const Conv1dInputs& in, int64_t b, int64_t j, int64_t l) {
+  if (!in.seq_idx) return true;
+  const int32_t* seq = in.seq_idx + b * s.seqlen;
+  const int64_t input = j - (s.width - 1);
+  return seq[input < 0 ? 0 : input] == seq[l];
+}
+
+double PreActivation(const Conv1dShape& s, const Conv1dInputs& in, int64_t b, int64_t d,
                      const std::vector<double>& xpad, int64_t l) {
   double acc = in.bias ? in.bias[d] : 0.0;
-  for (int64_t k = 0; k < s.width; ++k) acc += in.weight[d * s.width + k] * xpad[l + k];
+  for (int64_t k = 0; k < s.width; ++k) {
+    if (SameSequence(s, in, b, l + k, l)) acc += in.weight[d * s.width + k] * xpad[l + k];
+  }
   return acc;
 }
 
@@ -42,11 +55,14 @@ void CausalConv1dForward(const Conv1dShape& s, const Conv1dInputs& in, double* o
       const int64_t row = b * s.dim + d;
       const std::vector<double> xpad = PaddedRow(s, in, b, d);
       for (int64_t l = 0; l < L; ++l) {
-        const double pre = PreActivation(s, in, d, xpad, l);
+        const double pre = PreActivation(s, in, b, d, xpad, l);
         out[row * L + l] = s.silu ? pre * Sigmoid(pre) : pre;
       }
       if (final_states) {
-        for (int64_t i = 0; i < K - 1; ++i) final_states[row * (K - 1) + i] = xpad[L + i];
+        for (int64_t i = 0; i < K - 1; ++i) {
+          const bool kept = SameSequence(s, in, b, L + i, L - 1);
+          final_states[row * (K - 1) + i] = kept ? xpad[L + i] : 0.0;
+        }
       }
     }
   }
@@ -67,20 +83,24 @@ void CausalConv1dBackward(const Conv1dShape& s, const Conv1dInputs& in, const do
       const int64_t row = b * s.dim + d;
       const std::vector<double> xpad = PaddedRow(s, in, b, d);
       for (int64_t l = 0; l < L; ++l) {
-        const double pre = PreActivation(s, in, d, xpad, l);
+        const double pre = PreActivation(s, in, b, d, xpad, l);
         const double sig = Sigmoid(pre);
         g[l] = dout[row * L + l] * (s.silu ? sig * (1.0 + pre * (1.0 - sig)) : 1.0);
       }
       std::vector<double> dxpad(K - 1 + L, 0.0);
       for (int64_t l = 0; l < L; ++l) {
         for (int64_t k = 0; k < K; ++k) {
+          if (!SameSequence(s, in, b, l + k, l)) continue;
           dxpad[l + k] += in.weight[d * K + k] * g[l];
           if (gr.dweight) gr.dweight[d * K + k] += g[l] * xpad[l + k];
         }
         if (gr.dbias) gr.dbias[d] += g[l];
       }
       if (dfinal_states) {
-        for (int64_t i = 0; i < K - 1; ++i) dxpad[L + i] += dfinal_states[row * (K - 1) + i];
+        for (int64_t i = 0; i < K - 1; ++i) {
+          if (SameSequence(s, in, b, L + i, L - 1))
+            dxpad[L + i] += dfinal_states[row * (K - 1) + i];
+        }
       }
       if (gr.dx) {
         for (int64_t l = 0; l < L; ++l) gr.dx[row * L + l] = dxpad[K - 1 + l];

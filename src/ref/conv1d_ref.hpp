@@ -17,6 +17,7 @@ struct Conv1dInputs {                      // nullptr marks an absent optional i
   const double* weight = nullptr;          // (D, K)
   const double* bias = nullptr;            // (D)
   const double* initial_states = nullptr;  // (B, D, K-1)
+  const int32_t* seq_idx = nullptr;        // (B, L): packed sequences
 };
 
 struct Conv1dGrads {                  // nullptr: not wanted

@@ -3,11 +3,16 @@
 //   g_l = dy_l * C_l + a_{l+1} * g_{l+1},   g_{L-1} = dy_{L-1} * C_{L-1} + dfinal_state
 // with a_l = exp(dt_l * A). From g: dB_l = g * dt_l * u_l, da_l = g * h_{l-1},
 // dA += da_l * a_l * dt_l, ddt_l = sum_n g * B * u + da_l * a_l * A, dh0 = a_0 * g_0.
+// Packed sequences: where sequence k starts, h_{l-1} reads as its initial state (zeros, or
+// h0[k] per sequence); g does not flow back past that step: a_l g_l goes to the initial
+// state's gradient, and g restarts from the gradient reaching sequence k-1's last state.
 #include "ref/selective_scan_ref.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "ref/packed_sequences_ref.hpp"
 
 namespace ssmkit::ref {
 namespace {
@@ -36,13 +41,30 @@ void TimeStep(const ScanShape& s, const ScanInputs& in, int64_t d, double delta,
   }
 }
 
+RowSequences Sequences(const ScanShape& s, const ScanInputs& in, int64_t b) {
+  return PackedRow(in.seq_idx ? in.seq_idx + b * s.seqlen : nullptr, in.cu_seqlens, s.nseqs,
+                   s.seqlen);
+}
+
+// Offset of (b, d)'s row in h0 (and dh0) for sequence k of row b, or -1 where that sequence
+// starts from zeros.
+int64_t InitialRow(const ScanShape& s, const ScanInputs& in, int64_t b, int64_t d, int64_t k) {
+  if (!in.h0) return -1;
+  if (s.h0_per_sequence) return (k * s.dim + d) * s.dstate;
+  return k == 0 ? (b * s.dim + d) * s.dstate : -1;
+}
+
 // Runs the recurrence of one (b, d) row, writing y (before the gate) and all states.
-void ForwardRow(const ScanShape& s, const ScanInputs& in, int64_t b, int64_t d, double* y,
-                double* h_all /* (L, N) */, double* h_last /* (N) */) {
+void ForwardRow(const ScanShape& s, const ScanInputs& in, const RowSequences& rs, int64_t b,
+                int64_t d, double* y, double* h_all /* (L, N) */, double* h_last /* (N) */,
+                double* varlen_states) {
   const int64_t L = s.seqlen, N = s.dstate, row = (b * s.dim + d) * L;
   std::vector<double> h(N);
-  for (int64_t n = 0; n < N; ++n) h[n] = in.h0 ? in.h0[(b * s.dim + d) * N + n] : 0.0;
   for (int64_t l = 0; l < L; ++l) {
+    if (rs.starts[l]) {
+      const int64_t init = InitialRow(s, in, b, d, rs.seq[l]);
+      for (int64_t n = 0; n < N; ++n) h[n] = init >= 0 ? in.h0[init + n] : 0.0;
+    }
     double dt, unused;
     TimeStep(s, in, d, in.delta[row + l], &dt, &unused);
     const double u = in.u[row + l];
@@ -55,6 +77,9 @@ void ForwardRow(const ScanShape& s, const ScanInputs& in, int64_t b, int64_t d, 
       if (h_all) h_all[l * N + n] = h[n];
     }
     y[l] = acc;
+    if (varlen_states && rs.EndsAt(l)) {
+      std::copy(h.begin(), h.end(), varlen_states + (rs.seq[l] * s.dim + d) * N);
+    }
   }
   for (int64_t n = 0; n < N; ++n) h_last[n] = h[n];
 }
@@ -62,13 +87,14 @@ void ForwardRow(const ScanShape& s, const ScanInputs& in, int64_t b, int64_t d, 
 }  // namespace
 
 void SelectiveScanForward(const ScanShape& s, const ScanInputs& in, double* out,
-                          double* final_state) {
+                          double* final_state, double* varlen_states) {
   const int64_t L = s.seqlen, N = s.dstate;
   std::vector<double> h_last(N);
   for (int64_t b = 0; b < s.batch; ++b) {
+    const RowSequences rs = Sequences(s, in, b);
     for (int64_t d = 0; d < s.dim; ++d) {
       const int64_t row = (b * s.dim + d) * L;
-      ForwardRow(s, in, b, d, out + row, nullptr, h_last.data());
+      ForwardRow(s, in, rs, b, d, out + row, nullptr, h_last.data(), varlen_states);
       if (in.z) {
         for (int64_t l = 0; l < L; ++l) {
           const double zv = in.z[row + l];
@@ -83,7 +109,8 @@ void SelectiveScanForward(const ScanShape& s, const ScanInputs& in, double* out,
 }
 
 void SelectiveScanBackward(const ScanShape& s, const ScanInputs& in, const double* dout,
-                           const double* dfinal_state, const ScanGrads& gr) {
+                           const double* dfinal_state, const ScanGrads& gr,
+                           const double* dvarlen_states) {
   const int64_t B = s.batch, D = s.dim, L = s.seqlen, N = s.dstate;
   auto zero = [](double* p, int64_t count) {
     if (p) std::fill(p, p + count, 0.0);
@@ -95,14 +122,24 @@ void SelectiveScanBackward(const ScanShape& s, const ScanInputs& in, const doubl
   zero(gr.dC, c_size);
   zero(gr.dD, D);
   zero(gr.ddelta_bias, D);
+  // An initial state no sequence starts from gets a zero gradient.
+  zero(gr.dh0, (s.h0_per_sequence ? s.nseqs : B) * D * N);
 
-  std::vector<double> y(L), h_all(L * N), h_last(N), g(N);
+  std::vector<double> y(L), h_all(L * N), h_last(N), g(N), h_prev(N);
   for (int64_t b = 0; b < B; ++b) {
+    const RowSequences rs = Sequences(s, in, b);
     for (int64_t d = 0; d < D; ++d) {
       const int64_t row = (b * D + d) * L;
-      ForwardRow(s, in, b, d, y.data(), h_all.data(), h_last.data());
+      ForwardRow(s, in, rs, b, d, y.data(), h_all.data(), h_last.data(), nullptr);
       for (int64_t n = 0; n < N; ++n) g[n] = dfinal_state ? dfinal_state[(b * D + d) * N + n] : 0.0;
       for (int64_t l = L - 1; l >= 0; --l) {
+        if (dvarlen_states && rs.EndsAt(l)) {  // g_l also reaches sequence k's last state
+          for (int64_t n = 0; n < N; ++n) g[n] += dvarlen_states[(rs.seq[l] * D + d) * N + n];
+        }
+        const int64_t init = rs.starts[l] ? InitialRow(s, in, b, d, rs.seq[l]) : -1;
+        for (int64_t n = 0; n < N; ++n) {
+          h_prev[n] = !rs.starts[l] ? h_all[(l - 1) * N + n] : (init >= 0 ? in.h0[init + n] : 0.0);
+        }
         double dy = dout[row + l];
         if (in.z) {
           const double zv = in.z[row + l], sig = Sigmoid(zv);
@@ -120,11 +157,9 @@ void SelectiveScanBackward(const ScanShape& s, const ScanInputs& in, const doubl
           const int64_t ci = BCIndex(s, s.c_variable, s.c_groups, b, d, n, l);
           const double a_coef = in.A[d * N + n];
           const double a = std::exp(dt * a_coef);
-          const double h_prev =
-              l > 0 ? h_all[(l - 1) * N + n] : (in.h0 ? in.h0[(b * D + d) * N + n] : 0.0);
           if (gr.dC) gr.dC[ci] += dy * h_all[l * N + n];
           g[n] += dy * in.C[ci];  // g is now dLoss/dh_l
-          const double da = g[n] * h_prev;
+          const double da = g[n] * h_prev[n];
           if (gr.dB) gr.dB[bi] += g[n] * dt * u;
           du += g[n] * dt * in.B[bi];
           ddt += g[n] * in.B[bi] * u + da * a * a_coef;
@@ -135,9 +170,10 @@ void SelectiveScanBackward(const ScanShape& s, const ScanInputs& in, const doubl
         const double ddelta = ddt * ddt_ddelta;
         if (gr.ddelta) gr.ddelta[row + l] = ddelta;
         if (gr.ddelta_bias) gr.ddelta_bias[d] += ddelta;
-      }
-      if (gr.dh0) {
-        for (int64_t n = 0; n < N; ++n) gr.dh0[(b * D + d) * N + n] = g[n];
+        if (rs.starts[l]) {  // g is the gradient of the sequence's initial state
+          if (gr.dh0 && init >= 0) std::copy(g.begin(), g.end(), gr.dh0 + init);
+          std::fill(g.begin(), g.end(), 0.0);
+        }
       }
     }
   }

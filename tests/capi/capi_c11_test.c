@@ -7,6 +7,8 @@
  *
  * Dimension legend: B batch, L length, D channels, N state size, H heads, P head dim, G groups,
  * K conv width, M rows, E features. */
+#include <stddef.h>
+
 #include "c_test_harness.h"
 
 /* A float array with its shape, and its ssmkit_tensor view. */
@@ -626,6 +628,156 @@ static void test_rmsnorm(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
+/* ------------------------------------------------------------------ packed sequences */
+
+/* Positions [l0, l0 + len) of a contiguous (1, ..., L) or (1, L, ...) tensor: time in
+ * dimension `dim`, batch 1. */
+static ssmkit_tensor time_slice(ssmkit_tensor t, int dim, int64_t l0, int64_t len) {
+  t.data = (float*)t.data + l0 * t.strides[dim];
+  t.shape[dim] = len;
+  return t;
+}
+/* Row r of a contiguous (R, ...) state tensor, as (1, ...). */
+static ssmkit_tensor row(ssmkit_tensor t, int64_t r) {
+  t.data = (float*)t.data + r * t.strides[0];
+  t.shape[0] = 1;
+  return t;
+}
+static double max_abs_diff(const Arr* a, const Arr* b) {
+  double m = 0;
+  for (int64_t i = 0; i < a->n; ++i) m = fmax(m, fabs((double)a->data[i] - b->data[i]));
+  return m;
+}
+
+enum { VD = 3, VN = 2, VS = 3, VL = 9, VK = 3 };
+static const int64_t kVarlenCu[VS + 1] = {0, 1, 4, 9};
+static const int32_t kVarlenSeqIdx[VL] = {0, 1, 1, 1, 2, 2, 2, 2, 2};
+
+/* cu_seqlens and seq_idx through the ABI: a packed call equals one call per sequence; a
+ * struct of the 0.1.0 size (which ends before the packed-sequence fields) still works. */
+static void test_varlen(void) {
+  int64_t cu[VS + 1];
+  int32_t seq_idx[VL];
+  memcpy(cu, kVarlenCu, sizeof cu);
+  memcpy(seq_idx, kVarlenSeqIdx, sizeof seq_idx);
+  ssmkit_tensor cu_t, seq_t;
+  CHECK_OK(ssmkit_tensor_contiguous(&cu_t, cu, SSMKIT_I64, 1, SHAPE(VS + 1)));
+  CHECK_OK(ssmkit_tensor_contiguous(&seq_t, seq_idx, SSMKIT_I32, 2, SHAPE(1, VL)));
+
+  /* Selective scan: per-sequence initial states, varlen states, their gradients. */
+  Arr u = NORMAL(1, 1, VD, VL), delta = UNIFORM(-1.5, 0.5, 1, VD, VL),
+      A = UNIFORM(-2, -0.3, VD, VN);
+  Arr B = NORMAL(1, 1, VN, VL), C = NORMAL(1, 1, VN, VL), h0 = NORMAL(1, VS, VD, VN);
+  Arr out = NEW(1, VD, VL), fin = NEW(1, VD, VN), var = NEW(VS, VD, VN);
+  Arr out1 = NEW(1, VD, VL), var1 = NEW(VS, VD, VN);
+  ssmkit_selective_scan_args a = {.struct_size = sizeof a};
+  a.u = view(&u), a.delta = view(&delta), a.A = view(&A), a.B = view(&B), a.C = view(&C);
+  a.initial_state = view(&h0), a.cu_seqlens = cu_t, a.seq_idx = seq_t, a.delta_softplus = 1;
+  ssmkit_tensor o = view(&out), f = view(&fin), v = view(&var);
+  poison(&out), poison(&fin), poison(&var);
+  CHECK_OK(ssmkit_selective_scan_fwd_varlen(&a, &o, &f, &v));
+  Arr dout = NORMAL(1, 1, VD, VL), dvar = NORMAL(1, VS, VD, VN);
+  Arr du = NEW(1, VD, VL), dh0 = NEW(VS, VD, VN), du1 = NEW(1, VD, VL), dh01 = NEW(VS, VD, VN);
+  ssmkit_selective_scan_grads g = {.struct_size = sizeof g};
+  g.du = view(&du), g.dinitial_state = view(&dh0);
+  ssmkit_tensor dout_t = view(&dout), dvar_t = view(&dvar);
+  poison(&du), poison(&dh0);
+  CHECK_OK(ssmkit_selective_scan_bwd_varlen(&a, &dout_t, NULL, &dvar_t, &g));
+  for (int k = 0; k < VS; ++k) {
+    const int64_t l0 = cu[k], len = cu[k + 1] - cu[k];
+    ssmkit_selective_scan_args one = a;
+    one.cu_seqlens.data = NULL, one.seq_idx.data = NULL;
+    one.u = time_slice(a.u, 2, l0, len), one.delta = time_slice(a.delta, 2, l0, len);
+    one.B = time_slice(a.B, 2, l0, len), one.C = time_slice(a.C, 2, l0, len);
+    one.initial_state = row(a.initial_state, k);
+    ssmkit_tensor o1 = time_slice(view(&out1), 2, l0, len), f1 = row(view(&var1), k);
+    CHECK_OK(ssmkit_selective_scan_fwd(&one, &o1, &f1));
+    ssmkit_selective_scan_grads g1 = {.struct_size = sizeof g1};
+    g1.du = time_slice(view(&du1), 2, l0, len), g1.dinitial_state = row(view(&dh01), k);
+    ssmkit_tensor d1 = time_slice(dout_t, 2, l0, len), df1 = row(dvar_t, k);
+    CHECK_OK(ssmkit_selective_scan_bwd(&one, &d1, &df1, &g1));
+  }
+  CHECK(max_abs_diff(&out, &out1) < 1e-5, "scan varlen: out %g", max_abs_diff(&out, &out1));
+  CHECK(max_abs_diff(&var, &var1) < 1e-5, "scan varlen: varlen states %g",
+        max_abs_diff(&var, &var1));
+  CHECK(memcmp(fin.data, var.data + (VS - 1) * VD * VN, sizeof(float) * VD * VN) == 0,
+        "scan varlen: final_state is not the last sequence's state");
+  CHECK(max_abs_diff(&du, &du1) < 1e-5, "scan varlen: du %g", max_abs_diff(&du, &du1));
+  CHECK(max_abs_diff(&dh0, &dh01) < 1e-5, "scan varlen: dinitial_state %g",
+        max_abs_diff(&dh0, &dh01));
+
+  /* The 0.1.0 struct: its size ends before seq_idx; whatever lies after it is not read. */
+  ssmkit_selective_scan_args old = a;
+  old.struct_size = offsetof(ssmkit_selective_scan_args, seq_idx);
+  old.seq_idx.data = (void*)1, old.cu_seqlens.dtype = 99; /* not read */
+  old.initial_state = row(a.initial_state, 0);
+  ssmkit_selective_scan_args plain = old;
+  plain.struct_size = sizeof plain;
+  plain.seq_idx.data = NULL, plain.cu_seqlens.data = NULL;
+  ssmkit_tensor o_old = view(&out), o_plain = view(&out1);
+  CHECK_OK(ssmkit_selective_scan_fwd(&old, &o_old, NULL));
+  CHECK_OK(ssmkit_selective_scan_fwd(&plain, &o_plain, NULL));
+  CHECK(memcmp(out.data, out1.data, sizeof(float) * (size_t)out.n) == 0,
+        "a 0.1.0-sized args struct gives another result");
+  CHECK_FAILS(ssmkit_selective_scan_fwd_varlen(&plain, &o, NULL, &v), SSMKIT_INVALID_ARGUMENT,
+              "varlen_states: expected no tensor without cu_seqlens");
+
+  /* SSD: (1, L, H, P) with cu_seqlens and varlen states. */
+  enum { H = 2, P = 2, G = 1, N = 3 };
+  Arr x = NORMAL(1, 1, VL, H, P), dt = UNIFORM(-3.0, -1.0, 1, VL, H), sA = UNIFORM(-4, -1, H);
+  Arr sB = NORMAL(1, 1, VL, G, N), sC = NORMAL(1, 1, VL, G, N), sh0 = NORMAL(1, VS, H, P, N);
+  Arr sout = NEW(1, VL, H, P), svar = NEW(VS, H, P, N), sout1 = NEW(1, VL, H, P);
+  Arr svar1 = NEW(VS, H, P, N);
+  ssmkit_ssd_args s = {.struct_size = sizeof s};
+  s.x = view(&x), s.dt = view(&dt), s.A = view(&sA), s.B = view(&sB), s.C = view(&sC);
+  s.initial_states = view(&sh0), s.dt_softplus = 1, s.cu_seqlens = cu_t;
+  ssmkit_tensor so = view(&sout), sv = view(&svar);
+  CHECK_OK(ssmkit_ssd_fwd_varlen(&s, &so, NULL, &sv));
+  for (int k = 0; k < VS; ++k) {
+    const int64_t l0 = cu[k], len = cu[k + 1] - cu[k];
+    ssmkit_ssd_args one = s;
+    one.cu_seqlens.data = NULL;
+    one.x = time_slice(s.x, 1, l0, len), one.dt = time_slice(s.dt, 1, l0, len);
+    one.B = time_slice(s.B, 1, l0, len), one.C = time_slice(s.C, 1, l0, len);
+    one.initial_states = row(s.initial_states, k);
+    ssmkit_tensor o1 = time_slice(view(&sout1), 1, l0, len), f1 = row(view(&svar1), k);
+    CHECK_OK(ssmkit_ssd_fwd(&one, &o1, &f1));
+  }
+  CHECK(max_abs_diff(&sout, &sout1) < 1e-5, "ssd varlen: out %g", max_abs_diff(&sout, &sout1));
+  CHECK(max_abs_diff(&svar, &svar1) < 1e-5, "ssd varlen: states %g", max_abs_diff(&svar, &svar1));
+  Arr sdout = NORMAL(1, 1, VL, H, P), sdvar = NORMAL(1, VS, H, P, N), sdx = NEW(1, VL, H, P);
+  ssmkit_ssd_grads sg = {.struct_size = sizeof sg};
+  sg.dx = view(&sdx);
+  ssmkit_tensor sdout_t = view(&sdout), sdvar_t = view(&sdvar);
+  poison(&sdx);
+  CHECK_OK(ssmkit_ssd_bwd_varlen(&s, &sdout_t, NULL, &sdvar_t, &sg));
+  int finite = 1;
+  for (int64_t i = 0; i < sdx.n; ++i) finite &= isfinite(sdx.data[i]) != 0;
+  CHECK(finite, "ssd varlen backward: dx not written");
+
+  /* causal conv1d: seq_idx; each sequence sees only its own inputs. */
+  Arr cx = NORMAL(1, 1, VD, VL), cw = NORMAL(0.5, VD, VK), cout = NEW(1, VD, VL);
+  Arr cout1 = NEW(1, VD, VL);
+  ssmkit_conv1d_args c = {.struct_size = sizeof c};
+  c.x = view(&cx), c.weight = view(&cw), c.seq_idx = seq_t, c.activation = SSMKIT_ACT_SILU;
+  ssmkit_tensor co = view(&cout);
+  CHECK_OK(ssmkit_causal_conv1d_fwd(&c, &co, NULL));
+  for (int k = 0; k < VS; ++k) {
+    const int64_t l0 = cu[k], len = cu[k + 1] - cu[k];
+    ssmkit_conv1d_args one = c;
+    one.seq_idx.data = NULL;
+    one.x = time_slice(c.x, 2, l0, len);
+    ssmkit_tensor o1 = time_slice(view(&cout1), 2, l0, len);
+    CHECK_OK(ssmkit_causal_conv1d_fwd(&one, &o1, NULL));
+  }
+  CHECK(max_abs_diff(&cout, &cout1) < 1e-6, "conv1d seq_idx: out %g", max_abs_diff(&cout, &cout1));
+
+  Arr* all[] = {&u,    &delta, &A,     &B,     &C,     &h0,  &out, &fin, &var,  &out1, &var1, &dout,
+                &dvar, &du,    &dh0,   &du1,   &dh01,  &x,   &dt,  &sA,  &sB,   &sC,   &sh0,  &sout,
+                &svar, &sout1, &svar1, &sdout, &sdvar, &sdx, &cx,  &cw,  &cout, &cout1};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
+}
+
 int main(void) {
   harness_start("capi_c11_test");
   test_versions();
@@ -635,5 +787,6 @@ int main(void) {
   test_state_update();
   test_conv1d();
   test_rmsnorm();
+  test_varlen();
   return harness_finish();
 }

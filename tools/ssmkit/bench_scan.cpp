@@ -35,6 +35,11 @@ constexpr ScanCase kCases[] = {
 };
 
 constexpr const char* kPeer = "ggml (docs/targets.md, not this run)";
+
+// The packed variant: each row holds this many sequences of equal length (seq_idx), run by
+// the sequential algorithm; its name in the table and for --algo.
+constexpr int64_t kPackedSequences = 8;
+constexpr const char* kPackedAlgo = "sequential+seq_idx";
 constexpr double kSlowRunMs = 1000.0;  // past this per run, time kSlowRuns runs instead
 constexpr int kSlowRuns = 5;
 
@@ -141,7 +146,7 @@ int64_t CountNonFinite(const std::vector<float>& v) {
 // Checks --shape and --algo against the known names, so that a typo is an error, not an
 // empty table.
 bool ValidFilters(const Options& options) {
-  if (!options.algo.empty()) {
+  if (!options.algo.empty() && options.algo != kPackedAlgo) {
     ScanAlgorithm unused;
     const Status status = ParseScanAlgorithm(options.algo, &unused);
     if (!status.ok()) {
@@ -158,6 +163,16 @@ bool ValidFilters(const Options& options) {
   std::fprintf(stderr, "bench scan: --shape: expected one of %s, given %s\n", names.c_str(),
                options.shape.c_str());
   return false;
+}
+
+// seq_idx (B, L) cutting each row into kPackedSequences sequences of equal length.
+std::vector<int32_t> PackedSeqIdx(const scan_inputs::Shape& s) {
+  std::vector<int32_t> ids(s.batch * s.seqlen);
+  const int64_t len = std::max<int64_t>(1, s.seqlen / kPackedSequences);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t l = 0; l < s.seqlen; ++l)
+      ids[b * s.seqlen + l] = static_cast<int32_t>(std::min(l / len, kPackedSequences - 1));
+  return ids;
 }
 
 // ggml's SSM_SCAN with head_dim 1 is the Mamba-1 scan (it always reads a state, like decode).
@@ -181,15 +196,22 @@ int RunScanBench(const Options& options) {
     scan_inputs::Options input_options;
     input_options.with_initial_state = c.reads_state;
     const scan_inputs::LayerData data = scan_inputs::MakeLayerData(c.shape, input_options, 1234);
-    const SelectiveScanInputs inputs = data.Inputs();
+    const SelectiveScanInputs unpacked_inputs = data.Inputs();
     CaseBuffers buffers(data);
     const scan_inputs::Shape& s = c.shape;
     const double states = static_cast<double>(s.batch) * s.dim * s.seqlen * s.dstate;
-    for (int a = 0; a <= static_cast<int>(ScanAlgorithm::kLogSpace); ++a) {
+    const std::vector<int32_t> seq_idx = PackedSeqIdx(s);
+    SelectiveScanInputs packed_inputs = unpacked_inputs;
+    packed_inputs.seq_idx = Tensor::Contiguous(seq_idx.data(), DType::kI32, {s.batch, s.seqlen});
+    // Every algorithm, then the sequential one on packed rows (one sequence per row at L = 1).
+    for (int a = 0; a <= static_cast<int>(ScanAlgorithm::kLogSpace) + 1; ++a) {
+      const bool packed = a > static_cast<int>(ScanAlgorithm::kLogSpace);
+      if (packed && s.seqlen < 2 * kPackedSequences) continue;
       SelectiveScanOptions scan_options;
-      scan_options.algorithm = static_cast<ScanAlgorithm>(a);
-      const std::string algo = ScanAlgorithmName(scan_options.algorithm);
+      scan_options.algorithm = packed ? ScanAlgorithm::kSequential : static_cast<ScanAlgorithm>(a);
+      const std::string algo = packed ? kPackedAlgo : ScanAlgorithmName(scan_options.algorithm);
       if (!options.algo.empty() && options.algo != algo) continue;
+      const SelectiveScanInputs& inputs = packed ? packed_inputs : unpacked_inputs;
       const std::string label = std::string(c.name) + " " + algo;
       Status status = Status::Ok();
       const double fwd_ms = TimeCase(
@@ -239,7 +261,8 @@ int RunScanBench(const Options& options) {
 const SuiteRegistration kRegistration{
     {"scan",
      "Mamba-1 selective scan, every algorithm, fwd and fwd+bwd: policy (B=1 D=512 L=60 N=16), "
-     "policy-train (B=256), m1-130m (D=1536 L=2048), decode (D=1536 L=1, reads the state)",
+     "policy-train (B=256), m1-130m (D=1536 L=2048), decode (D=1536 L=1, reads the state); "
+     "sequential+seq_idx: each row packing 8 sequences",
      RunScanBench}};
 
 }  // namespace

@@ -94,6 +94,19 @@ struct SsdData {
   }
 };
 
+// The packed variant: batch-1 rows cut into this many sequences of equal length, given by
+// cu_seqlens (each sequence run as its own pass, with its varlen state written).
+constexpr int64_t kPackedSequences = 8;
+constexpr const char* kPackedSuffix = "+cu_seqlens";
+
+// cu_seqlens (S + 1) cutting L into kPackedSequences sequences of equal length.
+std::vector<int64_t> PackedCuSeqlens(int64_t seqlen) {
+  std::vector<int64_t> cu;
+  for (int64_t k = 0; k < kPackedSequences; ++k) cu.push_back(k * (seqlen / kPackedSequences));
+  cu.push_back(seqlen);
+  return cu;
+}
+
 // ggml's SSM_SCAN with head_dim > 1 is the Mamba-2 scan (A one scalar per head).
 std::string GgmlCase(const SsdShape& s) {
   return GgmlSsmScanCase(s.dstate, s.headdim, s.nheads, s.ngroups, s.seqlen, s.batch);
@@ -119,26 +132,45 @@ int RunSsdBench(const Options& options) {
     const double fwd_bytes = 2 * seq_bytes + 2 * bc_bytes + dt_bytes;
     const double states = static_cast<double>(shape.batch) * shape.seqlen * shape.nheads *
                           shape.headdim * shape.dstate;
-    for (SsdAlgorithm algorithm :
-         {SsdAlgorithm::kAuto, SsdAlgorithm::kSequential, SsdAlgorithm::kChunked}) {
+    const std::vector<int64_t> cu = PackedCuSeqlens(shape.seqlen);
+    std::vector<float> varlen(kPackedSequences * shape.nheads * shape.headdim * shape.dstate);
+    SsdInputs packed_inputs = data.inputs;
+    packed_inputs.cu_seqlens =
+        Tensor::Contiguous(cu.data(), DType::kI64, {static_cast<int64_t>(cu.size())});
+    const SsdOutputs packed_outputs{
+        data.out_t, data.final_t,
+        Tensor::Contiguous(varlen.data(), DType::kF32,
+                           {kPackedSequences, shape.nheads, shape.headdim, shape.dstate})};
+    // Each algorithm, then sequential and chunked on packed batch-1 rows.
+    constexpr SsdAlgorithm kVariants[] = {SsdAlgorithm::kAuto, SsdAlgorithm::kSequential,
+                                          SsdAlgorithm::kChunked, SsdAlgorithm::kSequential,
+                                          SsdAlgorithm::kChunked};
+    for (int variant = 0; variant < 5; ++variant) {
+      const bool packed = variant >= 3;
+      if (packed && (shape.batch != 1 || shape.seqlen < 2 * kPackedSequences)) continue;
+      const SsdAlgorithm algorithm = kVariants[variant];
       SsdOptions ssd_options;
       ssd_options.algorithm = algorithm;
       ssd_options.chunk_size = shape.chunk_size;
       std::string algo = SsdAlgorithmName(algorithm);
+      if (packed) algo += kPackedSuffix;
       if (!options.algo.empty() && options.algo != algo) continue;
       if (algorithm == SsdAlgorithm::kAuto) {
         const SsdAlgorithm picked =
             SsdAutoAlgorithm(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate);
         algo += std::string("=") + SsdAlgorithmName(picked);
       }
+      const SsdInputs& inputs = packed ? packed_inputs : data.inputs;
+      const SsdOutputs outputs =
+          packed ? packed_outputs : SsdOutputs{data.out_t, data.final_t, Tensor{}};
       Status status = Status::Ok();
       auto forward = [&] {
-        if (status.ok()) status = SsdForward(data.inputs, data.out_t, data.final_t, ssd_options);
+        if (status.ok()) status = SsdForward(inputs, outputs, ssd_options);
       };
       auto both = [&] {
         forward();
         if (status.ok())
-          status = SsdBackward(data.inputs, data.dout_t, Tensor{}, data.grads, ssd_options);
+          status = SsdBackward(inputs, data.dout_t, Tensor{}, data.grads, ssd_options);
       };
       // Interleaved: the fwd+bwd / fwd ratio has a bar (<= 4x, issue 3), and this machine's
       // speed drifts between two medians taken one after the other.
@@ -167,7 +199,9 @@ int RunSsdBench(const Options& options) {
 }
 
 const SuiteRegistration kRegistration{
-    {"ssd", "Mamba-2 SSD scan, auto/sequential/chunked: m2-130m, m2-h48-l512, m2-130m-b4, decode",
+    {"ssd",
+     "Mamba-2 SSD scan, auto/sequential/chunked: m2-130m, m2-h48-l512, m2-130m-b4, decode; "
+     "+cu_seqlens: batch-1 rows packing 8 sequences",
      RunSsdBench}};
 
 }  // namespace
