@@ -47,9 +47,8 @@ void SelectiveScanBwd(nb::dict args) {
   const Tensor chunk_states = a.Input("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased([&] {
-    return SelectiveScanBackward(inputs, dout, chunk_states, ScanGrads(grads), options);
-  });
+  RunReleased(
+      [&] { return SelectiveScanBackward(inputs, dout, chunk_states, ScanGrads(grads), options); });
 }
 
 void SsdFwd(nb::dict args) {

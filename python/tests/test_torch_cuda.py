@@ -102,3 +102,48 @@ def test_device_mix_raises_the_op_message(rng):
     a = tensors(cases.selective_scan(rng), "cuda")
     with pytest.raises(ValueError, match="B"):
         st.selective_scan_fn(a["u"], a["delta"], a["A"], a["B"].cpu(), a["C"])
+
+
+def test_packed_scan_and_conv_on_a_side_stream_match_cpu(rng):
+    """Packed sequences on CUDA tensors: the scan with cu_seqlens (per-sequence initial
+    states, varlen states and their gradients) and conv1d with seq_idx, against the CPU."""
+    g = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    lengths, D, N, K = (1, 7, 16, 3, 21), 6, 4, 4
+    L, S = sum(lengths), len(lengths)
+    cu = torch.tensor((0,) + lengths).cumsum(0).to(torch.int32)
+    seq_idx = torch.repeat_interleave(torch.arange(S, dtype=torch.int32),
+                                      torch.tensor(lengths))[None]
+    scan = dict(u=torch.randn(1, D, L, generator=g), delta=torch.rand(1, D, L, generator=g) - 1,
+                A=-torch.rand(D, N, generator=g) - 0.1, B=torch.randn(1, N, L, generator=g),
+                C=torch.randn(1, N, L, generator=g), D=torch.randn(D, generator=g),
+                z=torch.randn(1, D, L, generator=g), initial_state=torch.randn(S, D, N,
+                                                                               generator=g))
+    conv = dict(x=torch.randn(1, D, L, generator=g), weight=torch.randn(D, K, generator=g),
+                bias=torch.randn(D, generator=g))
+
+    def run(device):
+        a = {k: v.to(device).requires_grad_() for k, v in scan.items()}
+        c = {k: v.to(device).requires_grad_() for k, v in conv.items()}
+        out, varlen = st.selective_scan_fn(**a, delta_softplus=True, cu_seqlens=cu.to(device),
+                                           return_varlen_states=True)
+        y = st.causal_conv1d_fn(**c, seq_idx=seq_idx.to(device), activation="silu")
+        cot = [torch.randn(t.shape, generator=torch.Generator().manual_seed(i)).to(device)
+               for i, t in enumerate((out, varlen, y))]
+        sum((t * w).sum() for t, w in zip((out, varlen, y), cot)).backward()
+        return [out, varlen, y] + [t.grad for t in (*a.values(), *c.values())]
+
+    want = run("cpu")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        got = run("cuda")
+    stream.synchronize()
+    for i, (x, w) in enumerate(zip(got, want)):
+        assert x.device.type == "cuda"
+        assert_close(x.detach().cpu().numpy(), w.detach().numpy(), 1e-4, f"tensor {i}")
+
+
+def test_packed_ssd_with_cu_seqlens_is_cpu_only(rng):
+    s = tensors(cases.ssd(rng, Bn=1), "cuda")
+    cu = torch.tensor([0, 5, 12], dtype=torch.int32, device="cuda")
+    with pytest.raises(NotImplementedError, match="cu_seqlens"):
+        st.mamba_chunk_scan_combined(s["x"], s["dt"], s["A"], s["B"], s["C"], cu_seqlens=cu)

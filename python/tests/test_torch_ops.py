@@ -92,30 +92,30 @@ def op_samples(rng):
         k = case.kwargs
         if case.op == "selective_scan_fn":
             fwd = (a["u"], a["delta"], a["A"], a["B"], a["C"], a["D"], a["z"], a["delta_bias"],
-                   a["initial_state"], True, "sequential", 0, True)
+                   a["initial_state"], None, None, True, "sequential", 0, True, False)
             samples.append((torch.ops.ssmkit.selective_scan_fwd, fwd))
-            out, last, chunks = torch.ops.ssmkit.selective_scan_fwd(*fwd)
+            out, last, chunks, _ = torch.ops.ssmkit.selective_scan_fwd(*fwd)
             samples.append((torch.ops.ssmkit.selective_scan_bwd,
-                            (torch.randn_like(out), torch.randn_like(last),
+                            (torch.randn_like(out), torch.randn_like(last), None,
                              *[t.detach() if t is not None else None for t in fwd[:9]],
-                             chunks.detach(), True, 0, [True] * 9)))
+                             None, None, chunks.detach(), True, 0, [True] * 9)))
         elif case.op == "mamba_chunk_scan_combined":
             fwd = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], a["z"], a["dt_bias"],
-                   a["initial_states"], a.get("seq_idx"), True, 0.0, float("inf"), "auto",
-                   k["chunk_size"], True)
+                   a["initial_states"], a.get("seq_idx"), None, True, 0.0, float("inf"), "auto",
+                   k["chunk_size"], True, False)
             samples.append((torch.ops.ssmkit.ssd_fwd, fwd))
-            out, final = torch.ops.ssmkit.ssd_fwd(*fwd)
+            out, final, _ = torch.ops.ssmkit.ssd_fwd(*fwd)
             samples.append((torch.ops.ssmkit.ssd_bwd,
-                            (torch.randn_like(out), torch.randn_like(final),
-                             *[t.detach() if t is not None else None for t in fwd[:10]],
-                             *fwd[10:15], [True] * 9)))
+                            (torch.randn_like(out), torch.randn_like(final), None,
+                             *[t.detach() if t is not None else None for t in fwd[:11]],
+                             *fwd[11:16], [True] * 9)))
         elif case.op == "causal_conv1d_fn":
-            fwd = (a["x"], a["weight"], a["bias"], a["initial_states"], True, True)
+            fwd = (a["x"], a["weight"], a["bias"], a["initial_states"], None, True, True)
             samples.append((torch.ops.ssmkit.causal_conv1d_fwd, fwd))
             out, final = torch.ops.ssmkit.causal_conv1d_fwd(*fwd)
             samples.append((torch.ops.ssmkit.causal_conv1d_bwd,
                             (torch.randn_like(out), torch.randn_like(final),
-                             *[t.detach() for t in fwd[:4]], True, [True] * 4)))
+                             *[t.detach() for t in fwd[:4]], None, True, [True] * 4)))
         elif case.op == "rmsnorm_fn":
             fwd = (a["x"], a["weight"], a["bias"], a["z"], k["eps"], k["group_size"],
                    k["norm_before_gate"])
@@ -193,7 +193,8 @@ def test_raw_op_refuses_a_strided_last_dimension(rng):
     u = a["u"].transpose(1, 2).contiguous().transpose(1, 2)
     with pytest.raises(ValueError, match="u"):
         torch.ops.ssmkit.selective_scan_fwd(u, a["delta"], a["A"], a["B"], a["C"], None, None,
-                                            None, None, False, "sequential", 0, False)
+                                            None, None, None, None, False, "sequential", 0,
+                                            False, False)
 
 
 # ------------------------------------------------------------------ decode steps
@@ -274,17 +275,15 @@ def test_bad_dtype_raises(rng):
 
 
 def test_unsupported_arguments_raise(rng):
+    """mamba_ssm arguments ssmkit does not implement (packed sequences: test_torch_varlen)."""
     s = tensors(cases.ssd(rng))
-    lens = torch.tensor([0, 5, 12], dtype=torch.int32)
-    with pytest.raises(NotImplementedError, match="cu_seqlens"):
-        st.mamba_chunk_scan_combined(s["x"], s["dt"], s["A"], s["B"], s["C"], cu_seqlens=lens)
-    a = tensors(cases.selective_scan(rng))
-    with pytest.raises(NotImplementedError, match="seq_idx"):
-        st.selective_scan_fn(a["u"], a["delta"], a["A"], a["B"], a["C"],
-                             seq_idx=torch.zeros(2, 16, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="state_dtype"):
+        st.mamba_chunk_scan_combined(s["x"], s["dt"], s["A"], s["B"], s["C"],
+                                     state_dtype=torch.bfloat16)
     c = tensors(cases.conv1d(rng))
-    with pytest.raises(NotImplementedError, match="seq_idx"):
-        st.causal_conv1d_fn(c["x"], c["weight"], seq_idx=torch.zeros(2, 10, dtype=torch.int32))
+    with pytest.raises(NotImplementedError, match="cache_seqlens"):
+        st.causal_conv1d_update(c["x"][..., 0], torch.zeros(2, 6, 3), c["weight"],
+                                cache_seqlens=torch.zeros(2, dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="dropout_p"):
         st.rms_norm_fn(c["x"], torch.ones(10), None, dropout_p=0.1)
     with pytest.raises(ValueError, match="activation"):

@@ -5,8 +5,9 @@ The names and arguments are theirs, so that `from mamba_ssm.ops... import X` bec
 callers rely on: the small parameters (A, D, biases, norm and conv weights) are cast to
 float32 (autograd carries their gradients back in the parameter's dtype), a tensor whose last
 dimension is strided is copied (any other strides are read in place), index tensors become
-int32, and a decode state of another dtype than float32 is updated through a float32 copy.
-All of it is ordinary torch code that autograd and torch.compile trace.
+int32 (cu_seqlens int32 or int64), and a decode state of another dtype than float32 is
+updated through a float32 copy. All of it is ordinary torch code that autograd and
+torch.compile trace.
 
 Differentiable: selective_scan_fn, mamba_chunk_scan_combined, causal_conv1d_fn, rmsnorm_fn,
 rms_norm_fn (with respect to every floating tensor argument, states included). The decode
@@ -38,18 +39,27 @@ def _state(t):
     return _dense_last(_f32(t))
 
 
+# Integer dtypes an index argument is converted from; any other dtype reaches the op, whose
+# message names the argument and the dtypes it takes.
+_OTHER_INTEGERS = (torch.int8, torch.uint8, torch.int16, torch.int64)
+
+
 def _int32(t):
-    return t if t is None or t.dtype == torch.int32 else t.to(torch.int32)
+    """An index tensor (seq_idx, state_batch_indices) as the int32 the kernels read."""
+    return t.to(torch.int32) if t is not None and t.dtype in _OTHER_INTEGERS else t
 
 
-def _needs_varlen(fn, **arguments):
-    """The arguments that need the C++ variable-length support (branch `varlen`, issue 17
-    item 2), which this build does not have yet."""
-    for name, value in arguments.items():
-        if value is not None and value is not False:
-            raise NotImplementedError(
-                f"{fn}: {name} is not supported by this build of ssmkit yet (variable-length "
-                f"batches; pack sequences with seq_idx where the op takes it)")
+def _offsets(t):
+    """cu_seqlens as int32 or int64, the dtypes the kernels read (smaller integers become
+    int32)."""
+    return t.to(torch.int32) if t is not None and t.dtype in _OTHER_INTEGERS[:3] else t
+
+
+def _returns(out, *states):
+    """mamba_ssm's return convention: out, then the states asked for, in order (None marks one
+    that was not)."""
+    states = tuple(t for t in states if t is not None)
+    return (out, *states) if states else out
 
 
 def _unsupported(fn, **arguments):
@@ -63,26 +73,33 @@ def _unsupported(fn, **arguments):
 # ------------------------------------------------------------------ selective scan (Mamba-1)
 
 def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
-                      return_last_state=False, *, initial_state=None, cu_seqlens=None,
-                      seq_idx=None, algorithm="sequential", chunk_length=0):
+                      return_last_state=False, *, initial_state=None, seq_idx=None,
+                      cu_seqlens=None, return_varlen_states=False, algorithm="sequential",
+                      chunk_length=0):
     """mamba_ssm's selective_scan_fn. u, delta: (B, D, L); A: (D, N); B, C: (D, N),
     (B, N, L) or (B, G, N, L); D, delta_bias: (D); z: (B, D, L). ssmkit's extras:
-    initial_state (B, D, N), the forward's algorithm and chunk_length (speed only). Returns
-    out (B, D, L), or (out, last_state (B, D, N) float32). Unlike mamba_ssm, the gradient
-    of last_state is carried into the backward, and initial_state has one too."""
+    initial_state (B, D, N), the forward's algorithm and chunk_length (speed only), and packed
+    sequences, which mamba_ssm's Mamba-1 lacks: seq_idx (B, L) integers (a change of value
+    starts a new sequence, from a zero state), or cu_seqlens (S + 1) offsets with B = 1, then
+    initial_state may be (S, D, N), one per sequence, and return_varlen_states returns each
+    sequence's last state (S, D, N) float32. Returns out (B, D, L), then last_state
+    (B, D, N) float32 and the varlen states when asked for, in that order. Unlike mamba_ssm,
+    the gradients of last_state and the varlen states are carried into the backward, and
+    initial_state has one too."""
     fn = "selective_scan_fn"
-    _needs_varlen(fn, cu_seqlens=cu_seqlens, seq_idx=seq_idx)
     _shapes.algorithm_index(fn, _shapes.SCAN_ALGORITHMS, algorithm)
     # The chunk states make the backward skip its pass over the sequence; the CUDA backend
     # recomputes instead (it takes none).
     save_chunks = (torch.is_grad_enabled() and u.device.type == "cpu" and any(
         t is not None and t.requires_grad
         for t in (u, delta, A, B, C, D, z, delta_bias, initial_state)))
-    out, last, _ = _ops.selective_scan_fwd(
+    out, last, _, varlen = _ops.selective_scan_fwd(
         _dense_last(u), _dense_last(delta), _f32(A), _dense_last(B), _dense_last(C), _f32(D),
-        _dense_last(z), _f32(delta_bias), _state(initial_state), bool(delta_softplus),
-        algorithm, int(chunk_length), save_chunks)
-    return (out, last) if return_last_state else out
+        _dense_last(z), _f32(delta_bias), _state(initial_state), _int32(seq_idx),
+        _offsets(cu_seqlens), bool(delta_softplus), algorithm, int(chunk_length), save_chunks,
+        bool(return_varlen_states))
+    return _returns(out, last if return_last_state else None,
+                    varlen if return_varlen_states else None)
 
 
 # ------------------------------------------------------------------ SSD (Mamba-2)
@@ -94,19 +111,22 @@ def mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size=0, D=None, z=None, dt_b
                               state_dtype=None, *, algorithm="auto"):
     """mamba_ssm's mamba_chunk_scan_combined. x: (B, L, H, P); dt: (B, L, H); A: (H);
     B, C: (B, L, G, N); D: (H) or (H, P); z: (B, L, H, P); dt_bias: (H); initial_states:
-    (B, H, P, N); seq_idx: (B, L) integers (a change starts a new sequence). chunk_size only
-    sets speed (0 picks ours). Returns out (B, L, H, P), or (out, final_states (B, H, P, N)
-    float32)."""
+    (B, H, P, N), or (S, H, P, N) with cu_seqlens; packed sequences: seq_idx (B, L) integers
+    (a change starts a new sequence), cu_seqlens (S + 1) offsets with B = 1 (each sequence
+    restarts from its initial state; with both, they must agree; mamba_ssm reads cu_seqlens
+    only for the varlen states). chunk_size only sets speed (0 picks ours). Returns out
+    (B, L, H, P), then final_states (B, H, P, N) float32 and varlen_states (S, H, P, N)
+    float32 when asked for, in that order."""
     fn = "mamba_chunk_scan_combined"
-    _needs_varlen(fn, cu_seqlens=cu_seqlens, return_varlen_states=return_varlen_states)
     _unsupported(fn, state_dtype=(state_dtype, None))
     _shapes.algorithm_index(fn, _shapes.SSD_ALGORITHMS, algorithm)
-    out, final = _ops.ssd_fwd(
+    out, final, varlen = _ops.ssd_fwd(
         _dense_last(x), _dense_last(dt), _f32(A), _dense_last(B), _dense_last(C), _f32(D),
         _dense_last(z), _f32(dt_bias), _state(initial_states), _int32(seq_idx),
-        bool(dt_softplus), float(dt_limit[0]), float(dt_limit[1]), algorithm,
-        int(chunk_size or 0), bool(return_final_states))
-    return (out, final) if return_final_states else out
+        _offsets(cu_seqlens), bool(dt_softplus), float(dt_limit[0]), float(dt_limit[1]),
+        algorithm, int(chunk_size or 0), bool(return_final_states), bool(return_varlen_states))
+    return _returns(out, final if return_final_states else None,
+                    varlen if return_varlen_states else None)
 
 
 # ------------------------------------------------------------------ decode step
@@ -159,14 +179,15 @@ def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
 def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
                      return_final_states=False, final_states_out=None, activation=None):
     """causal-conv1d's causal_conv1d_fn. x: (B, D, L); weight: (D, K); bias: (D);
-    initial_states: (B, D, K-1). activation None, 'silu' or 'swish'. Returns out, or
-    (out, final_states (B, D, K-1) in x's dtype, written into final_states_out if given)."""
+    initial_states: (B, D, K-1); seq_idx: (B, L) integers, packed sequences (any layout with a
+    dense last dimension, where causal-conv1d needs channel-last). activation None, 'silu' or
+    'swish'. Returns out, or (out, final_states (B, D, K-1) in x's dtype, written into
+    final_states_out if given)."""
     fn = "causal_conv1d_fn"
-    _needs_varlen(fn, seq_idx=seq_idx)
     silu = _shapes.activation_is_silu(fn, activation)
     init = None if initial_states is None else _dense_last(initial_states)
     out, final = _ops.causal_conv1d_fwd(_dense_last(x), _dense_last(_f32(weight)), _f32(bias),
-                                        init, silu, bool(return_final_states))
+                                        init, _int32(seq_idx), silu, bool(return_final_states))
     if not return_final_states:
         return out
     if final_states_out is not None:
