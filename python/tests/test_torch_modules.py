@@ -119,17 +119,23 @@ def block(arch):
                     residual_in_fp32=True)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["batch", "cu_seqlens"])
 @pytest.mark.parametrize("arch", ["mamba1", "mamba2"])
-def test_compile_fullgraph_block_equals_eager(arch):
+def test_compile_fullgraph_block_equals_eager(arch, packed):
+    """Two rows, or one row packing three sequences (cu_seqlens, which the block hands to its
+    mixer)."""
     torch._dynamo.reset()
     model = block(arch)
-    x = torch.randn(2, 20, 32, generator=torch.Generator().manual_seed(7))
-    residual = torch.randn(2, 20, 32, generator=torch.Generator().manual_seed(8))
+    rows = 1 if packed else 2
+    x = torch.randn(rows, 20, 32, generator=torch.Generator().manual_seed(7))
+    residual = torch.randn(rows, 20, 32, generator=torch.Generator().manual_seed(8))
+    mixer_kwargs = {"cu_seqlens": torch.tensor([0, 7, 8, 20], dtype=torch.int32)} if packed \
+        else {}
 
     def run(fn):
         model.zero_grad()
         xi, ri = x.clone().requires_grad_(), residual.clone().requires_grad_()
-        h, r = fn(xi, ri)
+        h, r = fn(xi, ri, **mixer_kwargs)
         ((h * h).sum() + (r * r).sum()).backward()
         return [h, r, xi.grad, ri.grad] + [p.grad.clone() for p in model.parameters()]
 

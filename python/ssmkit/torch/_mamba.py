@@ -1,6 +1,7 @@
 """mamba_ssm's Mamba (modules/mamba_simple.py) on ssmkit's kernels: the same constructor
 arguments and parameter names (in_proj, conv1d, x_proj, dt_proj, A_log, D, out_proj), so its
-state dicts load unchanged; forward (training or prefill) and step (one decode token).
+state dicts load unchanged; forward (training or prefill) and step (one decode token). Beyond
+mamba_ssm's Mamba: packed sequences (seq_idx, cu_seqlens), as its Mamba2 takes them.
 
 Dimension legend: B batch, L length, E d_model, D d_inner, N d_state, R dt_rank, W d_conv.
 """
@@ -11,7 +12,8 @@ from torch import nn
 
 from ._functions import causal_conv1d_fn, causal_conv1d_update, selective_scan_fn
 from ._functions import selective_state_update
-from ._mixer_cache import dt_bias_init, keep_conv_window, states_from_cache
+from ._mixer_cache import (cache_batch, conv_seq_idx, dt_bias_init, keep_conv_window,
+                           states_from_cache)
 
 
 def channels_first_linear(weight, x):
@@ -63,13 +65,16 @@ class Mamba(nn.Module):
         self.D = nn.Parameter(torch.ones(self.d_inner, device=device))  # f32
         self.D._no_weight_decay = True
 
-    def forward(self, hidden_states, inference_params=None):
+    def forward(self, hidden_states, inference_params=None, seq_idx=None, cu_seqlens=None):
         """hidden_states (B, L, E) -> (B, L, E). With inference_params: a prefill that leaves
-        this layer's states in it (seqlen_offset == 0), else one decode step."""
+        this layer's states in it (seqlen_offset == 0), else one decode step. Packed
+        sequences (which mamba_ssm's Mamba lacks), as Mamba2 takes them: seq_idx (B, L) and/or
+        cu_seqlens (S + 1) with B = 1, whose prefill leaves one state per sequence."""
         batch, seqlen, _ = hidden_states.shape
         conv_state = ssm_state = None
         if inference_params is not None:
-            conv_state, ssm_state = states_from_cache(self, inference_params, batch)
+            conv_state, ssm_state = states_from_cache(self, inference_params,
+                                                      cache_batch(batch, cu_seqlens))
             if inference_params.seqlen_offset > 0:
                 return self.step(hidden_states, conv_state, ssm_state)[0]
 
@@ -78,9 +83,10 @@ class Mamba(nn.Module):
             xz = xz + self.in_proj.bias.to(xz.dtype)[:, None]
         x, z = xz.chunk(2, dim=1)
         if conv_state is not None:
-            keep_conv_window(conv_state, x)
+            keep_conv_window(conv_state, x, cu_seqlens)
         x = causal_conv1d_fn(x, self.conv1d.weight[:, 0], self.conv1d.bias,
-                             activation=self.activation)
+                             activation=self.activation,
+                             seq_idx=conv_seq_idx(seq_idx, cu_seqlens, seqlen))
         x_dbl = self.x_proj(x.transpose(1, 2).reshape(batch * seqlen, self.d_inner))
         dt, B, C = torch.split(x_dbl, [self.dt_rank, self.d_state, self.d_state], dim=-1)
         dt = (self.dt_proj.weight @ dt.t()).view(self.d_inner, batch, seqlen).permute(1, 0, 2)
@@ -89,8 +95,11 @@ class Mamba(nn.Module):
         A = -torch.exp(self.A_log.float())
         y = selective_scan_fn(x, dt, A, B, C, self.D.float(), z=z,
                               delta_bias=self.dt_proj.bias.float(), delta_softplus=True,
-                              return_last_state=ssm_state is not None)
-        if ssm_state is not None:
+                              seq_idx=seq_idx, cu_seqlens=cu_seqlens,
+                              return_last_state=ssm_state is not None and cu_seqlens is None,
+                              return_varlen_states=ssm_state is not None and
+                              cu_seqlens is not None)
+        if ssm_state is not None:  # the one state output asked for
             y, last_state = y
             ssm_state.copy_(last_state)
         return self.out_proj(y.transpose(1, 2))

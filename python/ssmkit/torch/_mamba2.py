@@ -1,6 +1,7 @@
 """mamba_ssm's Mamba2 (modules/mamba2.py) on ssmkit's kernels: the same constructor arguments
 and parameter names (in_proj, conv1d, dt_bias, A_log, D, norm.weight, out_proj), so its state
-dicts load unchanged; forward (training or prefill, with seq_idx) and step (one decode token).
+dicts load unchanged; forward (training or prefill, packed sequences by seq_idx or cu_seqlens)
+and step (one decode token).
 Tensor parallelism (process_group) is not supported; data parallelism is (docs).
 
 Dimension legend: B batch, L length, E d_model, I d_inner, S d_ssm (I minus the gated MLP
@@ -12,7 +13,8 @@ from torch.nn import functional as F
 
 from ._functions import (causal_conv1d_fn, causal_conv1d_update, mamba_chunk_scan_combined,
                          selective_state_update)
-from ._mixer_cache import dt_bias_init, keep_conv_window, states_from_cache
+from ._mixer_cache import (cache_batch, conv_seq_idx, dt_bias_init, keep_conv_window,
+                           states_from_cache)
 from ._norm import RMSNormGated
 
 
@@ -95,25 +97,27 @@ class Mamba2(nn.Module):
         return self.out_proj(y)
 
     def forward(self, u, seqlen=None, seq_idx=None, cu_seqlens=None, inference_params=None):
-        """u (B, L, E), or (B L, E) with seqlen given -> the same shape. seq_idx (B, L): packed
-        sequences (a change of value starts a new one)."""
-        if cu_seqlens is not None:
-            raise NotImplementedError("Mamba2: cu_seqlens is not supported by this build of "
-                                      "ssmkit yet (variable-length batches); use seq_idx")
+        """u (B, L, E), or (B L, E) with seqlen given -> the same shape. Packed sequences:
+        seq_idx (B, L) (a change of value starts a new one) and/or cu_seqlens (S + 1) offsets
+        with B = 1; a prefill with cu_seqlens leaves one decode state per sequence (S rows),
+        as mamba_ssm's. Unlike mamba_ssm, whose training path reads only seq_idx, cu_seqlens
+        alone also keeps the sequences apart."""
         batch = u.shape[0] if seqlen is None else u.shape[0] // seqlen
         seqlen = u.shape[1] if seqlen is None else seqlen
         conv_state = ssm_state = None
         if inference_params is not None:
-            conv_state, ssm_state = states_from_cache(self, inference_params, batch)
+            conv_state, ssm_state = states_from_cache(self, inference_params,
+                                                      cache_batch(batch, cu_seqlens))
             if inference_params.seqlen_offset > 0:
                 return self.step(u, conv_state, ssm_state)[0]
 
         z0, x0, z, xBC, dt = self._split(self.in_proj(u).view(batch, seqlen, -1))
         xBC = xBC.transpose(1, 2)  # (B, C, L)
         if conv_state is not None:
-            keep_conv_window(conv_state, xBC)
+            keep_conv_window(conv_state, xBC, cu_seqlens)
         xBC = causal_conv1d_fn(xBC, self.conv1d.weight[:, 0], self.conv1d.bias,
-                               activation=self.activation, seq_idx=seq_idx).transpose(1, 2)
+                               activation=self.activation,
+                               seq_idx=conv_seq_idx(seq_idx, cu_seqlens, seqlen)).transpose(1, 2)
         x, B, C = torch.split(xBC, [self.d_ssm, self.ngroups * self.d_state,
                                     self.ngroups * self.d_state], dim=-1)
         heads = (batch, seqlen, self.nheads, self.headdim)
@@ -122,9 +126,10 @@ class Mamba2(nn.Module):
             x.reshape(heads), dt, -torch.exp(self.A_log.float()), B.reshape(groups),
             C.reshape(groups), chunk_size=self.chunk_size, D=self._D(),
             z=None if self.rmsnorm else z.reshape(heads), dt_bias=self.dt_bias,
-            dt_softplus=True, seq_idx=seq_idx, dt_limit=self.dt_limit,
-            return_final_states=ssm_state is not None)
-        if ssm_state is not None:
+            dt_softplus=True, seq_idx=seq_idx, cu_seqlens=cu_seqlens, dt_limit=self.dt_limit,
+            return_final_states=ssm_state is not None and cu_seqlens is None,
+            return_varlen_states=ssm_state is not None and cu_seqlens is not None)
+        if ssm_state is not None:  # the one state output asked for
             y, last_state = y
             ssm_state.copy_(last_state)
         out = self._finish(y.reshape(batch, seqlen, self.d_ssm), z, z0, x0)

@@ -1,5 +1,8 @@
-"""What the Mamba and Mamba2 modules share: mamba_ssm's dt-bias initialisation and the decode
-states kept in an InferenceParams."""
+"""What the Mamba and Mamba2 modules share: mamba_ssm's dt-bias initialisation, the decode
+states kept in an InferenceParams, and packed sequences (cu_seqlens / seq_idx).
+
+Dimension legend: B batch, S packed sequences, C conv channels, L length, W conv state width.
+"""
 import math
 
 import torch
@@ -29,7 +32,32 @@ def states_from_cache(mixer, inference_params, batch_size, initialize_states=Fal
     return states[mixer.layer_idx]
 
 
-def keep_conv_window(conv_state, x):
-    """After a prefill, conv_state (B, D, W) holds the last W inputs of the convolution x
-    (B, D, L), zero-padded on the left when L < W."""
-    conv_state.copy_(torch.nn.functional.pad(x, (conv_state.shape[-1] - x.shape[-1], 0)))
+def cache_batch(batch, cu_seqlens):
+    """The rows of a mixer's decode states: one per packed sequence with cu_seqlens (S + 1),
+    else one per batch row (as mamba_ssm's Mamba2)."""
+    return batch if cu_seqlens is None else cu_seqlens.shape[0] - 1
+
+
+def keep_conv_window(conv_state, x, cu_seqlens=None):
+    """After a prefill, conv_state holds the last W inputs of the convolution x (B, C, L),
+    zero-padded on the left where fewer were seen: conv_state (B, C, W), or with cu_seqlens
+    (x (1, C, L) packing S sequences) (S, C, W), each sequence's own window (what mamba_ssm
+    takes from causal-conv1d's causal_conv1d_varlen_states)."""
+    width = conv_state.shape[-1]
+    if cu_seqlens is None:
+        conv_state.copy_(torch.nn.functional.pad(x, (width - x.shape[-1], 0)))
+        return
+    offsets = cu_seqlens.to(torch.int64)
+    positions = offsets[1:, None] - width + torch.arange(width, device=x.device)  # (S, W)
+    inside = positions >= offsets[:-1, None]
+    windows = x[0][:, positions.clamp(min=0)]  # (C, S, W)
+    conv_state.copy_(torch.where(inside, windows, 0).permute(1, 0, 2))
+
+
+def conv_seq_idx(seq_idx, cu_seqlens, seqlen):
+    """The seq_idx the convolution reads (it takes no cu_seqlens): seq_idx as given, else
+    (1, L) numbering the sequences cu_seqlens packs, else None (one sequence per row)."""
+    if seq_idx is not None or cu_seqlens is None:
+        return seq_idx
+    positions = torch.arange(seqlen, device=cu_seqlens.device, dtype=cu_seqlens.dtype)
+    return torch.searchsorted(cu_seqlens[1:], positions, right=True).to(torch.int32)[None]
