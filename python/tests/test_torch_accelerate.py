@@ -129,6 +129,47 @@ def test_accelerated_greedy_generate_equals_transformers(name):
                  "decode logits")
 
 
+@pytest.mark.parametrize("packing", ["seq_idx", "cu_seqlens"])
+def test_accelerated_mamba2_keeps_packed_sequences_apart(packing):
+    """transformers' Mamba-2 base model hands its keyword arguments to the mixers' kernels
+    (without mamba_ssm it refuses packed input): accelerated, a packed row (mamba_ssm's
+    seq_idx or cu_seqlens; an attention argument such as cu_seq_lens_q is ignored, as its
+    mamba_ssm path does) equals each sequence run alone through the unaccelerated model, and
+    so do the parameter gradients of a loss summed over the sequences."""
+    ref = fixture("mamba2").backbone
+    model = st.accelerate(copy.deepcopy(ref))
+    lengths = (5, 1, 12, 9)
+    x = ids(1, sum(lengths), 9)
+    cu = torch.tensor((0,) + lengths).cumsum(0).to(torch.int32)
+    packed = {"seq_idx": torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32),
+                                                 torch.tensor(lengths))[None]} \
+        if packing == "seq_idx" else {"cu_seqlens": cu}
+    ran = {}
+
+    def run():
+        ran["out"] = model(x, **packed, cu_seq_lens_q=cu, use_cache=False).last_hidden_state
+        (ran["out"] ** 2).sum().backward()
+    assert "ssmkit::ssd_fwd" in ssmkit_ops_run(run)
+    ref = ref.double()
+    want = torch.cat([ref(piece, use_cache=False).last_hidden_state
+                      for piece in torch.split(x, lengths, 1)], 1)
+    (want ** 2).sum().backward()
+    assert_close(ran["out"].detach().numpy(), want.detach().numpy(), 1e-4, "hidden states")
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert_close(p.grad.numpy(), q.grad.numpy(), gradient_tolerance(n), f"d{n}")
+
+
+def test_accelerated_mamba1_mixer_refuses_packed_sequences():
+    """transformers' Mamba mixer hands its keyword arguments (seq_idx) to its convolution but
+    nothing to its scan (its model passes none on; a caller of the mixer can): rather than
+    restart one and not the other, the accelerated mixer refuses packing."""
+    model = st.accelerate(fixture("mamba"))
+    mixer = model.backbone.layers[0].mixer
+    x = torch.randn(1, 8, model.config.hidden_size)
+    with pytest.raises(NotImplementedError, match="seq_idx"):
+        mixer(x, seq_idx=torch.zeros(1, 8, dtype=torch.int32))
+
+
 def test_accelerate_is_per_instance_and_idempotent():
     ref = fixture("mamba")
     model = st.accelerate(st.accelerate(copy.deepcopy(ref)))

@@ -21,25 +21,33 @@ import types
 import torch
 
 from . import _functions as F
+from ._mixer_cache import conv_seq_idx
 
-_VARLEN_KWARGS = ("cu_seqlens", "cu_seq_lens_q", "cu_seq_lens_k")
-
-
-def _no_varlen(fn, kwargs):
-    for name in _VARLEN_KWARGS:
-        if kwargs.get(name) is not None:
-            raise NotImplementedError(f"ssmkit.torch.accelerate: {fn}: {name} (packed "
-                                      f"variable-length batches) is not supported by this "
-                                      f"build of ssmkit yet; seq_idx is, for Mamba-2's scan")
+# transformers hands a mixer's keyword arguments (the model's, e.g. a packing collator's) on
+# to these kernels. Like its mamba_ssm path, which keeps only the kernel's own parameters, the
+# forms below read mamba_ssm's names of packed sequences, seq_idx and cu_seqlens, and ignore
+# the rest (a hybrid's attention arguments such as cu_seq_lens_q). Either one keeps the
+# sequences apart in both the convolution and the scan (mamba_ssm's scan reads cu_seqlens
+# only for its varlen states, its convolution not at all).
 
 
-# ------------------------------------------------------------------ transformers' call forms
-
-
-def _causal_conv1d_fn(hidden_states, weight, bias=None, activation=None, **kwargs):
-    _no_varlen("causal_conv1d_fn", kwargs)
-    return F.causal_conv1d_fn(hidden_states, weight, bias, seq_idx=kwargs.get("seq_idx"),
+def _causal_conv1d_fn(hidden_states, weight, bias=None, activation=None, seq_idx=None,
+                      cu_seqlens=None, **kwargs):
+    seq_idx = conv_seq_idx(seq_idx, cu_seqlens, hidden_states.shape[-1])
+    return F.causal_conv1d_fn(hidden_states, weight, bias, seq_idx=seq_idx,
                               activation=activation)
+
+
+def _unpacked_causal_conv1d_fn(hidden_states, weight, bias=None, activation=None, **kwargs):
+    """The convolution of transformers' Mamba mixer, whose scan gets no packing arguments:
+    packed input would restart the convolution but not the scan, so it is refused."""
+    for name in ("seq_idx", "cu_seqlens"):
+        if kwargs.get(name) is not None:
+            raise NotImplementedError(
+                f"ssmkit.torch.accelerate: {name}: transformers' Mamba (Mamba-1) mixer passes "
+                f"no packed-sequence arguments to its scan, so packed sequences would run into "
+                f"each other; use ssmkit.torch.Mamba (seq_idx / cu_seqlens) or a Mamba-2 model")
+    return F.causal_conv1d_fn(hidden_states, weight, bias, activation=activation)
 
 
 def _causal_conv1d_update(hidden_states, conv_state, weight, bias=None, activation=None,
@@ -55,7 +63,8 @@ def _fused_unavailable(*args, **kwargs):
 
 def _selective_scan(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None,
                     delta_softplus=False, return_last_state=False, **kwargs):
-    _no_varlen("mamba_selective_scan", kwargs)
+    """transformers' Mamba mixer passes no packing arguments to its scan (mamba_ssm's has
+    none); this one takes none either."""
     return F.selective_scan_fn(hidden_states, dt, A, B, C, D, z=z, delta_bias=delta_bias,
                                delta_softplus=delta_softplus,
                                return_last_state=return_last_state)
@@ -69,12 +78,11 @@ def _selective_state_update(state, hidden_states, dt, A, B, C, D=None, dt_bias=N
 
 def _chunk_scan(hidden_states, dt, A, B, C, chunk_size, D=None, dt_bias=None,
                 initial_states=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                return_final_states=False, z=None, **kwargs):
-    _no_varlen("mamba2_chunk_scan", kwargs)
+                return_final_states=False, z=None, seq_idx=None, cu_seqlens=None, **kwargs):
     return F.mamba_chunk_scan_combined(
         hidden_states, dt, A, B, C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias,
-        initial_states=initial_states, seq_idx=kwargs.get("seq_idx"), dt_softplus=dt_softplus,
-        dt_limit=dt_limit, return_final_states=return_final_states)
+        initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
+        dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=return_final_states)
 
 
 KERNELS = {
@@ -87,6 +95,8 @@ KERNELS = {
     "mamba2_selective_state_update": _selective_state_update,
     "mamba2_chunk_scan": _chunk_scan,
 }
+# What a Mamba-1 mixer (one calling mamba_selective_scan) gets instead.
+MAMBA1_KERNELS = {**KERNELS, "causal_conv1d_fn": _unpacked_causal_conv1d_fn}
 # A mixer is a module whose forward calls one of these (the others are shared helpers).
 _SCANS = ("mamba_selective_scan", "mamba2_chunk_scan")
 
@@ -206,7 +216,8 @@ def accelerate(model):
             continue
         forward = type(module).forward
         if _calls(forward, _SCANS):
-            _bind(module, _with_globals(forward, KERNELS))
+            mamba1 = _calls(forward, ("mamba_selective_scan",))
+            _bind(module, _with_globals(forward, MAMBA1_KERNELS if mamba1 else KERNELS))
             mixers += 1
         elif hasattr(forward, "__code__") and _code_key(forward) in norms:
             _bind(module, norms[_code_key(forward)])
