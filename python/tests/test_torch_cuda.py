@@ -147,3 +147,23 @@ def test_packed_ssd_with_cu_seqlens_is_cpu_only(rng):
     cu = torch.tensor([0, 5, 12], dtype=torch.int32, device="cuda")
     with pytest.raises(NotImplementedError, match="cu_seqlens"):
         st.mamba_chunk_scan_combined(s["x"], s["dt"], s["A"], s["B"], s["C"], cu_seqlens=cu)
+
+
+def test_float16_scan_on_cuda(rng):
+    """f16 activations, which the CUDA scan takes (the CPU kernels do not): against the CPU's
+    f32 run on the same f16-rounded inputs, with gradients in f16."""
+    case = cases.selective_scan(rng)
+    small = {"A", "D", "delta_bias", "initial_state"}
+    gpu = {k: v if v is None or k in small else v.half()
+           for k, v in tensors(case, "cuda").items()}
+    cpu = {k: None if v is None else v.float().cpu() for k, v in gpu.items()}
+    for args in (gpu, cpu):
+        args["u"].requires_grad_()
+    got, want = outputs(case, gpu), outputs(case, cpu)
+    assert got[0].dtype == torch.float16
+    assert_close(got[0].float().cpu().detach().numpy(), want[0].detach().numpy(), 1e-2,
+                 "f16 out")
+    got[0].float().sum().backward()
+    want[0].sum().backward()
+    assert gpu["u"].grad.dtype == torch.float16
+    assert_close(gpu["u"].grad.float().cpu().numpy(), cpu["u"].grad.numpy(), 2e-2, "f16 du")
