@@ -3,7 +3,7 @@
 # missing.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
-          nlohmann-json3-dev libopenblas-dev libicu-dev clang-format)
+          nlohmann-json3-dev libopenblas-dev libicu-dev clang-format ccache)
 packages+=(python3 python3-venv python3-dev)  # the Python package and its tests
 packages+=("$@")  # extra packages a caller needs (e.g. scripts/make_corpus.sh's corpus)
 missing=()

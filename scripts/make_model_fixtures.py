@@ -18,9 +18,15 @@ suite needs no Python):
                               greedy continuation and the logits of each decode step, all
                               from transformers (generate() runs its cached decode path); the
                               -ss variants share their -hf twin's
+  models/<hybrid family>/     GraniteMoeHybrid (MoE + rope, dense + nope), Bamba, Nemotron-H,
+                              Falcon-H1 (two), Jamba, Zamba2, with their expected.safetensors,
+                              and the tokenizer-split / -spm / -spm-metaspace tokenizers: see
+                              scripts/hybrid_fixtures.py
 
-Run: build/venv/bin/python scripts/make_model_fixtures.py (scripts/fixtures_venv.sh makes
-the venv). The output depends only on the seeds below.
+Run: build/venv/bin/python scripts/make_model_fixtures.py [--hybrid-only]
+(scripts/fixtures_venv.sh makes the venv). The output depends only on the seeds below (and on
+the torch / transformers versions: the committed files were made with transformers 5.23 for the
+Mamba fixtures, 5.24 for the hybrids, each on torch's CPU path).
 """
 
 import copy
@@ -73,6 +79,8 @@ ENCODE_CASES = [
     "multiple     spaces     here",
     "<|endoftext|>after a special token<|endoftext|>",
     "text<|padding|>more",
+    "<s>after a start token</s> and an end one",  # the SentencePiece-style tokenizers' specials
+    "  two leading spaces, then\nline two",
     "",
     "   ",
     "x",
@@ -102,6 +110,13 @@ def train_tokenizer(out_dir: Path) -> Tokenizer:
     tok.add_tokens([AddedToken("    ", normalized=True)])
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save(str(out_dir / "tokenizer.json"))
+    write_cases(tok, out_dir)
+    return tok
+
+
+def write_cases(tok: Tokenizer, out_dir: Path) -> None:
+    """cases.json: what the `tokenizers` package encodes ENCODE_CASES to and decodes back, and
+    the decoding of random id sequences."""
     cases = []
     for text in ENCODE_CASES:
         ids = tok.encode(text).ids
@@ -120,7 +135,6 @@ def train_tokenizer(out_dir: Path) -> Tokenizer:
     (out_dir / "cases.json").write_text(json.dumps(
         {"vocab_size": tok.get_vocab_size(), "encode": cases, "decode": decode_only},
         ensure_ascii=False, indent=1) + "\n")
-    return tok
 
 
 def randomize(model: torch.nn.Module, seed: int) -> None:
@@ -266,8 +280,11 @@ def main() -> int:
     prompts = {k: tok.encode(v).ids for k, v in PROMPTS.items()}
     for k, ids in prompts.items():
         print(f"prompt {k}: {len(ids)} tokens")
-    mamba1(tok_dir, prompts)
-    mamba2(tok_dir, prompts)
+    if "--hybrid-only" not in sys.argv:
+        mamba1(tok_dir, prompts)
+        mamba2(tok_dir, prompts)
+    import hybrid_fixtures  # noqa: E402 (beside this script; it uses the helpers above)
+    hybrid_fixtures.make_all(ROOT, CORPUS, write_cases, save_hf, record, PROMPTS)
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     print(f"fixtures: {total / 1e6:.2f} MB under {ROOT}")
     return 0

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the release suite (large int64 cases included), then the
-# AddressSanitizer + UBSan suite.
+# Builds and runs every test: the release suite (large int64 cases included), the Python and
+# Elixir packages' tests, then the AddressSanitizer + UBSan suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/check_format.sh
+# Compiler results cached across runs and checkouts (~/.cache/ccache): a CI run on a machine
+# that built before recompiles only what changed. Paths are taken relative to the checkout so
+# two clones share entries.
+export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
 cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
 scripts/test_python.sh
+scripts/test_elixir.sh
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"

@@ -1,5 +1,5 @@
-// Bad input to LinearForward: one test per rule of src/ops/linear.cpp. Each must return
-// kInvalidArgument with a message naming the argument and the expected and given values, and
+// Bad input to LinearForward and LinearBackward: one test per rule of src/ops/linear.cpp. Each must
+// return kInvalidArgument with a message naming the argument and the expected and given values, and
 // leave out untouched.
 #include <cstring>
 #include <string>
@@ -135,6 +135,100 @@ TEST_F(LinearErrors, OutOverlapsX) {
   in_.weight.shape[1] = kM - 1;  // keep shapes consistent: only the overlap is wrong
   in_.weight.strides[0] = kM - 1;
   ExpectError({"out", "overlapping"});
+}
+
+// LinearBackward: its own rules (f32 weight, dout, the gradients' shapes, dbias only with a
+// bias, no gradient overlapping an input or another gradient); gradients untouched on error.
+class LinearBackwardErrors : public ::testing::Test {
+ protected:
+  LinearBackwardErrors()
+      : x_({kT, kK}, DType::kF32),
+        w_({kM, kK}, DType::kF32),
+        bias_({kM}, DType::kF32),
+        dout_({kT, kM}, DType::kF32),
+        dx_({kT, kK}, DType::kF32),
+        dw_({kM, kK}, DType::kF32),
+        db_({kM}, DType::kF32) {
+    Rng rng(FreshSeed());
+    for (HostTensor* t : {&x_, &w_, &bias_, &dout_}) t->Fill(rng.NormalVec(t->numel()));
+    for (HostTensor* t : {&dx_, &dw_, &db_}) std::memset(t->data(), 0xA5, t->bytes().size());
+    in_ = {x_.view(), w_.view(), bias_.view()};
+    dout_view_ = dout_.view();
+    grads_ = {dx_.view(), dw_.view(), db_.view()};
+  }
+
+  void ExpectError(std::initializer_list<const char*> fragments) {
+    const std::vector<uint8_t> dx = dx_.bytes(), dw = dw_.bytes(), db = db_.bytes();
+    const Status s = LinearBackward(in_, dout_view_, grads_);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    for (const char* f : fragments)
+      EXPECT_NE(s.message().find(f), std::string::npos) << s.message();
+    EXPECT_EQ(dx_.bytes(), dx) << "dx written on error";
+    EXPECT_EQ(dw_.bytes(), dw) << "dweight written on error";
+    EXPECT_EQ(db_.bytes(), db) << "dbias written on error";
+  }
+
+  HostTensor x_, w_, bias_, dout_, dx_, dw_, db_;
+  LinearInputs in_;
+  Tensor dout_view_;
+  LinearGrads grads_;
+};
+
+TEST_F(LinearBackwardErrors, ValidCallSucceeds) {
+  EXPECT_TRUE(LinearBackward(in_, dout_view_, grads_).ok());
+}
+
+TEST_F(LinearBackwardErrors, WeightMustBeF32) {
+  HostTensor w16({kM, kK}, DType::kBF16);
+  in_.weight = w16.view();
+  ExpectError({"linear: weight", "dtype f32", "bf16"});
+}
+
+TEST_F(LinearBackwardErrors, NullDout) {
+  dout_view_ = Tensor{};
+  ExpectError({"dout", "null"});
+}
+
+TEST_F(LinearBackwardErrors, DoutShape) {
+  dout_view_.shape[1] = kM + 1;
+  ExpectError({"dout", "(T, M) = (3, 4)", "(3, 5)"});
+}
+
+TEST_F(LinearBackwardErrors, DxShape) {
+  grads_.dx.shape[0] = kT + 1;
+  ExpectError({"dx", "(T, K) = (3, 5)", "(4, 5)"});
+}
+
+TEST_F(LinearBackwardErrors, DweightDtype) {
+  grads_.dweight.dtype = DType::kBF16;
+  ExpectError({"dweight", "dtype f32", "bf16"});
+}
+
+TEST_F(LinearBackwardErrors, DbiasWithoutBias) {
+  in_.bias = Tensor{};
+  ExpectError({"dbias", "since bias is absent"});
+}
+
+TEST_F(LinearBackwardErrors, DxOverlapsDout) {
+  grads_.dx = dout_view_;  // dout's (3, 4) buffer as dx (3, 4): K = 4 for this test
+  in_.x.shape[1] = kM;
+  in_.weight.shape[1] = kM;
+  in_.weight.strides[0] = kM;
+  grads_.dweight.shape[1] = kM;
+  grads_.dweight.strides[0] = kM;
+  ExpectError({"dx", "overlapping dout"});
+}
+
+TEST_F(LinearBackwardErrors, DweightOverlapsDx) {
+  grads_.dweight = grads_.dx;  // (3, 5) buffer as dweight (4, 5) would overrun: use M = T
+  grads_.dweight.shape[0] = kT;
+  in_.weight.shape[0] = kT;
+  dout_view_.shape[1] = kT;
+  dout_view_.strides[0] = kT;
+  in_.bias = Tensor{};
+  grads_.dbias = Tensor{};
+  ExpectError({"dweight", "overlapping dx"});
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include "ssmkit/linear.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "ref/linear_ref.hpp"
@@ -186,6 +188,35 @@ TEST(LinearForward, DeterministicForAThreadCount) {
     const LinearCase c{T, 512, 333, DType::kBF16, true};
     EXPECT_EQ(RunCase(c, seed), RunCase(c, seed)) << "T=" << T;
   }
+}
+
+// Callers on several threads at once (a server, a BEAM VM, XLA's pool): each gets the bits a
+// lone call gets. OpenBLAS's thread count is process-wide; a caller that restored it while
+// another was inside sgemm once changed the other's results.
+TEST(LinearForward, ConcurrentCallersGetTheBitsOfALoneCall) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  ScopedThreads scoped(2);
+  Rng rng(seed);
+  HostTensor x({64, 96}, DType::kF32), w({80, 96}, DType::kF32), want({64, 80}, DType::kF32);
+  x.Fill(rng.NormalVec(x.numel()));
+  w.Fill(rng.NormalVec(w.numel()));
+  ASSERT_TRUE(LinearForward({x.view(), w.view(), Tensor{}}, want.view()).ok());
+  std::atomic<int> differing{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 8; ++c) {
+    callers.emplace_back([&] {
+      HostTensor out({64, 80}, DType::kF32);
+      for (int i = 0; i < 1000; ++i) {
+        if (!LinearForward({x.view(), w.view(), Tensor{}}, out.view()).ok() ||
+            out.bytes() != want.bytes()) {
+          ++differing;
+        }
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(differing.load(), 0) << "of 8000 concurrent calls";
 }
 
 }  // namespace

@@ -304,6 +304,38 @@ TEST_F(ModelLoadErrors, F16Checkpoint) {
   EXPECT_LT(err, 1e-2);
 }
 
+// A hybrid's tensors under either spelling: the hub files' (what save_pretrained writes) and the
+// names transformers 5 converts them to; a missing one names both.
+TEST(HybridLoadErrors, TensorSpellings) {
+  const fs::path source = fs::path(SSMKIT_FIXTURES_DIR) / "models" / "granitemoehybrid-moe";
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("ssmkit_hybrid_" + std::to_string(FreshSeed() % 1000000007));
+  fs::create_directories(dir);
+  fs::copy_file(source / "config.json", dir / "config.json");
+  Safetensors w = Safetensors::Read(source / "model.safetensors");
+  const std::string moe = "model.layers.0.block_sparse_moe.";
+  // The new names load.
+  w.header[moe + "experts.gate_up_proj"] = w.header[moe + "input_linear.weight"];
+  w.header.erase(moe + "input_linear.weight");
+  w.header[moe + "router.weight"] = w.header[moe + "router.layer.weight"];
+  w.header.erase(moe + "router.layer.weight");
+  WriteFile(dir / "model.safetensors", w.Bytes());
+  std::unique_ptr<Model> model;
+  Status s = Model::Load(dir.string(), &model);
+  EXPECT_TRUE(s.ok()) << s.message();
+  // A missing router names both of its spellings.
+  w.header.erase(moe + "router.weight");
+  WriteFile(dir / "model.safetensors", w.Bytes());
+  s = Model::Load(dir.string(), &model);
+  EXPECT_NE(s.message().find("missing tensor '" + moe + "router.layer.weight' (or '" + moe +
+                             "router.weight') (4, 32)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("a granitemoehybrid model with 4 layers"), std::string::npos)
+      << s.message();
+  fs::remove_all(dir);
+}
+
 // Prefill and decode reject bad arguments with a message, touching nothing.
 TEST(SessionErrors, BadArguments) {
   std::unique_ptr<Model> model;

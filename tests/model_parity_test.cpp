@@ -1,13 +1,18 @@
 // Parity with transformers: the tiny random checkpoints of scripts/make_model_fixtures.py
 // (MambaForCausalLM f32 and bf16, Mamba2ForCausalLM with n_groups = 2, and both in the
-// state-spaces format) against the logits transformers computed for fixed prompts.
+// state-spaces format; the hybrid families of scripts/hybrid_fixtures.py:
+// GraniteMoeHybridForCausalLM MoE + rope and dense + nope, BambaForCausalLM,
+// NemotronHForCausalLM, FalconH1ForCausalLM with and without the gated norm, JambaForCausalLM,
+// Zamba2ForCausalLM) against the logits transformers computed for fixed prompts.
 //   - prefill: every position's logits, relative error <= 1e-4
 //   - decode: the greedy tokens fed one at a time, each step's logits <= 1e-4, and our own greedy
 //     continuation identical to transformers' generate()
-//   - a batch of prompts of different lengths (left-padded inside the engine) gives each
-//     prompt's own logits, in prefill and in the decode steps that follow
+//   - a batch of prompts of different lengths (packed without padding inside the engine) gives
+//     each prompt's own logits, in prefill and in the decode steps that follow
 #include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -80,7 +85,21 @@ struct ParityCase {
   const char* expected;  // the directory whose expected.safetensors applies
   ModelArch arch;
   const char* format;
+  const char* family = "";  // ModelConfig::family, for the hybrids
+  int64_t n_layer = 2;
+  int64_t vocab = 304;
+  // The block kinds in order, one letter each: M / m Mamba-2 / Mamba-1, A attention, F MLP,
+  // E MoE, P Falcon-H1's parallel block, S Zamba2's shared block ("" for a pure Mamba model).
+  const char* blocks = "";
 };
+
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.model; }
+
+std::string BlockLetters(const ModelConfig& c) {
+  std::string s;
+  for (const BlockSpec& b : c.blocks) s += "mMAFEPS"[static_cast<int>(b.kind) - 1];
+  return s;
+}
 
 class ModelParity : public ::testing::TestWithParam<ParityCase> {
  protected:
@@ -102,8 +121,10 @@ TEST_P(ModelParity, ConfigRead) {
   const ModelConfig& c = model_->config();
   EXPECT_EQ(c.arch, GetParam().arch);
   EXPECT_EQ(c.format, GetParam().format);
-  EXPECT_EQ(c.vocab_size, 304);
-  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.vocab_size, GetParam().vocab);
+  EXPECT_EQ(c.n_layer, GetParam().n_layer);
+  if (*GetParam().family) EXPECT_EQ(c.family, GetParam().family);
+  EXPECT_EQ(BlockLetters(c), GetParam().blocks);
 }
 
 TEST_P(ModelParity, PrefillEveryPosition) {
@@ -134,6 +155,10 @@ TEST_P(ModelParity, DecodeStepsAndGreedyContinuation) {
       EXPECT_LE(RelativeError(ToDouble(logits.data(), V_), Slice(e.decode_logits, j * V_, V_)),
                 kTolerance)
           << "decode step " << j;
+      // generate() ran with min_new_tokens = its step count, which bans the end-of-text token
+      // (sets its logit to -inf) before every greedy pick: so do we.
+      const int64_t eos = model_->config().eos_token_id;
+      if (eos >= 0 && eos < V_) logits[eos] = -std::numeric_limits<float>::infinity();
       ours.push_back(Argmax(logits.data(), V_));
       std::fill(logits.begin(), logits.end(), std::nanf(""));
       const int32_t next = e.greedy[j];  // teacher-forced: transformers' token
@@ -185,14 +210,29 @@ TEST_P(ModelParity, BatchOfDifferentLengths) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, ModelParity,
-    ::testing::Values(ParityCase{"mamba1-hf", "mamba1-hf", ModelArch::kMamba1, "hf"},
-                      ParityCase{"mamba1-hf-bf16", "mamba1-hf-bf16", ModelArch::kMamba1, "hf"},
-                      ParityCase{"mamba1-ss", "mamba1-hf", ModelArch::kMamba1, "state-spaces"},
-                      ParityCase{"mamba2-hf", "mamba2-hf", ModelArch::kMamba2, "hf"},
-                      ParityCase{"mamba2-ss", "mamba2-hf", ModelArch::kMamba2, "state-spaces"}),
+    ::testing::Values(
+        ParityCase{"mamba1-hf", "mamba1-hf", ModelArch::kMamba1, "hf"},
+        ParityCase{"mamba1-hf-bf16", "mamba1-hf-bf16", ModelArch::kMamba1, "hf"},
+        ParityCase{"mamba1-ss", "mamba1-hf", ModelArch::kMamba1, "state-spaces"},
+        ParityCase{"mamba2-hf", "mamba2-hf", ModelArch::kMamba2, "hf"},
+        ParityCase{"mamba2-ss", "mamba2-hf", ModelArch::kMamba2, "state-spaces"},
+        // hybrids: the layer lists scripts/hybrid_fixtures.py configures
+        ParityCase{"granitemoehybrid-moe", "granitemoehybrid-moe", ModelArch::kMamba2, "hf",
+                   "granitemoehybrid", 4, 304, "MEAEMEAE"},
+        ParityCase{"granitemoehybrid-dense", "granitemoehybrid-dense", ModelArch::kMamba2, "hf",
+                   "granitemoehybrid", 3, 304, "MFMFAF"},
+        ParityCase{"bamba", "bamba", ModelArch::kMamba2, "hf", "bamba", 3, 304, "MFAFMF"},
+        ParityCase{"nemotron_h", "nemotron_h", ModelArch::kMamba2, "hf", "nemotron_h", 5, 304,
+                   "MAFMF"},
+        ParityCase{"falcon_h1", "falcon_h1", ModelArch::kMamba2, "hf", "falcon_h1", 2, 304, "PFPF"},
+        ParityCase{"falcon_h1-norm", "falcon_h1-norm", ModelArch::kMamba2, "hf", "falcon_h1", 2,
+                   304, "PFPF"},
+        ParityCase{"jamba", "jamba", ModelArch::kMamba1, "hf", "jamba", 4, 392, "mEAFmEAF"},
+        ParityCase{"zamba2", "zamba2", ModelArch::kMamba2, "hf", "zamba2", 5, 392, "MSMMSMSM"}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       std::string name = info.param.model;
-      std::replace(name.begin(), name.end(), '-', '_');
+      std::replace_if(
+          name.begin(), name.end(), [](char ch) { return !std::isalnum(ch); }, '_');
       return name;
     });
 

@@ -15,6 +15,10 @@
 // of W (bf16/f16 panels widened to f32 first). Rows of W are split over threads, each output
 // element summed by one thread in a fixed order: the same inputs and thread count give the same
 // bits. No heap allocation once warm (per-thread panel buffers are kept between calls).
+//
+// The backward (F.linear's): dx = dout W, dW = dout^T x, dbias = sum over rows of dout, each an
+// OpenBLAS sgemm (or a sum) split over threads by output rows, each output element computed by
+// one thread: deterministic for a thread count.
 #pragma once
 
 #include <cstdint>
@@ -34,5 +38,16 @@ struct LinearInputs {
 
 // out: (T, M) f32, strides (ldo, 1) or (1, ldo); must not overlap x.
 Status LinearForward(const LinearInputs& inputs, const Tensor& out);
+
+// Gradients of LinearForward, each optional (absent: not computed), overwritten.
+struct LinearGrads {
+  Tensor dx;       // (T, K) f32; strides (ld, 1) or (1, ld), like x
+  Tensor dweight;  // (M, K) f32, row-major contiguous
+  Tensor dbias;    // (M) f32; only when bias is given
+};
+
+// dout: (T, M) f32, strides (ld, 1) or (1, ld). The weight must be f32 here. No gradient may
+// overlap an input or another gradient.
+Status LinearBackward(const LinearInputs& inputs, const Tensor& dout, const LinearGrads& grads);
 
 }  // namespace ssmkit

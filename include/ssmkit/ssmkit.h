@@ -22,7 +22,8 @@
  *   library's, to compare with the header's at start-up.
  *
  * The ops and their semantics are those of the C++ headers (selective_scan.hpp, ssd.hpp,
- * state_update.hpp, conv1d.hpp, norm.hpp) and of mamba_ssm's functions of the same names;
+ * state_update.hpp, conv1d.hpp, norm.hpp, linear.hpp) and of mamba_ssm's functions of the same
+ * names;
  * docs/ops.md lists every shape and dtype. Dimension legend: B batch, L length, D channels,
  * N state size, H heads, P head dim, G groups, K conv width, M rows, E features.
  */
@@ -332,6 +333,35 @@ SSMKIT_API ssmkit_status ssmkit_add_rmsnorm_bwd(const ssmkit_add_rmsnorm_args* a
                                                 const ssmkit_tensor* dout,
                                                 const ssmkit_tensor* dresidual_out,
                                                 const ssmkit_add_rmsnorm_grads* grads);
+
+/* ---------------------------------------------------------------- linear (added) */
+
+/* added: PyTorch's F.linear, out = x W^T + bias, the projections of a Mamba block
+ * (include/ssmkit/linear.hpp), so that a host without a matrix library can build a network
+ * around the ops and train it. Dimension legend: T rows, K input features, M output features.
+ * x, out, dout and dx may each be row-major, strides (ld, 1), or feature-major, strides
+ * (1, ld): the transpose of a (K, T) or (M, T) buffer. */
+typedef struct ssmkit_linear_args {
+  size_t struct_size;
+  ssmkit_tensor x;      /* (T, K) f32 */
+  ssmkit_tensor weight; /* (M, K) f32 | bf16 | f16, contiguous (the backward: f32) */
+  ssmkit_tensor bias;   /* optional (M) f32 */
+} ssmkit_linear_args;
+
+typedef struct ssmkit_linear_grads {
+  size_t struct_size;
+  /* each optional, overwritten: dx (T, K) f32, dweight (M, K) f32 contiguous, dbias (M) f32
+   * (only with a bias); none may overlap an input or another gradient */
+  ssmkit_tensor dx, dweight, dbias;
+} ssmkit_linear_grads;
+
+/* out: (T, M) f32, not overlapping x. */
+SSMKIT_API ssmkit_status ssmkit_linear_fwd(const ssmkit_linear_args* args,
+                                           const ssmkit_tensor* out);
+/* dout: (T, M) f32. */
+SSMKIT_API ssmkit_status ssmkit_linear_bwd(const ssmkit_linear_args* args,
+                                           const ssmkit_tensor* dout,
+                                           const ssmkit_linear_grads* grads);
 
 /* ---------------------------------------------------------------- models
  *

@@ -1,16 +1,13 @@
-// XLA FFI handlers for every op direction, written against jaxlib's xla/ffi/api/ffi.h, for
-// the CPU platform and, when the library has the CUDA backend, for CUDA. Operands and results
-// come in the orders of op_tensors.hpp; python/ssmkit/jax.py is the other side of each call
+// XLA FFI handlers for every op direction, written against xla/ffi/api/ffi.h (jaxlib's, or
+// EXLA's xla_extension: bindings/elixir/exla), for the CPU platform and, when the library has
+// the CUDA backend, for CUDA. No Python here: ffi_capsules.cpp hands them to JAX. Operands and
+// results come in the orders of op_tensors.hpp; python/ssmkit/jax.py is the other side of each call
 // (output shapes, placeholders for absent optionals, the ranks attribute, jax.custom_vjp).
 // One body per op serves both platforms: it is a template on the call's context, which is
 // XLA's intra-op thread pool on the CPU (ffi::ThreadPool) and XLA's stream on CUDA
 // (ffi::PlatformStream<cudaStream_t>); RunOverSlices (ffi_slices.hpp) does the rest.
-#include "ffi_handlers.hpp"
-
-#include <initializer_list>
-#include <utility>
-
 #include "ffi_slices.hpp"
+#include "ffi_targets.hpp"
 #include "op_tensors.hpp"
 
 namespace ssmkit::python {
@@ -220,22 +217,6 @@ ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
 
 }  // namespace
 
-// Every target: its name, its body and its binding. The handler of body X is the C symbol
-// SsmkitX on the CPU and SsmkitXCuda on CUDA (what a non-Python host such as EXLA registers).
-#define SSMKIT_FFI_TARGETS(TARGET)                                     \
-  TARGET("ssmkit_selective_scan_fwd", ScanFwd, ScanFwdBind)            \
-  TARGET("ssmkit_selective_scan_bwd", ScanBwd, ScanBwdBind)            \
-  TARGET("ssmkit_ssd_fwd", SsdFwd, SsdBind)                            \
-  TARGET("ssmkit_ssd_bwd", SsdBwd, SsdBind)                            \
-  TARGET("ssmkit_selective_state_update", StateUpdate, DtSoftplusBind) \
-  TARGET("ssmkit_causal_conv1d_fwd", ConvFwd, SiluBind)                \
-  TARGET("ssmkit_causal_conv1d_bwd", ConvBwd, SiluBind)                \
-  TARGET("ssmkit_causal_conv1d_update", ConvUpdate, SiluBind)          \
-  TARGET("ssmkit_rmsnorm_fwd", RmsNormFwd, RmsNormBind)                \
-  TARGET("ssmkit_rmsnorm_bwd", RmsNormBwd, RmsNormBind)                \
-  TARGET("ssmkit_add_rmsnorm_fwd", AddRmsNormFwd, EpsBind)             \
-  TARGET("ssmkit_add_rmsnorm_bwd", AddRmsNormBwd, EpsBind)
-
 #define SSMKIT_CPU_HANDLER(name, Body, Binding) \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body, Body<ffi::ThreadPool>, Binding<ffi::ThreadPool>());
 SSMKIT_FFI_TARGETS(SSMKIT_CPU_HANDLER)
@@ -245,28 +226,6 @@ SSMKIT_FFI_TARGETS(SSMKIT_CPU_HANDLER)
   XLA_FFI_DEFINE_HANDLER_SYMBOL(Ssmkit##Body##Cuda, Body<cudaStream_t>, \
                                 Binding<ffi::PlatformStream<cudaStream_t>>());
 SSMKIT_FFI_TARGETS(SSMKIT_CUDA_HANDLER)
-#endif
-
-namespace {
-
-using HandlerFn = XLA_FFI_Error* (*)(XLA_FFI_CallFrame*);
-
-nanobind::dict Capsules(std::initializer_list<std::pair<const char*, HandlerFn>> handlers) {
-  nanobind::dict targets;
-  for (const auto& [name, handler] : handlers) {
-    targets[name] = nanobind::capsule(reinterpret_cast<void*>(handler));
-  }
-  return targets;
-}
-
-}  // namespace
-
-#define SSMKIT_CPU_ENTRY(name, Body, Binding) {name, Ssmkit##Body},
-nanobind::dict FfiTargets() { return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CPU_ENTRY)}); }
-
-#ifdef SSMKIT_HAS_CUDA
-#define SSMKIT_CUDA_ENTRY(name, Body, Binding) {name, Ssmkit##Body##Cuda},
-nanobind::dict CudaFfiTargets() { return Capsules({SSMKIT_FFI_TARGETS(SSMKIT_CUDA_ENTRY)}); }
 #endif
 
 }  // namespace ssmkit::python

@@ -23,8 +23,9 @@ struct Operand {
   char* data = nullptr;
   DType dtype = DType::kF32;
   std::vector<int64_t> dims;
-  int64_t base_rank = 0;
-  int64_t count = 0;  // elements
+  int64_t base_rank = 0;  // -1: absent
+  int64_t count = 0;      // elements
+  bool absent() const { return count == 0 || base_rank < 0; }
 };
 
 bool ToDType(ffi::DataType t, DType* out) {
@@ -81,7 +82,7 @@ ffi::ErrorCode ToErrorCode(StatusCode code) {
 // The view of slice `index` (a position in the leading dims `batch`) of one operand.
 Tensor SliceView(const Operand& o, Device device, const std::vector<int64_t>& batch,
                  const std::vector<int64_t>& index) {
-  if (o.count == 0) return {};
+  if (o.absent()) return {};
   const size_t lead = batch.size();
   Tensor t;
   t.device = device;
@@ -130,10 +131,13 @@ ffi::Error RunSlices(const char* op, Device device, ffi::RemainingArgs args,
   // The leading (vmap) dims: those of the first result, which has them in full.
   const Operand& first = operands[n_in];
   const int64_t lead = static_cast<int64_t>(first.dims.size()) - first.base_rank;
-  if (lead < 0) return ffi::Error::Internal(std::string(op) + ": result 0 below its rank");
+  if (lead < 0 || first.base_rank < 0) {
+    return ffi::Error::Internal(std::string(op) + ": result 0 below its rank");
+  }
   const std::vector<int64_t> batch(first.dims.begin(), first.dims.begin() + lead);
   for (size_t i = 0; i < operands.size(); ++i) {
     const Operand& o = operands[i];
+    if (o.base_rank < 0) continue;  // absent, whatever its shape
     bool ok = static_cast<int64_t>(o.dims.size()) == o.base_rank + lead;
     for (int64_t k = 0; ok && k < lead; ++k) ok = o.dims[k] == 1 || o.dims[k] == batch[k];
     if (!ok) {

@@ -22,7 +22,9 @@ namespace ssmkit::python {
 namespace ffi = xla::ffi;
 
 // fn(inputs, outputs) runs the op on one slice. An operand or result with no elements is
-// absent (an undefined Tensor): the JAX wrappers pass a (0,) array for a missing optional.
+// absent (an undefined Tensor): the JAX wrappers pass a (0,) array for a missing optional. So is
+// one whose rank in `ranks` is -1, whatever its shape: Nx has no empty tensors, so EXLA's callers
+// (bindings/elixir, Ssmkit.EXLA) pass a scalar there.
 using SliceFn = std::function<Status(std::span<const Tensor> in, std::span<const Tensor> out)>;
 
 // ranks: the unbatched rank of every operand, then of every result (the leading dims beyond

@@ -75,6 +75,11 @@ nb::dict ConfigDict(const ModelConfig& c) {
   nb::dict d;
   const bool m1 = c.arch == ModelArch::kMamba1;
   d["arch"] = ModelArchName(c.arch);
+  d["family"] = c.family;
+  d["architecture"] = c.hf_architecture();
+  nb::list blocks;
+  for (const BlockSpec& b : c.block_list()) blocks.append(BlockKindName(b.kind));
+  d["blocks"] = blocks;
   d["format"] = c.format;
   d["d_model"] = c.d_model;
   d["n_layer"] = c.n_layer;

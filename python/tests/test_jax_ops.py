@@ -186,3 +186,24 @@ def test_errors_carry_the_cpp_message(rng):
     with pytest.raises(Exception, match=r"ssd: cu_seqlens: expected batch B = 1"):
         sj.mamba_chunk_scan_combined(**cases.ssd(rng).args,
                                      cu_seqlens=np.array([0, 3, 12]))[0].block_until_ready()
+
+
+def test_rank_minus_one_marks_an_absent_operand(rng):
+    """Nx has no empty tensors, so the EXLA route (bindings/elixir, Ssmkit.EXLA) cannot pass
+    the (0,) arrays ssmkit.jax uses for a missing optional: a scalar whose rank in `ranks` is -1
+    is absent too, operand or result."""
+    f32 = np.float32
+    u, delta = rng.standard_normal((2, 2, 8, 12)).astype(f32)
+    A = -np.exp(rng.standard_normal((8, 4))).astype(f32)
+    B, C = rng.standard_normal((2, 2, 4, 12)).astype(f32)
+    want_out, want_last = sj.selective_scan_fn(u, delta, A, B, C, delta_softplus=True,
+                                               return_last_state=True)
+    marker = jnp.zeros((), jnp.float32)
+    results = [jax.ShapeDtypeStruct(u.shape, u.dtype), jax.ShapeDtypeStruct((2, 8, 4), f32),
+               jax.ShapeDtypeStruct((), f32)]
+    ranks = np.array([3, 3, 2, 3, 3] + [-1] * 6 + [3, 3, -1], np.int64)
+    out, last, _ = jax.ffi.ffi_call("ssmkit_selective_scan_fwd", results)(
+        u, delta, A, B, C, *([marker] * 6), ranks=ranks, delta_softplus=True,
+        algorithm=np.int64(0), chunk_length=np.int64(0))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(want_out))
+    np.testing.assert_array_equal(np.asarray(last), np.asarray(want_last))

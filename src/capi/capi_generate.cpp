@@ -18,6 +18,7 @@ Status Prompt(const ssmkit_generate_args& a, const ModelConfig& config,
     SSMKIT_RETURN_IF_ERROR(
         NotNull(kFn, "args.tokenizer", a.tokenizer, "a tokenizer to encode args.prompt"));
     SSMKIT_RETURN_IF_ERROR(a.tokenizer->tokenizer->Encode(a.prompt, prompt));
+    a.tokenizer->tokenizer->AddSpecialTokens(prompt);  // its template (a start token), if any
   } else {
     if (a.n_prompt_tokens < 0) {
       return Status::InvalidArgument(std::string(kFn) +

@@ -83,11 +83,22 @@ void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   }
 }
 
+bool TakesGemv(const LinearParams& p) {
+  return p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
+}
+
 }  // namespace
 
+void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
+  if (TakesGemv(p)) {
+    LinearGemvRows(p, m_begin, m_end);
+  } else {
+    GemmRows(p, m_begin, m_end);
+  }
+}
+
 Status Linear(const LinearParams& p) {
-  const bool gemv = p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
-  if (gemv) {
+  if (TakesGemv(p)) {
     SplitRows(p.out_features, p.in_features,
               [&p](int64_t begin, int64_t end, int) { LinearGemvRows(p, begin, end); });
     return Status::Ok();

@@ -11,9 +11,19 @@ namespace ssmkit::cpu {
 
 Status Linear(const LinearParams& p);
 
+// dx, dweight and dbias (those not nullptr) of the forward's p; an f32 weight
+// (linear_backward.cpp).
+Status LinearBackward(const LinearBackwardParams& p);
+
 // The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x and out row-major), output
 // rows [m_begin, m_end) only; on the calling thread.
 void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
+
+// Output features [m_begin, m_end) on the calling thread: the matrix-vector kernel when Linear
+// would take it, else one sgemm per weight panel (OpenBLAS as the caller set it up: inside a
+// parallel region, under ssd::BlasSingleThread). May throw std::bad_alloc (the per-thread
+// panel of a bf16/f16 weight, kept between calls).
+void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
 
 // dst[i] = W[i] as f32 for i < n: widens a panel of a bf16/f16 (or copies an f32) weight.
 void WidenToF32(const void* src, DType dtype, int64_t n, float* dst);

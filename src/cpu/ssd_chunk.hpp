@@ -57,20 +57,16 @@ struct ChunkDecay {
 
 // Keeps OpenBLAS to one thread per call while our own threads split the work: the pthread
 // OpenBLAS would otherwise start its own pool inside each of our ParallelFor blocks and the
-// two would fight over the cores. The setting is process-wide, so it is restored on exit.
+// two would fight over the cores. The setting is process-wide, so it is restored when the last
+// guard alive in the process ends: with callers on several threads at once (a server, a BEAM
+// VM, XLA's pool), one caller leaving must not hand OpenBLAS its threads back while another is
+// inside a product (that changed the bits of concurrent results).
 class BlasSingleThread {
  public:
-  BlasSingleThread() : saved_(openblas_get_num_threads()) {
-    if (saved_ != 1) openblas_set_num_threads(1);
-  }
-  ~BlasSingleThread() {
-    if (saved_ != 1) openblas_set_num_threads(saved_);
-  }
+  BlasSingleThread();
+  ~BlasSingleThread();
   BlasSingleThread(const BlasSingleThread&) = delete;
   BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-
- private:
-  int saved_;
 };
 
 // Row-major single-precision GEMM, C = alpha op(A) op(B) + beta C, with int64 arguments

@@ -15,6 +15,7 @@
 //                                              sequence of the chunk only)
 #include <algorithm>
 #include <climits>
+#include <mutex>
 #include <vector>
 
 #include "core/parallel.hpp"
@@ -79,6 +80,25 @@ namespace ssmkit::cpu::ssd {
 HWY_EXPORT(ChunkedForwardImpl);
 
 void ChunkedForward(const SsdParams& p) { HWY_DYNAMIC_DISPATCH(ChunkedForwardImpl)(p); }
+
+namespace {
+std::mutex g_blas_mutex;
+int g_blas_guards = 0;  // BlasSingleThread objects alive in the process
+int g_blas_saved = 1;   // OpenBLAS's thread count before the first of them
+}  // namespace
+
+BlasSingleThread::BlasSingleThread() {
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (g_blas_guards++ == 0) {
+    g_blas_saved = openblas_get_num_threads();
+    if (g_blas_saved != 1) openblas_set_num_threads(1);
+  }
+}
+
+BlasSingleThread::~BlasSingleThread() {
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (--g_blas_guards == 0 && g_blas_saved != 1) openblas_set_num_threads(g_blas_saved);
+}
 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {

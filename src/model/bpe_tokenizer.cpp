@@ -1,12 +1,14 @@
-// Hugging Face tokenizer.json, byte-level BPE: reading the file and encoding / decoding.
-// The steps and their order are those of the `tokenizers` package (see
-// include/ssmkit/tokenizer.hpp).
+// Hugging Face tokenizer.json with a BPE model: reading the file and encoding / decoding. The
+// steps and their order are those of the `tokenizers` package (include/ssmkit/tokenizer.hpp);
+// the normalizer, pre-tokenizer, post-processor and decoder are model/tokenizer_pipeline.*.
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "core/mapped_file.hpp"
+#include "model/tokenizer_pipeline.hpp"
 #include "model/unicode_text.hpp"
 #include "ssmkit/tokenizer.hpp"
 
@@ -14,44 +16,6 @@ namespace ssmkit {
 namespace {
 
 using Json = nlohmann::json;
-
-// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 (controls,
-// space, DEL, NBSP, soft hyphen, ...) for U+0100 onwards, so every byte is a visible character.
-struct ByteMap {
-  std::string byte_to_utf8[256];                       // byte -> UTF-8 of its character
-  std::unordered_map<uint32_t, uint8_t> char_to_byte;  // code point -> byte
-  ByteMap() {
-    uint32_t next = 256;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-      const uint32_t cp = printable ? b : next++;
-      char_to_byte[cp] = static_cast<uint8_t>(b);
-      std::string& s = byte_to_utf8[b];
-      if (cp < 0x80) {
-        s.push_back(static_cast<char>(cp));
-      } else {  // cp < 0x800: two bytes
-        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-      }
-    }
-  }
-};
-
-const ByteMap& TheByteMap() {
-  static const ByteMap map;
-  return map;
-}
-
-// Decodes one UTF-8 character at s[i] (valid input); advances i.
-uint32_t NextCodePoint(std::string_view s, size_t* i) {
-  const uint8_t b = static_cast<uint8_t>(s[*i]);
-  const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-  uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-  for (int k = 1; k < len && *i + k < s.size(); ++k)
-    cp = cp << 6 | (static_cast<uint8_t>(s[*i + k]) & 0x3F);
-  *i += len;
-  return cp;
-}
 
 struct AddedToken {
   std::string content;
@@ -71,6 +35,11 @@ class BpeTokenizer final : public Tokenizer {
 
   Status Encode(std::string_view text, std::vector<int32_t>* ids) const override;
   void AppendTokenBytes(int32_t id, bool skip_special, std::string* bytes) const override;
+  bool IsByteToken(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < byte_token_.size() && byte_token_[id];
+  }
+  int leading_spaces_stripped() const override { return pipeline_.strip_leading_spaces(); }
+  void AddSpecialTokens(std::vector<int32_t>* ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   int32_t TokenId(std::string_view token) const override {
     const auto it = token_to_id_.find(std::string(token));
@@ -87,15 +56,18 @@ class BpeTokenizer final : public Tokenizer {
   }
   Status ReadModel(const Json& model);
   Status ReadAddedTokens(const Json& added);
-  Status ReadPipeline(const Json& root);
 
   // Splits `text` by the added tokens with normalized == `normalized`, leftmost-longest;
   // calls piece(text) for the stretches between them and emits the tokens' ids.
   template <class Piece>
   Status SplitAdded(std::string_view text, bool normalized, std::vector<int32_t>* ids,
                     Piece&& piece) const;
-  Status EncodeNormalizedPiece(std::string_view text, std::vector<int32_t>* ids) const;
-  void EncodeWord(const std::string& mapped, std::vector<int32_t>* ids) const;
+  Status EncodeNormalizedPiece(std::string_view text, bool at_start,
+                               std::vector<int32_t>* ids) const;
+  void EncodeWord(const std::string& word, std::vector<int32_t>* ids) const;
+  // The ids of a character's UTF-8 bytes as <0xNN> tokens (byte fallback); false when the
+  // vocabulary lacks one of them.
+  bool ByteTokens(std::string_view character, std::vector<int32_t>* ids) const;
 
   std::string path_;
   std::unordered_map<std::string, int32_t> token_to_id_;  // the model's vocab and added tokens
@@ -105,12 +77,12 @@ class BpeTokenizer final : public Tokenizer {
   // (left id, right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;
   std::vector<AddedToken> added_tokens_;
-  bool nfc_ = false;
-  bool add_prefix_space_ = false;
-  bool use_regex_ = true;
+  std::vector<bool> byte_token_;  // the <0xNN> tokens, when the decoder has ByteFallback
   bool ignore_merges_ = false;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
   int32_t unk_id_ = -1;
-  model::GptSplitter splitter_;
+  model::TextPipeline pipeline_;
 };
 
 Status BpeTokenizer::ReadModel(const Json& model) {
@@ -121,7 +93,8 @@ Status BpeTokenizer::ReadModel(const Json& model) {
     if (model.contains(key) && !model.at(key).is_null())
       return Unsupported(std::string("\"model.") + key + "\"");
   }
-  if (model.value("byte_fallback", false)) return Unsupported("\"model.byte_fallback\": true");
+  byte_fallback_ = model.value("byte_fallback", false);
+  fuse_unk_ = model.value("fuse_unk", false);
   ignore_merges_ = model.value("ignore_merges", false);
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) return Fail("\"model.vocab\" must be an object");
@@ -203,47 +176,27 @@ Status BpeTokenizer::ReadAddedTokens(const Json& added) {
   return Status::Ok();
 }
 
-Status BpeTokenizer::ReadPipeline(const Json& root) {
-  const Json& normalizer = root.contains("normalizer") ? root.at("normalizer") : Json();
-  if (!normalizer.is_null()) {
-    const std::string type = normalizer.value("type", "");
-    if (type != "NFC") return Unsupported("normalizer \"" + type + "\" (NFC or none)");
-    nfc_ = true;
-  }
-  const Json& pre = root.contains("pre_tokenizer") ? root.at("pre_tokenizer") : Json();
-  if (!pre.is_object() || pre.value("type", "") != "ByteLevel") {
-    return Unsupported(
-        "pre_tokenizer " +
-        (pre.is_object() ? "\"" + pre.value("type", "") + "\"" : std::string("none")) +
-        " (ByteLevel is supported)");
-  }
-  add_prefix_space_ = pre.value("add_prefix_space", false);
-  use_regex_ = pre.value("use_regex", true);
-  const Json& dec = root.contains("decoder") ? root.at("decoder") : Json();
-  if (!dec.is_object() || dec.value("type", "") != "ByteLevel") {
-    return Unsupported(
-        "decoder " + (dec.is_object() ? "\"" + dec.value("type", "") + "\"" : std::string("none")) +
-        " (ByteLevel is supported)");
-  }
-  const Json& post = root.contains("post_processor") ? root.at("post_processor") : Json();
-  if (!post.is_null() && post.value("type", "") != "ByteLevel") {
-    return Unsupported("post_processor \"" + post.value("type", "") + "\" (ByteLevel or none)");
-  }
-  return Status::Ok();
-}
-
 Status BpeTokenizer::Load(const std::string& path) {
   path_ = path;
-  SSMKIT_RETURN_IF_ERROR(splitter_.status());
   std::string text;
   SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
   const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Fail("not valid JSON");
   if (!root.is_object() || !root.contains("model"))
     return Fail("expected an object with a \"model\"");
-  SSMKIT_RETURN_IF_ERROR(ReadPipeline(root));
+  if (const Status s = pipeline_.Load(root); !s.ok())
+    return Status(s.code(), path_ + ": " + s.message());
   SSMKIT_RETURN_IF_ERROR(ReadModel(root.at("model")));
-  return ReadAddedTokens(root.contains("added_tokens") ? root.at("added_tokens") : Json());
+  SSMKIT_RETURN_IF_ERROR(
+      ReadAddedTokens(root.contains("added_tokens") ? root.at("added_tokens") : Json()));
+  byte_token_.assign(id_to_token_.size(), false);
+  for (size_t id = 0; id < id_to_token_.size(); ++id) {
+    std::string bytes;
+    int byte = -1;
+    pipeline_.DecodeToken(id_to_token_[id], &bytes, &byte);
+    byte_token_[id] = byte >= 0;
+  }
+  return Status::Ok();
 }
 
 template <class Piece>
@@ -277,7 +230,23 @@ Status BpeTokenizer::SplitAdded(std::string_view text, bool normalized, std::vec
   return Status::Ok();
 }
 
-void BpeTokenizer::EncodeWord(const std::string& mapped, std::vector<int32_t>* ids) const {
+bool BpeTokenizer::ByteTokens(std::string_view character, std::vector<int32_t>* ids) const {
+  const size_t before = ids->size();
+  for (char c : character) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", static_cast<uint8_t>(c));
+    const int32_t id = TokenId(name);
+    if (id < 0) {
+      ids->resize(before);
+      return false;
+    }
+    ids->push_back(id);
+  }
+  return true;
+}
+
+void BpeTokenizer::EncodeWord(const std::string& word, std::vector<int32_t>* ids) const {
+  const std::string& mapped = word;
   if (ignore_merges_) {
     const int32_t whole = TokenId(mapped);
     if (whole >= 0) {
@@ -290,11 +259,14 @@ void BpeTokenizer::EncodeWord(const std::string& mapped, std::vector<int32_t>* i
   std::vector<int32_t> symbols;
   for (size_t i = 0; i < mapped.size();) {
     const size_t begin = i;
-    NextCodePoint(mapped, &i);
-    const int32_t id = TokenId(std::string_view(mapped).substr(begin, i - begin));
+    model::NextCodePoint(mapped, &i);
+    const std::string_view character = std::string_view(mapped).substr(begin, i - begin);
+    const int32_t id = TokenId(character);
     if (id >= 0) {
       symbols.push_back(id);
-    } else if (unk_id_ >= 0) {
+    } else if (byte_fallback_ && ByteTokens(character, &symbols)) {
+      continue;
+    } else if (unk_id_ >= 0 && !(fuse_unk_ && !symbols.empty() && symbols.back() == unk_id_)) {
       symbols.push_back(unk_id_);
     }
   }
@@ -318,23 +290,12 @@ void BpeTokenizer::EncodeWord(const std::string& mapped, std::vector<int32_t>* i
   ids->insert(ids->end(), symbols.begin(), symbols.end());
 }
 
-Status BpeTokenizer::EncodeNormalizedPiece(std::string_view text, std::vector<int32_t>* ids) const {
-  std::string prefixed;
-  if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
-    prefixed = " " + std::string(text);
-    text = prefixed;
-  }
+Status BpeTokenizer::EncodeNormalizedPiece(std::string_view text, bool at_start,
+                                           std::vector<int32_t>* ids) const {
   std::vector<std::string> words;
-  if (use_regex_) {
-    SSMKIT_RETURN_IF_ERROR(splitter_.Split(text, &words));
-  } else {
-    words.emplace_back(text);
-  }
-  const ByteMap& map = TheByteMap();
+  SSMKIT_RETURN_IF_ERROR(pipeline_.PreTokenize(text, at_start, &words));
   for (const std::string& w : words) {
-    std::string mapped;
-    for (char c : w) mapped += map.byte_to_utf8[static_cast<uint8_t>(c)];
-    EncodeWord(mapped, ids);
+    if (!w.empty()) EncodeWord(w, ids);
   }
   return Status::Ok();
 }
@@ -343,33 +304,25 @@ Status BpeTokenizer::Encode(std::string_view text, std::vector<int32_t>* ids) co
   ids->clear();
   return SplitAdded(text, /*normalized=*/false, ids, [&](std::string_view raw) -> Status {
     std::string normalized;
-    if (nfc_) {
-      SSMKIT_RETURN_IF_ERROR(model::NormalizeNfc(raw, &normalized));
-    } else {
-      normalized = raw;
-    }
-    return SplitAdded(normalized, /*normalized=*/true, ids,
-                      [&](std::string_view piece) { return EncodeNormalizedPiece(piece, ids); });
+    SSMKIT_RETURN_IF_ERROR(pipeline_.Normalize(raw, &normalized));
+    const bool raw_at_start = raw.data() == text.data();
+    return SplitAdded(normalized, /*normalized=*/true, ids, [&](std::string_view piece) {
+      return EncodeNormalizedPiece(piece, raw_at_start && piece.data() == normalized.data(), ids);
+    });
   });
+}
+
+void BpeTokenizer::AddSpecialTokens(std::vector<int32_t>* ids) const {
+  ids->insert(ids->begin(), pipeline_.template_before().begin(), pipeline_.template_before().end());
+  ids->insert(ids->end(), pipeline_.template_after().begin(), pipeline_.template_after().end());
 }
 
 void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special, std::string* bytes) const {
   if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return;
   if (skip_special && static_cast<size_t>(id) < special_.size() && special_[id]) return;
-  const std::string& token = id_to_token_[id];
-  // Every character mapped back to its byte; a token with any character outside the map
-  // (e.g. an added token with a real space) contributes its own UTF-8 bytes.
-  std::string out;
-  const ByteMap& map = TheByteMap();
-  for (size_t i = 0; i < token.size();) {
-    const auto it = map.char_to_byte.find(NextCodePoint(token, &i));
-    if (it == map.char_to_byte.end()) {
-      bytes->append(token);
-      return;
-    }
-    out.push_back(static_cast<char>(it->second));
-  }
-  bytes->append(out);
+  int byte = -1;
+  pipeline_.DecodeToken(id_to_token_[id], bytes, &byte);
+  if (byte >= 0) bytes->push_back(static_cast<char>(byte));
 }
 
 }  // namespace

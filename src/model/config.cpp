@@ -4,54 +4,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "model/config_reader.hpp"
+#include "model/families.hpp"
+
 namespace ssmkit {
-
-const char* ModelArchName(ModelArch arch) {
-  return arch == ModelArch::kMamba2 ? "mamba2" : "mamba1";
-}
-
-int64_t ModelConfig::conv_dim() const {
-  return arch == ModelArch::kMamba2 ? d_inner + 2 * ngroups * d_state : d_inner;
-}
-
-int64_t ModelConfig::in_proj_dim() const {
-  return arch == ModelArch::kMamba2 ? 2 * d_inner + 2 * ngroups * d_state + nheads : 2 * d_inner;
-}
-
-Status ModelConfig::Validate() const {
-  auto bad = [](const std::string& what) {
-    return Status::InvalidArgument("model config: " + what);
-  };
-  if (d_model < 1 || n_layer < 1 || vocab_size < 1 || d_inner < 1 || d_state < 1) {
-    return bad("d_model, n_layer, vocab_size, d_inner and d_state must be >= 1 (given " +
-               std::to_string(d_model) + ", " + std::to_string(n_layer) + ", " +
-               std::to_string(vocab_size) + ", " + std::to_string(d_inner) + ", " +
-               std::to_string(d_state) + ")");
-  }
-  if (config_vocab_size < 1 || config_vocab_size > vocab_size) {
-    return bad("the stated vocab size " + std::to_string(config_vocab_size) + " must be in [1, " +
-               std::to_string(vocab_size) + "]");
-  }
-  if (d_conv < 2 || d_conv > 8)
-    return bad("conv width " + std::to_string(d_conv) + " outside [2, 8]");
-  if (d_state > 256) return bad("state size " + std::to_string(d_state) + " above 256");
-  if (!(norm_eps > 0.0f) || !std::isfinite(norm_eps)) return bad("the norm epsilon must be > 0");
-  if (arch == ModelArch::kMamba1) {
-    if (dt_rank < 1) return bad("dt_rank " + std::to_string(dt_rank) + " must be >= 1");
-    return Status::Ok();
-  }
-  if (nheads < 1 || headdim < 1 || nheads * headdim != d_inner) {
-    return bad("heads H = " + std::to_string(nheads) + " times head dim P = " +
-               std::to_string(headdim) + " must equal d_inner = " + std::to_string(d_inner));
-  }
-  if (ngroups < 1 || nheads % ngroups != 0) {
-    return bad("n_groups " + std::to_string(ngroups) + " must divide the heads " +
-               std::to_string(nheads));
-  }
-  if (chunk_size < 1) return bad("chunk_size must be >= 1");
-  if (!(dt_min <= dt_max)) return bad("time_step_limit must be [min, max] with min <= max");
-  return Status::Ok();
-}
 
 Status PresetConfig(const std::string& name, ModelConfig* config) {
   ModelConfig c;
@@ -83,130 +39,6 @@ Status PresetConfig(const std::string& name, ModelConfig* config) {
 namespace model {
 namespace {
 
-using Json = nlohmann::json;
-
-// Python's json module writes float('inf') and float('nan') as the bare tokens Infinity,
-// -Infinity and NaN. Outside strings they become the strings "Infinity", ... so that the
-// JSON parser accepts them; Reader::Float turns them back into numbers.
-std::string QuoteNonFiniteTokens(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 16);
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size()) {
-        out += text[++i];
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      out += c;
-      continue;
-    }
-    bool replaced = false;
-    for (const char* token : {"-Infinity", "Infinity", "NaN"}) {
-      const size_t n = std::char_traits<char>::length(token);
-      if (text.compare(i, n, token) == 0) {
-        out += '"';
-        out += token;
-        out += '"';
-        i += n - 1;
-        replaced = true;
-        break;
-      }
-    }
-    if (!replaced) out += c;
-  }
-  return out;
-}
-
-// Typed access to the keys of one JSON object, with errors naming the file and key.
-class Reader {
- public:
-  Reader(const Json& object, std::string file, std::string prefix = "")
-      : j_(object), file_(std::move(file)), prefix_(std::move(prefix)) {}
-
-  bool Has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  Status Int(const char* key, int64_t* v, bool required = false) const {
-    if (!Has(key)) return required ? Missing(key) : Status::Ok();
-    const Json& x = j_.at(key);
-    if (!x.is_number_integer() && !x.is_number_unsigned()) return Wrong(key, "an integer", x);
-    *v = x.get<int64_t>();
-    return Status::Ok();
-  }
-  Status Float(const char* key, float* v) const {
-    if (!Has(key)) return Status::Ok();
-    return FloatValue(key, j_.at(key), v);
-  }
-  Status Bool(const char* key, bool* v) const {
-    if (!Has(key)) return Status::Ok();
-    const Json& x = j_.at(key);
-    if (!x.is_boolean()) return Wrong(key, "true or false", x);
-    *v = x.get<bool>();
-    return Status::Ok();
-  }
-  Status String(const char* key, std::string* v) const {
-    if (!Has(key)) return Status::Ok();
-    const Json& x = j_.at(key);
-    if (!x.is_string()) return Wrong(key, "a string", x);
-    *v = x.get<std::string>();
-    return Status::Ok();
-  }
-  // An integer, or a list of integers (the first is taken): eos_token_id may be either.
-  Status TokenId(const char* key, int64_t* v) const {
-    if (!Has(key)) return Status::Ok();
-    const Json& x = j_.at(key);
-    const Json& first = x.is_array() && !x.empty() ? x[0] : x;
-    if (!first.is_number_integer() && !first.is_number_unsigned())
-      return Wrong(key, "a token id", x);
-    *v = first.get<int64_t>();
-    return Status::Ok();
-  }
-  // [min, max] floats.
-  Status FloatPair(const char* key, float* lo, float* hi) const {
-    if (!Has(key)) return Status::Ok();
-    const Json& x = j_.at(key);
-    if (!x.is_array() || x.size() != 2) return Wrong(key, "a pair [min, max]", x);
-    SSMKIT_RETURN_IF_ERROR(FloatValue(key, x[0], lo));
-    return FloatValue(key, x[1], hi);
-  }
-  Status Missing(const char* key) const {
-    return Status::InvalidArgument(file_ + ": missing key \"" + prefix_ + key + "\"");
-  }
-  Status Wrong(const char* key, const std::string& expected, const Json& given) const {
-    return Status::InvalidArgument(file_ + ": \"" + prefix_ + key + "\": expected " + expected +
-                                   ", given " + given.dump());
-  }
-
- private:
-  Status FloatValue(const char* key, const Json& x, float* v) const {
-    if (x.is_number()) {
-      *v = x.get<float>();
-      return Status::Ok();
-    }
-    // transformers 5 writes inf as {"__float__": "Infinity"}; older versions as Infinity.
-    const Json* text = &x;
-    if (x.is_object() && x.contains("__float__")) text = &x.at("__float__");
-    if (text->is_string()) {
-      const std::string s = text->get<std::string>();
-      if (s == "Infinity") *v = std::numeric_limits<float>::infinity();
-      if (s == "-Infinity") *v = -std::numeric_limits<float>::infinity();
-      if (s == "Infinity" || s == "-Infinity") return Status::Ok();
-    }
-    return Wrong(key, "a number", x);
-  }
-
-  const Json& j_;
-  std::string file_;
-  std::string prefix_;
-};
-
 Status SpecialTokens(const Reader& r, ModelConfig* c) {
   SSMKIT_RETURN_IF_ERROR(r.TokenId("bos_token_id", &c->bos_token_id));
   SSMKIT_RETURN_IF_ERROR(r.TokenId("eos_token_id", &c->eos_token_id));
@@ -225,6 +57,7 @@ Status ParseHf(const Json& j, const std::string& file, const std::string& model_
                ModelConfig* c) {
   const Reader r(j, file);
   c->format = "hf";
+  c->family = model_type;
   c->arch = model_type == "mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
   std::string act = "silu";
   SSMKIT_RETURN_IF_ERROR(r.String("hidden_act", &act));
@@ -294,6 +127,7 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   if (layer != "Mamba1" && layer != "Mamba2")
     return s.Wrong("layer", "\"Mamba1\" or \"Mamba2\"", ssm.at("layer"));
   c->arch = layer == "Mamba2" ? ModelArch::kMamba2 : ModelArch::kMamba1;
+  c->family = layer == "Mamba2" ? "mamba2" : "mamba";
   c->d_state = c->arch == ModelArch::kMamba2 ? 128 : 16;  // mamba_ssm's defaults
   SSMKIT_RETURN_IF_ERROR(s.Int("d_state", &c->d_state));
   SSMKIT_RETURN_IF_ERROR(s.Int("d_conv", &c->d_conv));
@@ -335,20 +169,29 @@ Status ParseConfigJson(const std::string& text, const std::string& file, ModelCo
   if (j.contains("d_model") && j.contains("n_layer")) {
     SSMKIT_RETURN_IF_ERROR(ParseStateSpaces(j, file, &c));
   } else {
+    const Reader r(j, file);
     std::string model_type;
-    SSMKIT_RETURN_IF_ERROR(Reader(j, file).String("model_type", &model_type));
+    SSMKIT_RETURN_IF_ERROR(r.String("model_type", &model_type));
     if (model_type.empty() && j.contains("architectures") && j.at("architectures").is_array() &&
         !j.at("architectures").empty() && j.at("architectures")[0].is_string()) {
       const std::string a = j.at("architectures")[0].get<std::string>();
-      model_type = a == "MambaForCausalLM" ? "mamba" : a == "Mamba2ForCausalLM" ? "mamba2" : a;
+      const Family* f = FindFamilyByArchitecture(a);
+      model_type = a == "MambaForCausalLM"    ? "mamba"
+                   : a == "Mamba2ForCausalLM" ? "mamba2"
+                   : f != nullptr             ? f->model_type
+                                              : a;
     }
-    if (model_type != "mamba" && model_type != "mamba2") {
+    if (const Family* f = FindFamily(model_type); f != nullptr) {
+      c.family = model_type;
+      SSMKIT_RETURN_IF_ERROR(f->parse(r, &c));
+    } else if (model_type == "mamba" || model_type == "mamba2") {
+      SSMKIT_RETURN_IF_ERROR(ParseHf(j, file, model_type, &c));
+    } else {
       return Status::Unsupported(
           file + ": model_type \"" + model_type +
-          "\": expected \"mamba\" or \"mamba2\" (MambaForCausalLM, "
-          "Mamba2ForCausalLM), or a state-spaces config with d_model and n_layer");
+          "\": expected \"mamba\" or \"mamba2\" (MambaForCausalLM, Mamba2ForCausalLM), " +
+          FamilyList() + ", or a state-spaces config with d_model and n_layer");
     }
-    SSMKIT_RETURN_IF_ERROR(ParseHf(j, file, model_type, &c));
   }
   const Status valid = c.Validate();
   if (!valid.ok()) return Status(valid.code(), file + ": " + valid.message());

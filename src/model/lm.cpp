@@ -19,9 +19,9 @@ Status Model::Load(const std::string& dir, std::unique_ptr<Model>* model) {
     std::string text;
     SSMKIT_RETURN_IF_ERROR(ReadTextFile(config_path, &text));
     SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(text, config_path, &impl->config));
-    SSMKIT_RETURN_IF_ERROR(SafetensorsCheckpoint::OpenDirectory(dir, &impl->checkpoint));
-    SSMKIT_RETURN_IF_ERROR(model::BindWeights(impl->config, impl->checkpoint, &impl->weights));
-    impl->source = impl->checkpoint.description();
+    SSMKIT_RETURN_IF_ERROR(model::SafetensorsWeightSource::Open(dir, &impl->source));
+    SSMKIT_RETURN_IF_ERROR(model::BindWeights(impl->config, *impl->source, &impl->weights));
+    impl->source_name = impl->source->description();
     model->reset(new Model(std::move(impl)));
     return Status::Ok();
   } catch (const std::bad_alloc&) {
@@ -35,7 +35,7 @@ Status Model::Random(const ModelConfig& config, DType weight_dtype, uint64_t see
     auto impl = std::make_unique<Impl>();
     impl->config = config;
     SSMKIT_RETURN_IF_ERROR(model::RandomWeights(config, weight_dtype, seed, &impl->weights));
-    impl->source = "random";
+    impl->source_name = "random";
     model->reset(new Model(std::move(impl)));
     return Status::Ok();
   } catch (const std::bad_alloc&) {
@@ -53,18 +53,20 @@ int64_t Model::decode_weight_bytes() const {
 
 std::string Model::weight_dtype_name() const {
   const model::ModelWeights& w = impl_->weights;
-  DType dtype = w.lm_head.dtype;
+  const DType dtype = w.lm_head.dtype;
   bool mixed = w.embedding.dtype != dtype;
-  for (const auto& l : w.mamba1) {
-    for (const Tensor* t : {&l.in_proj, &l.x_proj, &l.dt_proj, &l.out_proj})
-      mixed |= t->dtype != dtype;
-  }
-  for (const auto& l : w.mamba2) {
-    for (const Tensor* t : {&l.in_proj, &l.out_proj}) mixed |= t->dtype != dtype;
+  auto check = [&](const Tensor& t) { mixed |= t.defined() && t.dtype != dtype; };
+  for (const model::Block& b : w.blocks) {
+    for (const Tensor* t :
+         {&b.mamba1.in_proj, &b.mamba1.x_proj, &b.mamba1.dt_proj, &b.mamba1.out_proj,
+          &b.mamba2.in_proj, &b.mamba2.out_proj, &b.attention.q, &b.attention.k, &b.attention.v,
+          &b.attention.o, &b.ffn.mlp.up, &b.ffn.mlp.down, &b.ffn.router, &b.out_linear})
+      check(*t);
+    for (const MlpWeights& e : b.ffn.experts) check(e.up);
   }
   return mixed ? "mixed" : DTypeName(dtype);
 }
 
-std::string Model::source() const { return impl_->source; }
+std::string Model::source() const { return impl_->source_name; }
 
 }  // namespace ssmkit

@@ -1,97 +1,156 @@
 #include "model/mamba1_block.hpp"
 
+#include <algorithm>
+
+#include "model/mixer_state.hpp"
 #include "model/views.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/linear.hpp"
+#include "ssmkit/norm.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/state_update.hpp"
 
 namespace ssmkit::model {
+namespace {
+
+int64_t StateFloats(const ModelConfig& c) {
+  return std::max(c.d_inner * (c.d_conv - 1), c.d_inner * c.d_state);
+}
+
+// Jamba's RMSNorms of dt_in, B and C, in place on token-major rows (rows, E), row stride ld.
+Status NormDtBC(const ModelConfig& c, const Mamba1Weights& w, int64_t rows, float* xdbl,
+                int64_t ld) {
+  if (!w.dt_norm.defined()) return Status::Ok();
+  const int64_t R = c.dt_rank, N = c.d_state;
+  RmsNormOptions o;
+  o.eps = c.norm_eps;
+  for (auto [offset, width, weight] :
+       {std::tuple{int64_t{0}, R, &w.dt_norm}, std::tuple{R, N, &w.b_norm},
+        std::tuple{R + N, N, &w.c_norm}}) {
+    const Tensor x = Rows(xdbl + offset, rows, width, ld);
+    SSMKIT_RETURN_IF_ERROR(RmsNormForward({x, *weight, Tensor{}, Tensor{}}, x, o));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 int64_t Mamba1PrefillFloats(const ModelConfig& c, int64_t T) {
-  return T * (2 * c.d_inner + c.d_inner + c.dt_rank + 2 * c.d_state + c.d_inner + c.d_inner);
+  const int64_t E = c.dt_rank + 2 * c.d_state;
+  return T * (2 * c.d_inner + c.d_inner + E + (c.dt_bc_norms ? E : 0) + c.d_inner + c.d_inner) +
+         StateFloats(c);
 }
 
 Mamba1PrefillActs CarveMamba1Prefill(const ModelConfig& c, int64_t T, float* base) {
+  const int64_t E = c.dt_rank + 2 * c.d_state;
   Mamba1PrefillActs a;
   a.xz = base;
   a.xc = a.xz + 2 * c.d_inner * T;
   a.xdbl = a.xc + c.d_inner * T;
-  a.delta = a.xdbl + (c.dt_rank + 2 * c.d_state) * T;
+  a.xdbl_rows = a.xdbl + E * T;
+  a.delta = a.xdbl_rows + (c.dt_bc_norms ? E * T : 0);
   a.y = a.delta + c.d_inner * T;
+  a.state = a.y + c.d_inner * T;
   return a;
 }
 
-int64_t Mamba1DecodeFloats(const ModelConfig& c, int64_t B) {
-  return B * (2 * c.d_inner + c.dt_rank + 2 * c.d_state + c.d_inner + c.d_inner);
+int64_t Mamba1DecodeFloats(const ModelConfig& c, int64_t n) {
+  return n * (2 * c.d_inner + c.dt_rank + 2 * c.d_state + c.d_inner + c.d_inner +
+              c.d_inner * (c.d_conv - 1));
 }
 
-Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t B, float* base) {
+Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t n, float* base) {
   Mamba1DecodeActs a;
   a.xz = base;
-  a.xdbl = a.xz + B * 2 * c.d_inner;
-  a.dt = a.xdbl + B * (c.dt_rank + 2 * c.d_state);
-  a.y = a.dt + B * c.d_inner;
+  a.xdbl = a.xz + n * 2 * c.d_inner;
+  a.dt = a.xdbl + n * (c.dt_rank + 2 * c.d_state);
+  a.y = a.dt + n * c.d_inner;
+  a.conv = a.y + n * c.d_inner;
   return a;
 }
 
-Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Layer& w, int64_t B, int64_t L,
-                          const int64_t* pad, const float* normed, const Mamba1PrefillActs& a,
-                          const Tensor& conv_state, const Tensor& ssm_state, float* out) {
-  const int64_t T = B * L, d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank;
+Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Weights& w, const SeqBatch& batch,
+                          const float* normed, const Mamba1PrefillActs& a, const StateCache& cache,
+                          int64_t state, float* out) {
+  const int64_t T = batch.T, d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank;
   const int64_t E = R + 2 * N;
-  // (B, features, L) view of a channel-major (features, T) buffer.
-  auto seq = [&](const float* p, int64_t features) { return View(p, {B, features, L}, {L, T, 1}); };
-
   SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias},
                                        Columns(a.xz, T, 2 * D, T)));
-  ZeroPadColumns(a.xz, D, B, L, pad);
-  CausalConv1dInputs conv{seq(a.xz, D), w.conv_weight, w.conv_bias, Tensor{},
-                          Conv1dActivation::kSilu};
-  SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(conv, seq(a.xc, D), conv_state));
-  ZeroPadColumns(a.xc, D, B, L, pad);
-  SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Columns(a.xdbl, T, E, T)));
+  for (int64_t i = 0; i < batch.n; ++i) {
+    // (1, features, L) view of sequence i in a channel-major (features, T) buffer.
+    const int64_t o = batch.offset[i], L = batch.length(i);
+    auto seq = [&](const float* p, int64_t features) {
+      return View(p + o, {1, features, L}, {features * T, T, 1});
+    };
+    const Tensor conv_state = cache.conv(state, batch.slots[i], 1);
+    CausalConv1dInputs conv{seq(a.xz, D), w.conv_weight, w.conv_bias,
+                            InitialState(conv_state, batch.start[i], a.state),
+                            Conv1dActivation::kSilu};
+    SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(conv, seq(a.xc, D), conv_state));
+  }
+  if (c.dt_bc_norms) {
+    SSMKIT_RETURN_IF_ERROR(
+        LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Rows(a.xdbl_rows, T, E, E)));
+    SSMKIT_RETURN_IF_ERROR(NormDtBC(c, w, T, a.xdbl_rows, E));
+    Transpose(a.xdbl_rows, E, T, E, a.xdbl, T);
+  } else {
+    SSMKIT_RETURN_IF_ERROR(
+        LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Columns(a.xdbl, T, E, T)));
+  }
   SSMKIT_RETURN_IF_ERROR(
       LinearForward({Columns(a.xdbl, T, R, T), w.dt_proj, Tensor{}}, Columns(a.delta, T, D, T)));
-  SelectiveScanInputs scan;
-  scan.u = seq(a.xc, D);
-  scan.delta = seq(a.delta, D);
-  scan.A = w.A;
-  scan.B = seq(a.xdbl + R * T, N);
-  scan.C = seq(a.xdbl + (R + N) * T, N);
-  scan.D = w.D;
-  scan.z = seq(a.xz + D * T, D);
-  scan.delta_bias = w.dt_bias;
-  scan.delta_softplus = true;
-  SSMKIT_RETURN_IF_ERROR(SelectiveScanForward(scan, seq(a.y, D), ssm_state));
+  for (int64_t i = 0; i < batch.n; ++i) {
+    const int64_t o = batch.offset[i], L = batch.length(i);
+    auto seq = [&](const float* p, int64_t features) {
+      return View(p + o, {1, features, L}, {features * T, T, 1});
+    };
+    const Tensor ssm_state = cache.ssm(state, batch.slots[i], 1);
+    SelectiveScanInputs scan;
+    scan.u = seq(a.xc, D);
+    scan.delta = seq(a.delta, D);
+    scan.A = w.A;
+    scan.B = seq(a.xdbl + R * T, N);
+    scan.C = seq(a.xdbl + (R + N) * T, N);
+    scan.D = w.D;
+    scan.z = seq(a.xz + D * T, D);
+    scan.delta_bias = w.dt_bias;
+    scan.initial_state = InitialState(ssm_state, batch.start[i], a.state);
+    scan.delta_softplus = true;
+    SSMKIT_RETURN_IF_ERROR(SelectiveScanForward(scan, seq(a.y, D), ssm_state));
+  }
   return LinearForward({Columns(a.y, T, D, T), w.out_proj, w.out_proj_bias}, Rows(out, T, d, d));
 }
 
-Status Mamba1MixerDecode(const ModelConfig& c, const Mamba1Layer& w, int64_t B, const float* normed,
-                         const Mamba1DecodeActs& a, const Tensor& conv_state,
-                         const Tensor& ssm_state, float* out) {
-  const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank, E = R + 2 * N;
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias},
-                                       Rows(a.xz, B, 2 * D, 2 * D)));
-  const Tensor x = Rows(a.xz, B, D, 2 * D);
+Status Mamba1MixerDecode(const ModelConfig& c, const Mamba1Weights& w, const SeqBatch& batch,
+                         const float* normed, const Mamba1DecodeActs& a, const StateCache& cache,
+                         int64_t state, float* out) {
+  const int64_t n = batch.n, d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank;
+  const int64_t E = R + 2 * N;
+  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, n, d, d), w.in_proj, w.in_proj_bias},
+                                       Rows(a.xz, n, 2 * D, 2 * D)));
+  const Tensor x = Rows(a.xz, n, D, 2 * D);
+  const DecodeConvStates conv(cache, state, batch, a.conv);
+  SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate(
+      {x, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv.tensor(), x));
+  conv.Finish();
+  SSMKIT_RETURN_IF_ERROR(LinearForward({x, w.x_proj, Tensor{}}, Rows(a.xdbl, n, E, E)));
+  SSMKIT_RETURN_IF_ERROR(NormDtBC(c, w, n, a.xdbl, E));
   SSMKIT_RETURN_IF_ERROR(
-      CausalConv1dUpdate({x, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, x));
-  SSMKIT_RETURN_IF_ERROR(LinearForward({x, w.x_proj, Tensor{}}, Rows(a.xdbl, B, E, E)));
-  SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Rows(a.xdbl, B, R, E), w.dt_proj, Tensor{}}, Rows(a.dt, B, D, D)));
+      LinearForward({Rows(a.xdbl, n, R, E), w.dt_proj, Tensor{}}, Rows(a.dt, n, D, D)));
   StateUpdateInputs step;
   step.x = x;
-  step.dt = Rows(a.dt, B, D, D);
+  step.dt = Rows(a.dt, n, D, D);
   step.A = w.A;
-  step.B = Rows(a.xdbl + R, B, N, E);
-  step.C = Rows(a.xdbl + R + N, B, N, E);
+  step.B = Rows(a.xdbl + R, n, N, E);
+  step.C = Rows(a.xdbl + R + N, n, N, E);
   step.D = w.D;
-  step.z = Rows(a.xz + D, B, D, 2 * D);
+  step.z = Rows(a.xz + D, n, D, 2 * D);
   step.dt_bias = w.dt_bias;
   step.dt_softplus = true;
-  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, Rows(a.y, B, D, D)));
-  return LinearForward({Rows(a.y, B, D, D), w.out_proj, w.out_proj_bias}, Rows(out, B, d, d));
+  Tensor ssm_state;
+  DecodeSsmStates(cache, state, batch, &ssm_state, &step.state_batch_indices);
+  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, Rows(a.y, n, D, D)));
+  return LinearForward({Rows(a.y, n, D, D), w.out_proj, w.out_proj_bias}, Rows(out, n, d, d));
 }
 
 }  // namespace ssmkit::model

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model/mixer_state.hpp"
 #include "model/views.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/linear.hpp"
@@ -22,16 +23,49 @@ bool HasDtLimit(const ModelConfig& c) {
 
 RmsNormOptions GatedNormOptions(const ModelConfig& c) {
   RmsNormOptions o;
-  o.eps = c.norm_eps;
+  o.eps = c.gated_norm_eps > 0.0f ? c.gated_norm_eps : c.norm_eps;
   o.group_size = c.d_inner / c.ngroups;
-  o.norm_before_gate = false;
+  o.norm_before_gate = c.norm_before_gate;
   return o;
+}
+
+int64_t StateFloats(const ModelConfig& c) {
+  return std::max(c.conv_dim() * (c.d_conv - 1), c.d_inner * c.d_state);
+}
+
+// in_proj, then Falcon-H1's per-output multipliers: rows (rows, I) of zxbcdt.
+Status InProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, const float* normed,
+              float* zxbcdt) {
+  const int64_t d = c.d_model, I = c.in_proj_dim();
+  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, rows, d, d), w.in_proj, w.in_proj_bias},
+                                       Rows(zxbcdt, rows, I, I)));
+  if (!w.in_proj_scale.defined()) return Status::Ok();
+  const float* scale = static_cast<const float*>(w.in_proj_scale.data);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < I; ++j) zxbcdt[t * I + j] *= scale[j];
+  }
+  return Status::Ok();
+}
+
+// The gated norm (or nothing, when the SSD / state update applied the gate) and out_proj.
+Status NormAndOutProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, const float* y,
+                      const float* zxbcdt, float* yn, float* out) {
+  const int64_t d = c.d_model, D = c.d_inner, I = c.in_proj_dim();
+  const float* projected = y;
+  if (w.gated_norm.defined()) {
+    SSMKIT_RETURN_IF_ERROR(
+        RmsNormForward({Rows(y, rows, D, D), w.gated_norm, Tensor{}, Rows(zxbcdt, rows, D, I)},
+                       Rows(yn, rows, D, D), GatedNormOptions(c)));
+    projected = yn;
+  }
+  return LinearForward({Rows(projected, rows, D, D), w.out_proj, w.out_proj_bias},
+                       Rows(out, rows, d, d));
 }
 
 }  // namespace
 
 int64_t Mamba2PrefillFloats(const ModelConfig& c, int64_t T) {
-  return T * (c.in_proj_dim() + 3 * c.conv_dim() + 2 * c.d_inner);
+  return T * (c.in_proj_dim() + 3 * c.conv_dim() + 2 * c.d_inner) + StateFloats(c);
 }
 
 Mamba2PrefillActs CarveMamba2Prefill(const ModelConfig& c, int64_t T, float* base) {
@@ -42,96 +76,106 @@ Mamba2PrefillActs CarveMamba2Prefill(const ModelConfig& c, int64_t T, float* bas
   a.xbc = a.conv_t + T * c.conv_dim();
   a.y = a.xbc + T * c.conv_dim();
   a.yn = a.y + T * c.d_inner;
+  a.state = a.yn + T * c.d_inner;
   return a;
 }
 
-int64_t Mamba2DecodeFloats(const ModelConfig& c, int64_t B) {
-  return B * (c.in_proj_dim() + c.nheads + 2 * c.d_inner);
+int64_t Mamba2DecodeFloats(const ModelConfig& c, int64_t n) {
+  return n * (c.in_proj_dim() + c.nheads + 2 * c.d_inner + c.conv_dim() * (c.d_conv - 1));
 }
 
-Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t B, float* base) {
+Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t n, float* base) {
   Mamba2DecodeActs a;
   a.zxbcdt = base;
-  a.dt = a.zxbcdt + B * c.in_proj_dim();
-  a.y = a.dt + B * c.nheads;
-  a.yn = a.y + B * c.d_inner;
+  a.dt = a.zxbcdt + n * c.in_proj_dim();
+  a.y = a.dt + n * c.nheads;
+  a.yn = a.y + n * c.d_inner;
+  a.conv = a.yn + n * c.d_inner;
   return a;
 }
 
-Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Layer& w, int64_t B, int64_t L,
-                          const int64_t* pad, const float* normed, const Mamba2PrefillActs& a,
-                          const Tensor& conv_state, const Tensor& ssm_state, float* out) {
-  const int64_t T = B * L, d = c.d_model, D = c.d_inner, N = c.d_state, G = c.ngroups;
+Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Weights& w, const SeqBatch& batch,
+                          const float* normed, const Mamba2PrefillActs& a, const StateCache& cache,
+                          int64_t state, float* out) {
+  const int64_t T = batch.T, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Rows(normed, T, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, T, I, I)));
-  // The conv op reads (B, C, L) with unit stride over L: to channel-major and back.
+  SSMKIT_RETURN_IF_ERROR(InProj(c, w, T, normed, a.zxbcdt));
+  // The conv op reads (1, C, L) with unit stride over L: to channel-major and back.
   Transpose(a.zxbcdt + D, I, T, C, a.xbc_t, T);
-  ZeroPadColumns(a.xbc_t, C, B, L, pad);
-  const Tensor conv_in = View(a.xbc_t, {B, C, L}, {L, T, 1});
-  const Tensor conv_out = View(a.conv_t, {B, C, L}, {L, T, 1});
-  SSMKIT_RETURN_IF_ERROR(
-      CausalConv1dForward({conv_in, w.conv_weight, w.conv_bias, Tensor{}, Conv1dActivation::kSilu},
-                          conv_out, conv_state));
-  ZeroPadColumns(a.conv_t, C, B, L, pad);
+  for (int64_t i = 0; i < batch.n; ++i) {
+    const int64_t o = batch.offset[i], L = batch.length(i);
+    const Tensor conv_state = cache.conv(state, batch.slots[i], 1);
+    const Tensor conv_in = View(a.xbc_t + o, {1, C, L}, {C * T, T, 1});
+    const Tensor conv_out = View(a.conv_t + o, {1, C, L}, {C * T, T, 1});
+    SSMKIT_RETURN_IF_ERROR(CausalConv1dForward(
+        {conv_in, w.conv_weight, w.conv_bias, InitialState(conv_state, batch.start[i], a.state),
+         Conv1dActivation::kSilu},
+        conv_out, conv_state));
+  }
   Transpose(a.conv_t, T, C, T, a.xbc, C);
 
-  SsdInputs ssd;
-  ssd.x = View(a.xbc, {B, L, H, P}, {L * C, C, P, 1});
-  ssd.dt = View(a.zxbcdt + D + C, {B, L, H}, {L * I, I, 1});
-  ssd.A = w.A;
-  ssd.B = View(a.xbc + D, {B, L, G, N}, {L * C, C, N, 1});
-  ssd.C = View(a.xbc + D + G * N, {B, L, G, N}, {L * C, C, N, 1});
-  ssd.D = w.D;
-  ssd.dt_bias = w.dt_bias;
-  ssd.dt_softplus = true;
-  ssd.dt_min = c.dt_min;
-  ssd.dt_max = c.dt_max;
-  SSMKIT_RETURN_IF_ERROR(SsdForward(ssd, View(a.y, {B, L, H, P}, {L * D, D, P, 1}), ssm_state));
-  SSMKIT_RETURN_IF_ERROR(
-      RmsNormForward({Rows(a.y, T, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, T, D, I)},
-                     Rows(a.yn, T, D, D), GatedNormOptions(c)));
-  return LinearForward({Rows(a.yn, T, D, D), w.out_proj, w.out_proj_bias}, Rows(out, T, d, d));
+  for (int64_t i = 0; i < batch.n; ++i) {
+    const int64_t o = batch.offset[i], L = batch.length(i);
+    const Tensor ssm_state = cache.ssm(state, batch.slots[i], 1);
+    SsdInputs ssd;
+    ssd.x = View(a.xbc + o * C, {1, L, H, P}, {L * C, C, P, 1});
+    ssd.dt = View(a.zxbcdt + o * I + D + C, {1, L, H}, {L * I, I, 1});
+    ssd.A = w.A;
+    ssd.B = View(a.xbc + o * C + D, {1, L, G, N}, {L * C, C, N, 1});
+    ssd.C = View(a.xbc + o * C + D + G * N, {1, L, G, N}, {L * C, C, N, 1});
+    ssd.D = w.D;
+    // Without the gated norm the gate is y * silu(z), which the SSD applies itself.
+    if (!w.gated_norm.defined()) ssd.z = View(a.zxbcdt + o * I, {1, L, H, P}, {L * I, I, P, 1});
+    ssd.dt_bias = w.dt_bias;
+    ssd.initial_states = InitialState(ssm_state, batch.start[i], a.state);
+    ssd.dt_softplus = true;
+    ssd.dt_min = c.dt_min;
+    ssd.dt_max = c.dt_max;
+    SSMKIT_RETURN_IF_ERROR(
+        SsdForward(ssd, View(a.y + o * D, {1, L, H, P}, {L * D, D, P, 1}), ssm_state));
+  }
+  return NormAndOutProj(c, w, T, a.y, a.zxbcdt, a.yn, out);
 }
 
-Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Layer& w, int64_t B, const float* normed,
-                         const Mamba2DecodeActs& a, const Tensor& conv_state,
-                         const Tensor& ssm_state, float* out) {
-  const int64_t d = c.d_model, D = c.d_inner, N = c.d_state, G = c.ngroups;
+Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Weights& w, const SeqBatch& batch,
+                         const float* normed, const Mamba2DecodeActs& a, const StateCache& cache,
+                         int64_t state, float* out) {
+  const int64_t n = batch.n, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Rows(normed, B, d, d), w.in_proj, w.in_proj_bias}, Rows(a.zxbcdt, B, I, I)));
-  const Tensor xbc = Rows(a.zxbcdt + D, B, C, I);
+  SSMKIT_RETURN_IF_ERROR(InProj(c, w, n, normed, a.zxbcdt));
+  const Tensor xbc = Rows(a.zxbcdt + D, n, C, I);
+  const DecodeConvStates conv(cache, state, batch, a.conv);
   SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate(
-      {xbc, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv_state, xbc));
+      {xbc, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv.tensor(), xbc));
+  conv.Finish();
   StateUpdateInputs step;
-  step.x = View(a.zxbcdt + D, {B, H, P}, {I, P, 1});
+  step.x = View(a.zxbcdt + D, {n, H, P}, {I, P, 1});
   step.A = w.A;
-  step.B = View(a.zxbcdt + 2 * D, {B, G, N}, {I, N, 1});
-  step.C = View(a.zxbcdt + 2 * D + G * N, {B, G, N}, {I, N, 1});
+  step.B = View(a.zxbcdt + 2 * D, {n, G, N}, {I, N, 1});
+  step.C = View(a.zxbcdt + 2 * D + G * N, {n, G, N}, {I, N, 1});
   step.D = w.D;
-  const float* dt_in = a.zxbcdt + D + C;  // (B, H), row stride I
+  if (!w.gated_norm.defined()) step.z = View(a.zxbcdt, {n, H, P}, {I, P, 1});
+  const float* dt_in = a.zxbcdt + D + C;  // (n, H), row stride I
   if (HasDtLimit(c)) {
     // dt = clamp(softplus(dt_in + dt_bias), dt_min, dt_max), as the SSD applies it in prefill.
     const float* bias = static_cast<const float*>(w.dt_bias.data);
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = 0; b < n; ++b) {
       for (int64_t h = 0; h < H; ++h) {
         const float v = dt_in[b * I + h] + bias[h];
         const float sp = v > 20.0f ? v : std::log1p(std::exp(v));
         a.dt[b * H + h] = std::clamp(sp, c.dt_min, c.dt_max);
       }
     }
-    step.dt = Rows(a.dt, B, H, H);
+    step.dt = Rows(a.dt, n, H, H);
   } else {
-    step.dt = Rows(dt_in, B, H, I);
+    step.dt = Rows(dt_in, n, H, I);
     step.dt_bias = w.dt_bias;
     step.dt_softplus = true;
   }
-  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, View(a.y, {B, H, P}, {D, P, 1})));
-  SSMKIT_RETURN_IF_ERROR(
-      RmsNormForward({Rows(a.y, B, D, D), w.gated_norm, Tensor{}, Rows(a.zxbcdt, B, D, I)},
-                     Rows(a.yn, B, D, D), GatedNormOptions(c)));
-  return LinearForward({Rows(a.yn, B, D, D), w.out_proj, w.out_proj_bias}, Rows(out, B, d, d));
+  Tensor ssm_state;
+  DecodeSsmStates(cache, state, batch, &ssm_state, &step.state_batch_indices);
+  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, View(a.y, {n, H, P}, {D, P, 1})));
+  return NormAndOutProj(c, w, n, a.y, a.zxbcdt, a.yn, out);
 }
 
 }  // namespace ssmkit::model

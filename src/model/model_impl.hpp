@@ -1,10 +1,11 @@
-// What a Model holds: its config, the mapped checkpoint its weight views point into, and the
-// weights. Shared by lm.cpp (loading) and session.cpp (running).
+// What a Model holds: its config, the weight source its views point into, and the weights.
+// Shared by lm.cpp (loading) and session.cpp (running).
 #pragma once
 
+#include <memory>
 #include <string>
 
-#include "core/safetensors.hpp"
+#include "model/weight_source.hpp"
 #include "model/weights.hpp"
 #include "ssmkit/model.hpp"
 
@@ -12,9 +13,9 @@ namespace ssmkit {
 
 struct Model::Impl {
   ModelConfig config;
-  SafetensorsCheckpoint checkpoint;  // empty for random weights
+  std::unique_ptr<model::WeightSource> source;  // null for random weights
   model::ModelWeights weights;
-  std::string source;
+  std::string source_name;
 };
 
 }  // namespace ssmkit

@@ -1,112 +1,167 @@
-// Session: the residual stream through the layers, the final norm and the LM head, for a prefill
-// of a batch of prompts and for decode steps.
-// Dimension legend: B batch, L longest prompt, T = B * L, d d_model, V vocab.
-//
-// Each layer: residual += hidden (layer 0: residual = hidden, the embedding);
-// normed = RMSNorm(residual) (one fused AddRmsNorm op, f32 residual); hidden = mixer(normed).
-// After the last layer the same fused op applies norm_f, and the LM head reads normed.
+// Session: slots of per-sequence state, the packing of a forward pass's tokens, the embedding
+// and the LM head around model/forward.cpp's pass through the blocks.
+// Dimension legend: n sequences of a call, T tokens (packed), Lmax the longest chunk,
+// d d_model, V vocab.
 #include <algorithm>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "model/cache.hpp"
-#include "model/mamba1_block.hpp"
-#include "model/mamba2_block.hpp"
+#include "model/forward.hpp"
 #include "model/model_impl.hpp"
+#include "model/session_impl.hpp"
 #include "model/views.hpp"
 #include "ssmkit/linear.hpp"
-#include "ssmkit/norm.hpp"
 
 namespace ssmkit {
+namespace {
 
-struct Session::Impl {
-  const Model::Impl* model = nullptr;
-  int64_t max_batch = 0;
-  int64_t batch = 0;  // of the last prefill
-  model::StateCache cache;
-  std::vector<float> decode_buffer;   // sized once for max_batch
-  std::vector<float> prefill_buffer;  // grown to the largest prefill
-  std::vector<int32_t> tokens;        // (B, L) left-padded prompts
-  std::vector<int64_t> pad;           // (B) padding positions before each prompt
-
-  const ModelConfig& config() const { return model->config; }
-  const model::ModelWeights& weights() const { return model->weights; }
-
-  // Floats of decode_buffer: hidden, residual, normed (B, d) and the mixer's activations.
-  int64_t DecodeFloats(int64_t B) const {
-    const ModelConfig& c = config();
-    const int64_t mixer = c.arch == ModelArch::kMamba1 ? model::Mamba1DecodeFloats(c, B)
-                                                       : model::Mamba2DecodeFloats(c, B);
-    return 3 * B * c.d_model + mixer;
+// What the caller passed, checked before anything is written.
+Status CheckSlots(std::span<const int32_t> slots, int64_t max_batch, const char* fn) {
+  const int64_t n = static_cast<int64_t>(slots.size());
+  if (n < 1 || n > max_batch) {
+    return Status::InvalidArgument(std::string(fn) + ": slots: expected 1 to " +
+                                   std::to_string(max_batch) +
+                                   " (the session's max_batch), given " + std::to_string(n));
   }
-
-  // Floats of prefill_buffer for T tokens: hidden, residual, normed (T, d), the last rows
-  // (B, d) and the mixer's activations.
-  int64_t PrefillFloats(int64_t B, int64_t T) const {
-    const ModelConfig& c = config();
-    const int64_t mixer = c.arch == ModelArch::kMamba1 ? model::Mamba1PrefillFloats(c, T)
-                                                       : model::Mamba2PrefillFloats(c, T);
-    return 3 * T * c.d_model + B * c.d_model + mixer;
-  }
-
-  const Tensor& LayerNorm(int64_t i) const {
-    const model::ModelWeights& w = weights();
-    return config().arch == ModelArch::kMamba1 ? w.mamba1[i].norm : w.mamba2[i].norm;
-  }
-
-  void Embed(const int32_t* ids, int64_t n, float* hidden) const {
-    const Tensor& e = weights().embedding;
-    const int64_t d = config().d_model;
-    for (int64_t t = 0; t < n; ++t) RowToF32(e.data, e.dtype, ids[t] * d, d, hidden + t * d);
-  }
-
-  Status CheckTokens(const int32_t* ids, int64_t n, const char* what) const {
-    for (int64_t t = 0; t < n; ++t) {
-      if (ids[t] < 0 || ids[t] >= config().vocab_size) {
-        return Status::InvalidArgument(std::string(what) + ": token " + std::to_string(ids[t]) +
-                                       " at position " + std::to_string(t) +
-                                       " outside the vocabulary [0, " +
-                                       std::to_string(config().vocab_size) + ")");
+  for (int64_t i = 0; i < n; ++i) {
+    if (slots[i] < 0 || slots[i] >= max_batch) {
+      return Status::InvalidArgument(std::string(fn) + ": slot " + std::to_string(slots[i]) +
+                                     " outside [0, " + std::to_string(max_batch) + ")");
+    }
+    for (int64_t j = 0; j < i; ++j) {
+      if (slots[j] == slots[i]) {
+        return Status::InvalidArgument(std::string(fn) + ": slot " + std::to_string(slots[i]) +
+                                       " given twice");
       }
     }
-    return Status::Ok();
   }
+  return Status::Ok();
+}
 
-  // The layers and the final norm over rows of (rows, d): hidden in, normed out.
-  template <class Mixer>
-  Status RunLayers(int64_t rows, float* hidden, float* residual, float* normed,
-                   Mixer&& mixer) const {
-    const ModelConfig& c = config();
-    const int64_t d = c.d_model;
-    AddRmsNormOptions options;
-    options.eps = c.norm_eps;
-    const Tensor h = model::Rows(hidden, rows, d, d), r = model::Rows(residual, rows, d, d);
-    const Tensor n = model::Rows(normed, rows, d, d);
-    for (int64_t i = 0; i < c.n_layer; ++i) {
-      SSMKIT_RETURN_IF_ERROR(
-          AddRmsNormForward({h, i == 0 ? Tensor{} : r, LayerNorm(i), Tensor{}}, n, r, options));
-      SSMKIT_RETURN_IF_ERROR(mixer(i, normed, hidden));
+}  // namespace
+
+const ModelConfig& Session::Impl::config() const { return model->config; }
+const model::ModelWeights& Session::Impl::weights() const { return model->weights; }
+
+Status Session::Impl::CheckTokens(const int32_t* ids, int64_t n, const std::string& what) const {
+  for (int64_t t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= config().vocab_size) {
+      return Status::InvalidArgument(what + ": token " + std::to_string(ids[t]) + " at position " +
+                                     std::to_string(t) + " outside the vocabulary [0, " +
+                                     std::to_string(config().vocab_size) + ")");
     }
-    return AddRmsNormForward({h, r, weights().norm_f, Tensor{}}, n, r, options);
   }
-};
+  return Status::Ok();
+}
+
+void Session::Impl::Embed(const int32_t* ids, int64_t n, float* hidden) const {
+  const Tensor& e = weights().embedding;
+  const int64_t d = config().d_model;
+  const float m = config().multipliers.embedding;
+  for (int64_t t = 0; t < n; ++t) {
+    RowToF32(e.data, e.dtype, ids[t] * d, d, hidden + t * d);
+    if (m != 1.0f) {
+      for (int64_t i = 0; i < d; ++i) hidden[t * d + i] *= m;
+    }
+  }
+}
+
+Status Session::Impl::LmHead(const float* normed, int64_t rows, float* logits) const {
+  const int64_t d = config().d_model, V = config().vocab_size;
+  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, rows, d, d), weights().lm_head, {}},
+                                       model::Rows(logits, rows, V, V)));
+  const float m = config().multipliers.logits;
+  if (m != 1.0f) {
+    for (int64_t i = 0; i < rows * V; ++i) logits[i] *= m;
+  }
+  return Status::Ok();
+}
+
+Status Session::Impl::Reserve(const model::SeqBatch& batch) {
+  if (kv.layers() == 0) return Status::Ok();
+  for (int64_t i = 0; i < batch.n; ++i) {
+    SSMKIT_RETURN_IF_ERROR(kv.Reserve(batch.slots[i], batch.start[i] + batch.length(i)));
+  }
+  return Status::Ok();
+}
+
+void Session::Impl::Reset(int64_t slot) {
+  states.Clear(slot);
+  if (kv.layers() > 0) kv.Release(slot);
+  lengths[slot] = 0;
+}
+
+Status Session::Impl::Run(const model::SeqBatch& batch, float* base) {
+  const model::ForwardBuffers buf = model::CarveForward(batch.T, config().d_model, base);
+  Embed(packed_tokens.data(), batch.T, buf.hidden);
+  // The slots' block-table rows and new lengths, shared by every attention block.
+  const int64_t Bk = kv.blocks_per_slot();
+  for (int64_t i = 0; i < batch.n && kv.layers() > 0; ++i) {
+    std::copy_n(kv.table(batch.slots[i]), Bk, kv_tables.data() + i * Bk);
+    kv_lens[i] = static_cast<int32_t>(batch.start[i] + batch.length(i));
+  }
+  const model::ForwardContext ctx{
+      config(), weights(), states, kv, {kv_tables.data(), kv_lens.data()}};
+  const Status s = model::RunBlocks(ctx, batch, buf);
+  if (!s.ok()) {
+    // A block failed half-way: the slots' states are partly advanced, so they are emptied.
+    for (int64_t i = 0; i < batch.n; ++i) Reset(batch.slots[i]);
+    return s;
+  }
+  for (int64_t i = 0; i < batch.n; ++i) lengths[batch.slots[i]] += batch.length(i);
+  return Status::Ok();
+}
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
 Status Session::Create(const Model& model, int64_t max_batch, std::unique_ptr<Session>* session) {
+  SessionOptions options;
+  options.max_batch = max_batch;
+  return Create(model, options, session);
+}
+
+Status Session::Create(const Model& model, const SessionOptions& options,
+                       std::unique_ptr<Session>* session) {
+  const int64_t max_batch = options.max_batch;
   if (max_batch < 1) {
     return Status::InvalidArgument("session: max_batch: expected >= 1, given " +
                                    std::to_string(max_batch));
   }
+  if (options.max_context < 0 || options.kv_block_size < 1) {
+    return Status::InvalidArgument(
+        "session: max_context must be >= 0 and kv_block_size >= 1 (given " +
+        std::to_string(options.max_context) + ", " + std::to_string(options.kv_block_size) + ")");
+  }
   try {
     auto impl = std::make_unique<Impl>();
     impl->model = &model.impl();
-    impl->max_batch = max_batch;
-    impl->cache.Allocate(model.config(), max_batch);
-    impl->decode_buffer.assign(static_cast<size_t>(impl->DecodeFloats(max_batch)), 0.0f);
+    impl->options = options;
+    const ModelConfig& c = model.config();
+    const model::ModelWeights& w = model.impl().weights;
+    impl->states.Allocate(c, w.ssm_caches, max_batch);
+    if (w.kv_caches > 0) {
+      int64_t context = options.max_context;
+      if (context == 0) {
+        context = c.max_position_embeddings > 0
+                      ? std::min<int64_t>(c.max_position_embeddings, 32768)
+                      : 4096;
+      }
+      const AttentionConfig& a = c.attention;
+      SSMKIT_RETURN_IF_ERROR(impl->kv.Allocate(w.kv_caches, a.num_kv_heads, a.head_dim, a.head_dim,
+                                               options.kv_block_size, max_batch, context));
+    }
+    impl->options.max_context = w.kv_caches > 0 ? impl->kv.max_context() : -1;
+    impl->kv_tables.assign(static_cast<size_t>(max_batch * impl->kv.blocks_per_slot()), -1);
+    impl->kv_lens.assign(static_cast<size_t>(max_batch), 0);
+    impl->lengths.assign(static_cast<size_t>(max_batch), 0);
+    impl->identity.resize(static_cast<size_t>(max_batch));
+    for (int64_t i = 0; i < max_batch; ++i) impl->identity[i] = static_cast<int32_t>(i);
+    impl->ReservePacking(max_batch);
+    impl->decode_buffer.assign(
+        static_cast<size_t>(model::ForwardFloats(c, w, max_batch, /*decode=*/true)), 0.0f);
     session->reset(new Session(std::move(impl)));
     return Status::Ok();
   } catch (const std::bad_alloc&) {
@@ -115,82 +170,137 @@ Status Session::Create(const Model& model, int64_t max_batch, std::unique_ptr<Se
   }
 }
 
+void Session::Impl::ReservePacking(int64_t tokens) {
+  const size_t n = static_cast<size_t>(lengths.size());
+  packed_tokens.reserve(static_cast<size_t>(tokens));
+  positions.reserve(static_cast<size_t>(tokens));
+  offset.resize(n + 1);
+  start.resize(n);
+  slots.resize(n);
+}
+
 int64_t Session::batch() const { return impl_->batch; }
-int64_t Session::max_batch() const { return impl_->max_batch; }
+int64_t Session::max_batch() const { return impl_->options.max_batch; }
+int64_t Session::max_context() const { return impl_->options.max_context; }
 int64_t Session::vocab_size() const { return impl_->config().vocab_size; }
 int64_t Session::config_vocab_size() const { return impl_->config().config_vocab_size; }
+
+int64_t Session::slot_length(int64_t slot) const {
+  if (slot < 0 || slot >= max_batch()) return 0;
+  return impl_->lengths[slot];
+}
+
+Status Session::ResetSlot(int64_t slot) {
+  if (slot < 0 || slot >= max_batch()) {
+    return Status::InvalidArgument("reset: slot " + std::to_string(slot) + " outside [0, " +
+                                   std::to_string(max_batch()) + ")");
+  }
+  impl_->Reset(slot);
+  return Status::Ok();
+}
 
 Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::span<float> logits,
                         std::span<float> all_logits) {
   Impl& s = *impl_;
-  const ModelConfig& c = s.config();
-  const model::ModelWeights& w = s.weights();
-  const int64_t B = static_cast<int64_t>(prompts.size()), d = c.d_model, V = c.vocab_size;
-  if (B < 1 || B > s.max_batch) {
-    return Status::InvalidArgument("prefill: expected 1 to " + std::to_string(s.max_batch) +
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  if (B < 1 || B > s.options.max_batch) {
+    return Status::InvalidArgument("prefill: expected 1 to " + std::to_string(s.options.max_batch) +
                                    " prompts (the session's max_batch), given " +
                                    std::to_string(B));
   }
+  s.batch = 0;  // a failure below leaves no usable batch
+  SSMKIT_RETURN_IF_ERROR(s.CheckChunks(prompts, logits, all_logits, "prefill", "prompt"));
+  for (int64_t b = 0; b < B; ++b) s.Reset(b);
+  SSMKIT_RETURN_IF_ERROR(
+      s.PrefillChecked(std::span<const int32_t>(s.identity).first(B), prompts, logits, all_logits));
+  s.batch = B;
+  return Status::Ok();
+}
+
+Status Session::PrefillSlots(std::span<const int32_t> slots,
+                             const std::vector<std::vector<int32_t>>& chunks,
+                             std::span<float> logits, std::span<float> all_logits) {
+  Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(CheckSlots(slots, s.options.max_batch, "prefill"));
+  if (chunks.size() != slots.size()) {
+    return Status::InvalidArgument("prefill: chunks: expected one per slot (" +
+                                   std::to_string(slots.size()) + "), given " +
+                                   std::to_string(chunks.size()));
+  }
+  SSMKIT_RETURN_IF_ERROR(s.CheckChunks(chunks, logits, all_logits, "prefill", "chunk"));
+  return s.PrefillChecked(slots, chunks, logits, all_logits);
+}
+
+Status Session::Impl::CheckChunks(const std::vector<std::vector<int32_t>>& chunks,
+                                  std::span<float> logits, std::span<float> all_logits,
+                                  const char* fn, const char* what) const {
+  const int64_t n = static_cast<int64_t>(chunks.size()), V = config().vocab_size;
   int64_t L = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    if (prompts[b].empty())
-      return Status::InvalidArgument("prefill: prompt " + std::to_string(b) + " is empty");
-    SSMKIT_RETURN_IF_ERROR(s.CheckTokens(prompts[b].data(), static_cast<int64_t>(prompts[b].size()),
-                                         ("prefill: prompt " + std::to_string(b)).c_str()));
-    L = std::max<int64_t>(L, static_cast<int64_t>(prompts[b].size()));
+  for (int64_t b = 0; b < n; ++b) {
+    const std::string name = std::string(fn) + ": " + what + " " + std::to_string(b);
+    if (chunks[b].empty()) return Status::InvalidArgument(name + " is empty");
+    SSMKIT_RETURN_IF_ERROR(
+        CheckTokens(chunks[b].data(), static_cast<int64_t>(chunks[b].size()), name));
+    L = std::max<int64_t>(L, static_cast<int64_t>(chunks[b].size()));
   }
-  if (static_cast<int64_t>(logits.size()) < B * V) {
-    return Status::InvalidArgument("prefill: logits: expected (B, V) = (" + std::to_string(B) +
-                                   ", " + std::to_string(V) + ") floats, given " +
-                                   std::to_string(logits.size()));
+  if (static_cast<int64_t>(logits.size()) < n * V) {
+    return Status::InvalidArgument(std::string(fn) + ": logits: expected (B, V) = (" +
+                                   std::to_string(n) + ", " + std::to_string(V) +
+                                   ") floats, given " + std::to_string(logits.size()));
   }
-  if (!all_logits.empty() && static_cast<int64_t>(all_logits.size()) < B * L * V) {
-    return Status::InvalidArgument("prefill: all_logits: expected (B, L, V) = (" +
-                                   std::to_string(B) + ", " + std::to_string(L) + ", " +
+  if (!all_logits.empty() && static_cast<int64_t>(all_logits.size()) < n * L * V) {
+    return Status::InvalidArgument(std::string(fn) + ": all_logits: expected (B, L, V) = (" +
+                                   std::to_string(n) + ", " + std::to_string(L) + ", " +
                                    std::to_string(V) + ") floats, given " +
                                    std::to_string(all_logits.size()));
   }
-  const int64_t T = B * L;
+  return Status::Ok();
+}
+
+Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
+                                     const std::vector<std::vector<int32_t>>& chunks,
+                                     std::span<float> logits, std::span<float> all_logits) {
+  const int64_t n = static_cast<int64_t>(slot_ids.size()), d = config().d_model;
+  const int64_t V = config().vocab_size;
+  int64_t T = 0, L = 0;
+  for (const auto& c : chunks) {
+    T += static_cast<int64_t>(c.size());
+    L = std::max<int64_t>(L, static_cast<int64_t>(c.size()));
+  }
+  model::SeqBatch batch;
   try {
-    s.tokens.assign(static_cast<size_t>(T), 0);
-    s.pad.assign(static_cast<size_t>(B), 0);
-    for (int64_t b = 0; b < B; ++b) {
-      s.pad[b] = L - static_cast<int64_t>(prompts[b].size());
-      std::copy(prompts[b].begin(), prompts[b].end(), s.tokens.begin() + b * L + s.pad[b]);
-    }
-    const size_t floats = static_cast<size_t>(s.PrefillFloats(B, T));
-    if (s.prefill_buffer.size() < floats) s.prefill_buffer.resize(floats);
+    packed_tokens.resize(static_cast<size_t>(T));
+    positions.resize(static_cast<size_t>(T));
+    const size_t floats =
+        static_cast<size_t>(model::ForwardFloats(config(), weights(), T, false) + n * d);
+    if (prefill_buffer.size() < floats) prefill_buffer.resize(floats);
   } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory("prefill: out of memory for " + std::to_string(B) + " x " +
-                               std::to_string(L) + " tokens");
+    return Status::OutOfMemory("prefill: out of memory for " + std::to_string(T) + " tokens");
   }
-  s.batch = 0;  // a failure below leaves no usable state
-  float* hidden = s.prefill_buffer.data();
-  float* residual = hidden + T * d;
-  float* normed = residual + T * d;
-  float* last = normed + T * d;
-  float* acts = last + B * d;
-  s.Embed(s.tokens.data(), T, hidden);
-  const int64_t* pad = s.pad.data();
-  if (c.arch == ModelArch::kMamba1) {
-    const model::Mamba1PrefillActs a = model::CarveMamba1Prefill(c, T, acts);
-    SSMKIT_RETURN_IF_ERROR(
-        s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-          return model::Mamba1MixerPrefill(c, w.mamba1[i], B, L, pad, in, a, s.cache.conv(i, B),
-                                           s.cache.ssm(i, B), out);
-        }));
-  } else {
-    const model::Mamba2PrefillActs a = model::CarveMamba2Prefill(c, T, acts);
-    SSMKIT_RETURN_IF_ERROR(
-        s.RunLayers(T, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-          return model::Mamba2MixerPrefill(c, w.mamba2[i], B, L, pad, in, a, s.cache.conv(i, B),
-                                           s.cache.ssm(i, B), out);
-        }));
+  offset[0] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t len = static_cast<int64_t>(chunks[i].size());
+    slots[i] = slot_ids[i];
+    start[i] = lengths[slot_ids[i]];
+    offset[i + 1] = offset[i] + len;
+    std::copy(chunks[i].begin(), chunks[i].end(), packed_tokens.begin() + offset[i]);
+    for (int64_t j = 0; j < len; ++j) positions[offset[i] + j] = static_cast<int32_t>(start[i] + j);
   }
-  // Left padding puts every prompt's last token at position L - 1.
-  for (int64_t b = 0; b < B; ++b) std::copy_n(normed + (b * L + L - 1) * d, d, last + b * d);
-  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(last, B, d, d), w.lm_head, Tensor{}},
-                                       model::Rows(logits.data(), B, V, V)));
+  batch.n = n;
+  batch.T = T;
+  batch.slots = slots.data();
+  batch.offset = offset.data();
+  batch.start = start.data();
+  batch.positions = positions.data();
+  batch.decode = false;
+  SSMKIT_RETURN_IF_ERROR(Reserve(batch));
+  float* base = prefill_buffer.data();
+  SSMKIT_RETURN_IF_ERROR(Run(batch, base));
+  const model::ForwardBuffers buf = model::CarveForward(T, d, base);
+  float* last = base + model::ForwardFloats(config(), weights(), T, false);
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(buf.normed + (offset[i + 1] - 1) * d, d, last + i * d);
+  SSMKIT_RETURN_IF_ERROR(LmHead(last, n, logits.data()));
   if (!all_logits.empty()) {
     std::vector<float> every;
     try {
@@ -198,55 +308,69 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("prefill: out of memory for all_logits");
     }
-    SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, T, d, d), w.lm_head, Tensor{}},
-                                         model::Rows(every.data(), T, V, V)));
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t n = L - s.pad[b];
-      std::copy_n(every.data() + (b * L + s.pad[b]) * V, n * V, all_logits.data() + b * L * V);
+    SSMKIT_RETURN_IF_ERROR(LmHead(buf.normed, T, every.data()));
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(every.data() + offset[i] * V, (offset[i + 1] - offset[i]) * V,
+                  all_logits.data() + i * L * V);
     }
   }
-  s.batch = B;
   return Status::Ok();
 }
 
 Status Session::Decode(std::span<const int32_t> tokens, std::span<float> logits) {
   Impl& s = *impl_;
-  const ModelConfig& c = s.config();
-  const model::ModelWeights& w = s.weights();
-  const int64_t B = s.batch, d = c.d_model, V = c.vocab_size;
+  const int64_t B = s.batch;
   if (B == 0) return Status::InvalidArgument("decode: no sequences: call Prefill first");
   if (static_cast<int64_t>(tokens.size()) != B) {
     return Status::InvalidArgument("decode: tokens: expected one per sequence (" +
                                    std::to_string(B) + "), given " + std::to_string(tokens.size()));
   }
-  if (static_cast<int64_t>(logits.size()) < B * V) {
-    return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(B) +
+  return DecodeSlots(std::span<const int32_t>(s.identity).first(B), tokens, logits);
+}
+
+Status Session::DecodeSlots(std::span<const int32_t> slot_ids, std::span<const int32_t> tokens,
+                            std::span<float> logits) {
+  Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(CheckSlots(slot_ids, s.options.max_batch, "decode"));
+  const int64_t n = static_cast<int64_t>(slot_ids.size()), V = s.config().vocab_size;
+  if (static_cast<int64_t>(tokens.size()) != n) {
+    return Status::InvalidArgument("decode: tokens: expected one per slot (" + std::to_string(n) +
+                                   "), given " + std::to_string(tokens.size()));
+  }
+  if (static_cast<int64_t>(logits.size()) < n * V) {
+    return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(n) +
                                    ", " + std::to_string(V) + ") floats, given " +
                                    std::to_string(logits.size()));
   }
-  SSMKIT_RETURN_IF_ERROR(s.CheckTokens(tokens.data(), B, "decode"));
-  float* hidden = s.decode_buffer.data();
-  float* residual = hidden + B * d;
-  float* normed = residual + B * d;
-  float* acts = normed + B * d;
-  s.Embed(tokens.data(), B, hidden);
-  if (c.arch == ModelArch::kMamba1) {
-    const model::Mamba1DecodeActs a = model::CarveMamba1Decode(c, B, acts);
-    SSMKIT_RETURN_IF_ERROR(
-        s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-          return model::Mamba1MixerDecode(c, w.mamba1[i], B, in, a, s.cache.conv(i, B),
-                                          s.cache.ssm(i, B), out);
-        }));
-  } else {
-    const model::Mamba2DecodeActs a = model::CarveMamba2Decode(c, B, acts);
-    SSMKIT_RETURN_IF_ERROR(
-        s.RunLayers(B, hidden, residual, normed, [&](int64_t i, const float* in, float* out) {
-          return model::Mamba2MixerDecode(c, w.mamba2[i], B, in, a, s.cache.conv(i, B),
-                                          s.cache.ssm(i, B), out);
-        }));
+  SSMKIT_RETURN_IF_ERROR(s.CheckTokens(tokens.data(), n, "decode"));
+  for (int64_t i = 0; i < n; ++i) {
+    if (s.lengths[slot_ids[i]] == 0) {
+      return Status::InvalidArgument("decode: slot " + std::to_string(slot_ids[i]) +
+                                     " holds no tokens: prefill it first");
+    }
   }
-  return LinearForward({model::Rows(normed, B, d, d), w.lm_head, Tensor{}},
-                       model::Rows(logits.data(), B, V, V));
+  // Sized for max_batch at creation: no allocation here.
+  s.packed_tokens.assign(tokens.begin(), tokens.end());
+  s.positions.resize(static_cast<size_t>(n));
+  s.offset[0] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    s.slots[i] = slot_ids[i];
+    s.start[i] = s.lengths[slot_ids[i]];
+    s.offset[i + 1] = i + 1;
+    s.positions[i] = static_cast<int32_t>(s.start[i]);
+  }
+  model::SeqBatch batch;
+  batch.n = n;
+  batch.T = n;
+  batch.slots = s.slots.data();
+  batch.offset = s.offset.data();
+  batch.start = s.start.data();
+  batch.positions = s.positions.data();
+  batch.decode = true;
+  SSMKIT_RETURN_IF_ERROR(s.Reserve(batch));
+  float* base = s.decode_buffer.data();
+  SSMKIT_RETURN_IF_ERROR(s.Run(batch, base));
+  return s.LmHead(model::CarveForward(n, s.config().d_model, base).normed, n, logits.data());
 }
 
 }  // namespace ssmkit

@@ -8,11 +8,33 @@ namespace ssmkit::model {
 namespace {
 
 // Oniguruma's \s in Unicode mode: the ASCII controls \t \n \v \f \r, U+0085, and category Z.
-#define SSMKIT_WS "\\t\\n\\x{0B}\\f\\r\\x{85}\\p{Z}"
-constexpr const char* kGptPattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" SSMKIT_WS "\\p{L}\\p{N}]+|[" SSMKIT_WS
-    "]+(?![^" SSMKIT_WS "])|[" SSMKIT_WS "]+";
-#undef SSMKIT_WS
+constexpr const char* kWhitespace = "\\t\\n\\x{0B}\\f\\r\\x{85}\\p{Z}";
+
+// `pattern` with \s and \S spelled out as Oniguruma reads them: inside a class the members
+// are inserted, outside a class a class of them (or of everything else).
+std::string OnigurumaWhitespace(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kWhitespace) : "[" + std::string(kWhitespace) + "]";
+      } else if (next == 'S' && !in_class) {
+        out += "[^" + std::string(kWhitespace) + "]";
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
 
 icu::UnicodeString FromUtf8(std::string_view text) {
   return icu::UnicodeString::fromUTF8(
@@ -32,31 +54,38 @@ Status NormalizeNfc(std::string_view text, std::string* out) {
   return Status::Ok();
 }
 
-struct GptSplitter::Impl {
+struct RegexSplitter::Impl {
   std::unique_ptr<icu::RegexPattern> pattern;
 };
 
-GptSplitter::GptSplitter() : impl_(std::make_unique<Impl>()) {
-  UErrorCode err = U_ZERO_ERROR;
-  UParseError parse{};
-  impl_->pattern.reset(
-      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(kGptPattern), parse, err));
-  if (U_FAILURE(err)) status_ = Status::Internal(std::string("ICU regex: ") + u_errorName(err));
+const char* RegexSplitter::GptPattern() {
+  return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 }
 
-GptSplitter::~GptSplitter() = default;
+RegexSplitter::RegexSplitter(std::string_view pattern) : impl_(std::make_unique<Impl>()) {
+  UErrorCode err = U_ZERO_ERROR;
+  UParseError parse{};
+  impl_->pattern.reset(icu::RegexPattern::compile(
+      icu::UnicodeString::fromUTF8(OnigurumaWhitespace(pattern)), parse, err));
+  if (U_FAILURE(err)) {
+    status_ = Status::Unsupported("the regex \"" + std::string(pattern) +
+                                  "\" does not compile in ICU: " + u_errorName(err));
+  }
+}
 
-Status GptSplitter::Split(std::string_view text, std::vector<std::string>* pieces) const {
+RegexSplitter::~RegexSplitter() = default;
+
+Status RegexSplitter::Split(std::string_view text, std::vector<std::string>* pieces) const {
   SSMKIT_RETURN_IF_ERROR(status_);
   const icu::UnicodeString u = FromUtf8(text);
   UErrorCode err = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> m(impl_->pattern->matcher(u, err));
   if (U_FAILURE(err)) return Status::Internal(std::string("ICU regex: ") + u_errorName(err));
-  // Every character is matched by some alternative (the last two cover whitespace, the others
-  // everything else), so the matches tile the text; a gap would still be kept as its own piece.
+  // Each match is a piece, and each stretch between matches (the GPT-2 pattern leaves none).
   int32_t last = 0;
   while (m->find(err) && U_SUCCESS(err)) {
     const int32_t begin = m->start(err), end = m->end(err);
+    if (begin == end) continue;  // an empty match splits nothing
     std::string piece;
     if (begin > last) {
       u.tempSubStringBetween(last, begin).toUTF8String(piece);

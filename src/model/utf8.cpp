@@ -58,24 +58,59 @@ size_t Utf8Lossy(std::string_view bytes, bool final, std::string* text) {
 }
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string bytes, text;
-  for (int32_t id : ids) AppendTokenBytes(id, skip_special, &bytes);
-  Utf8Lossy(bytes, true, &text);
-  return text;
+  TokenTextStream stream(*this, skip_special);
+  std::string text;
+  for (int32_t id : ids) text += stream.Push(id);
+  return text + stream.Finish();
+}
+
+// A finished run of byte-fallback tokens: its bytes when they are UTF-8, else U+FFFD per token.
+void TokenTextStream::FlushByteRun() {
+  if (run_tokens_ == 0) return;
+  std::string checked;
+  Utf8Lossy(run_, true, &checked);
+  if (checked == run_) {
+    pending_ += run_;
+  } else {
+    for (int64_t i = 0; i < run_tokens_; ++i) pending_ += kReplacement;
+  }
+  run_.clear();
+  run_tokens_ = 0;
 }
 
 const std::string& TokenTextStream::Push(int32_t id) {
-  tokenizer_->AppendTokenBytes(id, skip_special_, &pending_);
+  if (strip_ < 0) strip_ = tokenizer_->leading_spaces_stripped();
   text_.clear();
+  if (tokenizer_->IsByteToken(id)) {
+    tokenizer_->AppendTokenBytes(id, skip_special_, &run_);
+    ++run_tokens_;
+    return text_;
+  }
+  FlushByteRun();
+  tokenizer_->AppendTokenBytes(id, skip_special_, &pending_);
+  // The decoder's leading spaces: removed from the first bytes the stream sees.
+  while (strip_ > 0 && !pending_.empty()) {
+    if (pending_[0] != ' ') {
+      strip_ = 0;
+      break;
+    }
+    pending_.erase(0, 1);
+    --strip_;
+  }
   pending_.erase(0, Utf8Lossy(pending_, /*final=*/false, &text_));
   return text_;
 }
 
 const std::string& TokenTextStream::Finish() {
+  FlushByteRun();
+  if (strip_ < 0) strip_ = tokenizer_->leading_spaces_stripped();
+  while (strip_ > 0 && !pending_.empty() && pending_[0] == ' ') {
+    pending_.erase(0, 1);
+    --strip_;
+  }
   text_.clear();
   Utf8Lossy(pending_, /*final=*/true, &text_);
   pending_.clear();
   return text_;
 }
-
 }  // namespace ssmkit

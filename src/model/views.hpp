@@ -51,12 +51,4 @@ inline void Transpose(const float* src, int64_t lds, int64_t rows, int64_t cols,
   }
 }
 
-// Zeroes the left-padding columns of a channel-major (C, T) buffer of B sequences of length L:
-// columns b * L + [0, pad[b]) of every channel row.
-inline void ZeroPadColumns(float* data, int64_t C, int64_t B, int64_t L, const int64_t* pad) {
-  for (int64_t c = 0; c < C; ++c) {
-    for (int64_t b = 0; b < B; ++b) std::fill_n(data + c * B * L + b * L, pad[b], 0.0f);
-  }
-}
-
 }  // namespace ssmkit::model

@@ -1,42 +1,27 @@
 #include "model/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
 
 #include "core/dtype.hpp"
+#include "model/tensor_names.hpp"
 
 namespace ssmkit::model {
 namespace {
 
-// How a checkpoint tensor becomes a model parameter.
-enum class Kind {
-  kMatrix,  // kept as a view in the checkpoint's dtype
-  kVector,  // copied to f32
-  kNegExp,  // copied to f32 as -exp(v): A from A_log (the view of A_log is kept too)
-};
-
-// One expected tensor: its name, shape, and where the bound view goes.
-struct Slot {
-  std::string name;
-  std::vector<int64_t> shape;
-  Kind kind;
-  Tensor* target;
-  Tensor* raw = nullptr;  // kNegExp: receives the stored A_log view
-  // A shape the model uses instead of the stored one (conv weights (C, 1, K) -> (C, K)).
-  std::vector<int64_t> view_shape = {};
-};
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + (shape.size() == 1 ? ",)" : ")");
+// "'a'" or "'a' (or 'b')".
+std::string NameList(const std::vector<std::string>& names) {
+  std::string s = "'" + names[0] + "'";
+  for (size_t i = 1; i < names.size(); ++i) s += (i == 1 ? " (or '" : ", '") + names[i] + "'";
+  return names.size() > 1 ? s + ")" : s;
 }
 
-int64_t Numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+// What the config describes, for messages: "a mamba1 model with 2 layers".
+std::string ModelDescription(const ModelConfig& c) {
+  const std::string kind = c.family.empty() ? ModelArchName(c.arch) : c.family;
+  return "a " + kind + " model with " + std::to_string(c.n_layer) + " layers";
 }
 
 // Uniform floats in [0, 1) from splitmix64: several times faster than std::mt19937 with
@@ -61,95 +46,43 @@ uint8_t* Allocate(ModelWeights* w, int64_t bytes) {
   return w->owned.back().get();
 }
 
-// The slots of a model: every tensor name the config calls for.
-std::vector<Slot> ExpectedSlots(const ModelConfig& c, ModelWeights* w, bool lm_head_slot) {
-  const int64_t d = c.d_model, V = c.vocab_size, D = c.d_inner, N = c.d_state, K = c.d_conv;
-  const int64_t C = c.conv_dim();
-  std::vector<Slot> slots;
-  const std::string embedding_name =
-      c.format == "state-spaces" ? "backbone.embedding.weight" : "backbone.embeddings.weight";
-  slots.push_back({embedding_name, {V, d}, Kind::kMatrix, &w->embedding});
-  auto add_common = [&](const std::string& p, Tensor* norm, Tensor* in_proj, Tensor* in_bias,
-                        Tensor* conv_w, Tensor* conv_b, Tensor* out_proj, Tensor* out_bias) {
-    slots.push_back({p + "norm.weight", {d}, Kind::kVector, norm});
-    slots.push_back({p + "mixer.in_proj.weight", {c.in_proj_dim(), d}, Kind::kMatrix, in_proj});
-    if (c.proj_bias)
-      slots.push_back({p + "mixer.in_proj.bias", {c.in_proj_dim()}, Kind::kVector, in_bias});
-    slots.push_back({p + "mixer.conv1d.weight", {C, 1, K}, Kind::kVector, conv_w, nullptr, {C, K}});
-    if (c.conv_bias) slots.push_back({p + "mixer.conv1d.bias", {C}, Kind::kVector, conv_b});
-    slots.push_back({p + "mixer.out_proj.weight", {d, D}, Kind::kMatrix, out_proj});
-    if (c.proj_bias) slots.push_back({p + "mixer.out_proj.bias", {d}, Kind::kVector, out_bias});
-  };
-  if (c.arch == ModelArch::kMamba1) {
-    w->mamba1.resize(static_cast<size_t>(c.n_layer));
-    for (int64_t i = 0; i < c.n_layer; ++i) {
-      Mamba1Layer& l = w->mamba1[static_cast<size_t>(i)];
-      const std::string p = "backbone.layers." + std::to_string(i) + ".";
-      add_common(p, &l.norm, &l.in_proj, &l.in_proj_bias, &l.conv_weight, &l.conv_bias, &l.out_proj,
-                 &l.out_proj_bias);
-      const int64_t R = c.dt_rank;
-      slots.push_back({p + "mixer.x_proj.weight", {R + 2 * N, D}, Kind::kMatrix, &l.x_proj});
-      slots.push_back({p + "mixer.dt_proj.weight", {D, R}, Kind::kMatrix, &l.dt_proj});
-      slots.push_back({p + "mixer.dt_proj.bias", {D}, Kind::kVector, &l.dt_bias});
-      slots.push_back({p + "mixer.A_log", {D, N}, Kind::kNegExp, &l.A, &l.A_log});
-      slots.push_back({p + "mixer.D", {D}, Kind::kVector, &l.D});
-    }
-  } else {
-    const int64_t H = c.nheads;
-    w->mamba2.resize(static_cast<size_t>(c.n_layer));
-    for (int64_t i = 0; i < c.n_layer; ++i) {
-      Mamba2Layer& l = w->mamba2[static_cast<size_t>(i)];
-      const std::string p = "backbone.layers." + std::to_string(i) + ".";
-      add_common(p, &l.norm, &l.in_proj, &l.in_proj_bias, &l.conv_weight, &l.conv_bias, &l.out_proj,
-                 &l.out_proj_bias);
-      slots.push_back({p + "mixer.dt_bias", {H}, Kind::kVector, &l.dt_bias});
-      slots.push_back({p + "mixer.A_log", {H}, Kind::kNegExp, &l.A, &l.A_log});
-      if (c.d_per_channel) {
-        slots.push_back({p + "mixer.D", {D}, Kind::kVector, &l.D, nullptr, {H, c.headdim}});
-      } else {
-        slots.push_back({p + "mixer.D", {H}, Kind::kVector, &l.D});
-      }
-      slots.push_back({p + "mixer.norm.weight", {D}, Kind::kVector, &l.gated_norm});
-    }
-  }
-  slots.push_back({"backbone.norm_f.weight", {d}, Kind::kVector, &w->norm_f});
-  if (lm_head_slot) slots.push_back({"lm_head.weight", {V, d}, Kind::kMatrix, &w->lm_head});
-  return slots;
-}
-
 // Fills a slot's target from f32 values (a checkpoint tensor read element by element, or
 // random values), converting or transforming as its kind says.
-void BindVector(const Slot& s, const std::function<float(int64_t)>& value, ModelWeights* w) {
+void BindVector(const TensorSlot& s, const std::function<float(int64_t)>& value, ModelWeights* w) {
   const int64_t n = Numel(s.shape);
   float* data = reinterpret_cast<float*>(Allocate(w, n * 4));
   for (int64_t i = 0; i < n; ++i) {
     const float v = value(i);
-    data[i] = s.kind == Kind::kNegExp ? -std::exp(v) : v;
+    data[i] = s.kind == SlotKind::kNegExp ? -std::exp(v) : v;
   }
   *s.target = ContiguousView(data, DType::kF32, s.view_shape.empty() ? s.shape : s.view_shape);
 }
 
+Status Finish(const TensorPlan& plan) {
+  for (const auto& f : plan.finish) SSMKIT_RETURN_IF_ERROR(f());
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
-                   ModelWeights* weights) {
+Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelWeights* weights) {
+  SSMKIT_RETURN_IF_ERROR(config.Validate());
   ModelWeights w;
-  // A tied model may still carry lm_head.weight (mamba_ssm saves both names of the one
-  // tensor); it is checked and then unused, as transformers does.
-  const bool lm_head_stored = checkpoint.Find("lm_head.weight") != nullptr;
-  const std::vector<Slot> slots =
-      ExpectedSlots(config, &w, !config.tie_embeddings || lm_head_stored);
+  TensorPlan plan;
+  SSMKIT_RETURN_IF_ERROR(PlanTensors(config, &source, &w, &plan));
   std::set<std::string> used;
-  const std::string files = checkpoint.description();
-  for (const Slot& s : slots) {
-    const SafetensorsTensor* t = checkpoint.Find(s.name);
-    if (t == nullptr) {
-      return Status::InvalidArgument(files + ": missing tensor '" + s.name + "' " +
-                                     ShapeString(s.shape) + " (a " + ModelArchName(config.arch) +
-                                     " model with " + std::to_string(config.n_layer) +
-                                     " layers, from config.json)");
+  const std::string files = source.description();
+  for (const TensorSlot& s : plan.slots) {
+    const WeightTensor* t = nullptr;
+    for (const std::string& name : s.names) {
+      if ((t = source.Find(name)) != nullptr) break;
     }
-    const std::string where = t->file + ": tensor '" + s.name + "': ";
+    if (t == nullptr) {
+      return Status::InvalidArgument(files + ": missing tensor " + NameList(s.names) + " " +
+                                     ShapeString(s.shape) + " (" + ModelDescription(config) +
+                                     ", from config.json)");
+    }
+    const std::string where = t->file + ": tensor '" + t->name + "': ";
     if (!t->float_dtype) {
       return Status::InvalidArgument(where + "dtype " + t->dtype_name +
                                      ", expected F32, BF16 or F16");
@@ -158,9 +91,9 @@ Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& check
       return Status::InvalidArgument(where + "shape " + t->shape_string() + ", expected " +
                                      ShapeString(s.shape) + " (from config.json)");
     }
-    used.insert(s.name);
-    w.parameter_count += t->numel();
-    if (s.kind == Kind::kMatrix) {
+    // A tensor bound by several blocks (Zamba2's shared blocks) counts once.
+    if (used.insert(t->name).second) w.parameter_count += t->numel();
+    if (s.kind == SlotKind::kMatrix) {
       *s.target = t->view();
       continue;
     }
@@ -168,18 +101,22 @@ Status BindWeights(const ModelConfig& config, const SafetensorsCheckpoint& check
     BindVector(
         s, [t](int64_t i) { return LoadAsF32(t->data, t->dtype, i); }, &w);
   }
-  for (const auto& [name, t] : checkpoint.tensors()) {
-    if (!used.count(name)) {
-      return Status::InvalidArgument(t.file + ": unexpected tensor '" + name + "' " +
-                                     t.shape_string() + ": not part of a " +
-                                     ModelArchName(config.arch) + " model with " +
-                                     std::to_string(config.n_layer) + " layers (config.json)");
-    }
+  for (const auto& [name, t] : source.tensors()) {
+    if (used.count(name)) continue;
+    const bool ignored =
+        std::any_of(plan.ignored_prefixes.begin(), plan.ignored_prefixes.end(),
+                    [&](const std::string& p) { return name.compare(0, p.size(), p) == 0; });
+    if (ignored) continue;
+    return Status::InvalidArgument(t.file + ": unexpected tensor '" + name + "' " +
+                                   t.shape_string() + ": not part of " + ModelDescription(config) +
+                                   " (config.json)");
   }
   if (config.tie_embeddings) {
-    if (lm_head_stored) w.parameter_count -= checkpoint.Find("lm_head.weight")->numel();
+    if (const WeightTensor* lm = source.Find("lm_head.weight"); lm && used.count(lm->name))
+      w.parameter_count -= lm->numel();
     w.lm_head = w.embedding;
   }
+  SSMKIT_RETURN_IF_ERROR(Finish(plan));
   *weights = std::move(w);
   return Status::Ok();
 }
@@ -191,25 +128,27 @@ Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, Mode
   }
   SSMKIT_RETURN_IF_ERROR(config.Validate());
   ModelWeights w;
-  const std::vector<Slot> slots = ExpectedSlots(config, &w, !config.tie_embeddings);
+  TensorPlan plan;
+  SSMKIT_RETURN_IF_ERROR(PlanTensors(config, nullptr, &w, &plan));
   UnitRandom unit(seed);
   // Uniform with the variance of N(0, 0.02^2).
   const float bound = 0.02f * std::sqrt(3.0f);
   const float conv_bound = 1.0f / std::sqrt(static_cast<float>(config.d_conv));
-  for (const Slot& s : slots) {
+  for (const TensorSlot& s : plan.slots) {
     const int64_t n = Numel(s.shape);
+    const std::string& name = s.names[0];
     w.parameter_count += n;
-    if (s.kind == Kind::kMatrix) {
+    if (s.kind == SlotKind::kMatrix) {
       uint8_t* data = Allocate(&w, n * DTypeSize(dtype));
       for (int64_t i = 0; i < n; ++i) StoreFromF32(data, dtype, i, (2.0f * unit() - 1.0f) * bound);
       *s.target = ContiguousView(data, dtype, s.shape);
       continue;
     }
-    const bool is_a = s.kind == Kind::kNegExp;
-    const bool is_conv = s.name.find("conv1d.weight") != std::string::npos;
-    const bool is_dt_bias = s.name.find("dt_bias") != std::string::npos ||
-                            s.name.find("dt_proj.bias") != std::string::npos;
-    const bool is_bias = s.name.find(".bias") != std::string::npos && !is_dt_bias;
+    const bool is_a = s.kind == SlotKind::kNegExp;
+    const bool is_conv = name.find("conv1d.weight") != std::string::npos;
+    const bool is_dt_bias =
+        name.find("dt_bias") != std::string::npos || name.find("dt_proj.bias") != std::string::npos;
+    const bool is_bias = name.find(".bias") != std::string::npos && !is_dt_bias;
     const int64_t inner = s.shape.back();
     BindVector(
         s,
@@ -226,20 +165,32 @@ Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, Mode
         &w);
   }
   if (config.tie_embeddings) w.lm_head = w.embedding;
+  SSMKIT_RETURN_IF_ERROR(Finish(plan));
   *weights = std::move(w);
   return Status::Ok();
 }
 
 int64_t DecodeWeightBytes(const ModelConfig& config, const ModelWeights& w) {
   auto bytes = [](const Tensor& t) { return t.defined() ? t.numel() * DTypeSize(t.dtype) : 0; };
+  auto mlp = [&](const MlpWeights& m) {
+    return bytes(m.gate) + bytes(m.up) + bytes(m.down) + bytes(m.gate_bias) + bytes(m.up_bias) +
+           bytes(m.down_bias);
+  };
+  auto adapter = [&](const Adapter& a) { return bytes(a.a) + bytes(a.b); };
   int64_t total = bytes(w.lm_head) + config.d_model * DTypeSize(w.embedding.dtype);
-  for (const Mamba1Layer& l : w.mamba1) {
-    total += bytes(l.in_proj) + bytes(l.x_proj) + bytes(l.dt_proj) + bytes(l.out_proj);
-    total += bytes(l.A) + bytes(l.conv_weight) + bytes(l.norm) + bytes(l.D) + bytes(l.dt_bias);
-  }
-  for (const Mamba2Layer& l : w.mamba2) {
-    total += bytes(l.in_proj) + bytes(l.out_proj) + bytes(l.conv_weight) + bytes(l.norm) +
-             bytes(l.gated_norm);
+  for (const Block& b : w.blocks) {
+    total += bytes(b.norm) + bytes(b.ffn_norm) + bytes(b.out_linear);
+    const Mamba1Weights& m1 = b.mamba1;
+    total += bytes(m1.in_proj) + bytes(m1.x_proj) + bytes(m1.dt_proj) + bytes(m1.out_proj) +
+             bytes(m1.A) + bytes(m1.conv_weight) + bytes(m1.D) + bytes(m1.dt_bias);
+    const Mamba2Weights& m2 = b.mamba2;
+    total += bytes(m2.in_proj) + bytes(m2.out_proj) + bytes(m2.conv_weight) + bytes(m2.gated_norm);
+    const AttentionWeights& a = b.attention;
+    total += bytes(a.q) + bytes(a.k) + bytes(a.v) + bytes(a.o) + adapter(a.q_adapter) +
+             adapter(a.k_adapter) + adapter(a.v_adapter);
+    const FeedForwardWeights& f = b.ffn;
+    total += mlp(f.mlp) + adapter(f.gate_up_adapter) + bytes(f.router) + mlp(f.shared_expert);
+    for (const MlpWeights& e : f.experts) total += mlp(e);
   }
   return total;
 }

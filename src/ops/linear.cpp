@@ -1,10 +1,13 @@
-// LinearForward: argument checking, then the CPU backend. Every rule here has a test in
-// tests/linear_errors_test.cpp. Dimension legend: T rows, K input features, M output features.
+// LinearForward and LinearBackward: argument checking, then the CPU backend. Every rule here has a
+// test in tests/linear_errors_test.cpp. Dimension legend: T rows, K input features, M output
+// features.
 #include "ssmkit/linear.hpp"
 
 #include <algorithm>
 #include <new>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "cpu/linear.hpp"
 #include "ops/check.hpp"
@@ -56,14 +59,17 @@ Span SpanOf(const void* data, int64_t rows, int64_t cols, int64_t s_row, int64_t
   return {base, base + last + static_cast<int64_t>(sizeof(float)) - 1};
 }
 
-Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
+bool Overlap(const Span& a, const Span& b) { return a.first <= b.last && b.first <= a.last; }
+
+// The checks forward and backward share: weight (M, K) of `weight_dtypes`, x (T, K), bias (M).
+Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_dtypes,
+                   LinearParams* p) {
   const Tensor& w = in.weight;
   if (!w.defined()) return check::Mismatch(kOp, "weight", "a tensor (M, K)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "weight", w, {2}));
   const int64_t M = w.shape[0], K = w.shape[1];
   if (M < 1 || K < 1) return check::Mismatch(kOp, "weight", "M >= 1 and K >= 1", w.shape_string());
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "weight", w, {"(M, K)", {M, K}},
-                                       {DType::kF32, DType::kBF16, DType::kF16}));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "weight", w, {"(M, K)", {M, K}}, weight_dtypes));
   if (!w.is_contiguous()) {
     return check::Mismatch(
         kOp, "weight", "a contiguous row-major (M, K) tensor",
@@ -74,17 +80,8 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
   const int64_t T = in.x.shape[0];
   if (T < 1) return check::Mismatch(kOp, "x", "rows T >= 1", in.x.shape_string());
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "bias", in.bias, {"(M)", {M}}, {DType::kF32}));
-  if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
-  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
   SSMKIT_RETURN_IF_ERROR(
       CheckMatrix("x", in.x, "(T, K)", T, K, &p->x_stride_row, &p->x_stride_feature));
-  SSMKIT_RETURN_IF_ERROR(
-      CheckMatrix("out", out, "(T, M)", T, M, &p->out_stride_row, &p->out_stride_feature));
-  const Span xs = SpanOf(in.x.data, T, K, p->x_stride_row, p->x_stride_feature);
-  const Span os = SpanOf(out.data, T, M, p->out_stride_row, p->out_stride_feature);
-  if (xs.first <= os.last && os.first <= xs.last) {
-    return check::Mismatch(kOp, "out", "memory not overlapping x", "an overlapping tensor");
-  }
   p->rows = T;
   p->in_features = K;
   p->out_features = M;
@@ -92,7 +89,78 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
   p->weight = w.data;
   p->weight_dtype = w.dtype;
   p->bias = static_cast<const float*>(in.bias.data);
+  return Status::Ok();
+}
+
+Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32, DType::kBF16, DType::kF16}, p));
+  const int64_t T = p->rows, K = p->in_features, M = p->out_features;
+  if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckMatrix("out", out, "(T, M)", T, M, &p->out_stride_row, &p->out_stride_feature));
+  const Span xs = SpanOf(in.x.data, T, K, p->x_stride_row, p->x_stride_feature);
+  const Span os = SpanOf(out.data, T, M, p->out_stride_row, p->out_stride_feature);
+  if (Overlap(xs, os)) {
+    return check::Mismatch(kOp, "out", "memory not overlapping x", "an overlapping tensor");
+  }
   p->out = static_cast<float*>(out.data);
+  return Status::Ok();
+}
+
+Status CheckBackward(const LinearInputs& in, const Tensor& dout, const LinearGrads& g,
+                     LinearBackwardParams* p) {
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32}, p));
+  const int64_t T = p->rows, K = p->in_features, M = p->out_features;
+  if (!dout.defined()) return check::Mismatch(kOp, "dout", "a tensor (T, M)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "dout", dout, {2}));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckMatrix("dout", dout, "(T, M)", T, M, &p->dout_stride_row, &p->dout_stride_feature));
+  // Every input's bytes, and each gradient's as it is accepted: a gradient must overlap none.
+  struct Named {
+    const char* name;
+    Span span;
+  };
+  std::vector<Named> taken = {
+      {"x", SpanOf(in.x.data, T, K, p->x_stride_row, p->x_stride_feature)},
+      {"weight", SpanOf(in.weight.data, M, K, K, 1)},
+      {"dout", SpanOf(dout.data, T, M, p->dout_stride_row, p->dout_stride_feature)}};
+  if (in.bias.defined()) taken.push_back({"bias", SpanOf(in.bias.data, 1, M, M, 1)});
+  auto claim = [&](const char* name, const Span& span) {
+    for (const Named& other : taken) {
+      if (Overlap(span, other.span)) {
+        return check::Mismatch(kOp, name, std::string("memory not overlapping ") + other.name,
+                               "an overlapping tensor");
+      }
+    }
+    taken.push_back({name, span});
+    return Status::Ok();
+  };
+  if (g.dx.defined()) {
+    SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "dx", g.dx, {2}));
+    SSMKIT_RETURN_IF_ERROR(
+        CheckMatrix("dx", g.dx, "(T, K)", T, K, &p->dx_stride_row, &p->dx_stride_feature));
+    SSMKIT_RETURN_IF_ERROR(
+        claim("dx", SpanOf(g.dx.data, T, K, p->dx_stride_row, p->dx_stride_feature)));
+    p->dx = static_cast<float*>(g.dx.data);
+  }
+  if (g.dweight.defined()) {
+    SSMKIT_RETURN_IF_ERROR(
+        check::Tensor(kOp, "dweight", g.dweight, {"(M, K)", {M, K}}, {DType::kF32}));
+    if (!g.dweight.is_contiguous()) {
+      return check::Mismatch(kOp, "dweight", "a contiguous row-major (M, K) tensor",
+                             "strides (" + std::to_string(g.dweight.strides[0]) + ", " +
+                                 std::to_string(g.dweight.strides[1]) + ")");
+    }
+    SSMKIT_RETURN_IF_ERROR(claim("dweight", SpanOf(g.dweight.data, M, K, K, 1)));
+    p->dweight = static_cast<float*>(g.dweight.data);
+  }
+  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dbias", g.dbias, "bias", in.bias));
+  if (g.dbias.defined()) {
+    SSMKIT_RETURN_IF_ERROR(claim("dbias", SpanOf(g.dbias.data, 1, M, M, 1)));
+    p->dbias = static_cast<float*>(g.dbias.data);
+  }
+  p->dout = static_cast<const float*>(dout.data);
   return Status::Ok();
 }
 
@@ -109,6 +177,19 @@ Status LinearForward(const LinearInputs& inputs, const Tensor& out) {
   LinearParams p;
   SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, out, &p));
   return check::RunGuarded(kOp, [&] { return cpu::Linear(p); });
+}
+
+Status LinearBackward(const LinearInputs& inputs, const Tensor& dout, const LinearGrads& grads) {
+  Device device;
+  SSMKIT_RETURN_IF_ERROR(check::Devices(
+      kOp, {{"x", inputs.x}, {"weight", inputs.weight}, {"bias", inputs.bias}, {"dout", dout}},
+      {{"dx", grads.dx}, {"dweight", grads.dweight}, {"dbias", grads.dbias}}, &device));
+  if (device != Device::kCpu) {
+    return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
+  }
+  LinearBackwardParams p;
+  SSMKIT_RETURN_IF_ERROR(CheckBackward(inputs, dout, grads, &p));
+  return check::RunGuarded(kOp, [&] { return cpu::LinearBackward(p); });
 }
 
 }  // namespace ssmkit

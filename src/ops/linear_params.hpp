@@ -26,4 +26,15 @@ struct LinearParams {
   bool out_row_major() const { return out_stride_feature == 1; }
 };
 
+// LinearBackward's: the forward's inputs (out unused, weight f32) plus dout and the gradients,
+// laid out like x and out (dx like x, dout like out); absent gradients are nullptr.
+struct LinearBackwardParams : LinearParams {
+  const float* dout = nullptr;  // (T, M)
+  int64_t dout_stride_row = 0, dout_stride_feature = 1;
+  float* dx = nullptr;  // optional (T, K)
+  int64_t dx_stride_row = 0, dx_stride_feature = 1;
+  float* dweight = nullptr;  // optional (M, K), row-major contiguous
+  float* dbias = nullptr;    // optional (M)
+};
+
 }  // namespace ssmkit

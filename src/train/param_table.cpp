@@ -42,6 +42,10 @@ Status ParamTable::Build(const ModelConfig& config, ParamTable* table) {
   SSMKIT_RETURN_IF_ERROR(config.Validate());
   if (!config.conv_bias) return Unsupported("conv_bias", "true", "false");
   if (config.proj_bias) return Unsupported("proj_bias (use_bias)", "false", "true");
+  if (!config.is_pure_mamba() || config.dt_bc_norms || !config.gated_norm) {
+    return Unsupported("blocks", "Mamba-1 or Mamba-2 mixers only",
+                       config.family.empty() ? "a hybrid" : config.family);
+  }
   if (config.vocab_size != config.config_vocab_size) {
     return Unsupported("vocab_size",
                        "no padding (" + std::to_string(config.config_vocab_size) + ")",

@@ -628,6 +628,66 @@ static void test_rmsnorm(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
 }
 
+/* ------------------------------------------------------------------ linear */
+
+enum { LT = 6, LK = 7, LM = 5 };
+
+typedef struct {
+  Arr x, w, bias, out, w_out;
+  ssmkit_linear_args args;
+} LinearCase;
+
+static double linear_loss(void* ctx) {
+  LinearCase* c = (LinearCase*)ctx;
+  ssmkit_tensor o = view(&c->out);
+  CHECK_OK(ssmkit_linear_fwd(&c->args, &o));
+  return dot(&c->out, &c->w_out);
+}
+
+static void test_linear(void) {
+  LinearCase c;
+  c.x = NORMAL(1, LT, LK), c.w = NORMAL(0.3, LM, LK), c.bias = NORMAL(1, LM);
+  c.out = NEW(LT, LM), c.w_out = NORMAL(1, LT, LM);
+  ssmkit_linear_args a = {.struct_size = sizeof a};
+  a.x = view(&c.x), a.weight = view(&c.w), a.bias = view(&c.bias);
+  c.args = a;
+  double want[LT * LM];
+  for (int t = 0; t < LT; ++t) {
+    for (int m = 0; m < LM; ++m) {
+      double sum = c.bias.data[m];
+      for (int k = 0; k < LK; ++k) sum += (double)c.x.data[t * LK + k] * c.w.data[m * LK + k];
+      want[t * LM + m] = sum;
+    }
+  }
+  poison(&c.out);
+  linear_loss(&c);
+  CHECK(rel_err(c.out.data, want, c.out.n) < kFwdTol, "linear: error %g",
+        rel_err(c.out.data, want, c.out.n));
+
+  Arr dx = NEW(LT, LK), dw = NEW(LM, LK), db = NEW(LM);
+  poison(&dx), poison(&dw), poison(&db);
+  ssmkit_linear_grads g = {.struct_size = sizeof g};
+  g.dx = view(&dx), g.dweight = view(&dw), g.dbias = view(&db);
+  ssmkit_tensor dout = view(&c.w_out);
+  CHECK_OK(ssmkit_linear_bwd(&c.args, &dout, &g));
+  const GradCheck checks[] = {
+      {"x", &c.x, &dx},
+      {"weight", &c.w, &dw},
+      {"bias", &c.bias, &db},
+  };
+  check_gradients("linear", checks, sizeof checks / sizeof *checks, linear_loss, &c);
+
+  /* Bad input: a message naming the argument, nothing written. */
+  poison(&dx);
+  g.dx.shape[1] = LK + 1;
+  CHECK(ssmkit_linear_bwd(&c.args, &dout, &g) == SSMKIT_INVALID_ARGUMENT, "linear: bad dx");
+  CHECK(strstr(ssmkit_last_error(), "dx") != NULL, "linear: message %s", ssmkit_last_error());
+  CHECK(isnan(dx.data[0]), "linear: dx written on error");
+
+  Arr* all[] = {&c.x, &c.w, &c.bias, &c.out, &c.w_out, &dx, &dw, &db};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) release(all[i]);
+}
+
 /* ------------------------------------------------------------------ packed sequences */
 
 /* Positions [l0, l0 + len) of a contiguous (1, ..., L) or (1, L, ...) tensor: time in
@@ -787,6 +847,7 @@ int main(void) {
   test_state_update();
   test_conv1d();
   test_rmsnorm();
+  test_linear();
   test_varlen();
   return harness_finish();
 }

@@ -1,5 +1,6 @@
 /* The C ABI's inference engine from a C11 program (compiled as C, -pedantic -Werror): the tiny
- * checkpoints of scripts/make_model_fixtures.py (tests/fixtures/models) loaded through
+ * checkpoints of scripts/make_model_fixtures.py (tests/fixtures/models; Mamba and, loaded
+ * unchanged through the same calls, two hybrid families) loaded through
  * ssmkit_model_load, their logits against the ones transformers recorded (expected.safetensors,
  * read here with a few lines of C): every prefill position, a batch of prompts of different
  * lengths, teacher-forced decode steps; greedy generation (from tokens and from text) against
@@ -237,22 +238,27 @@ typedef struct {
   int file_counts_parameters; /* every tensor in model.safetensors is a distinct parameter */
   int has_tokenizer;
   int64_t eos_token_id; /* and bos: the HF configs name 0, the state-spaces ones none */
+  int hybrid;           /* a hybrid family's fixture: its own layer list and sizes */
 } Fixture;
 
 static void check_config(const Fixture* f, const ssmkit_model* model) {
   ssmkit_model_config c = {.struct_size = sizeof c};
   CHECK_OK(ssmkit_model_get_config(model, &c));
-  CHECK(c.arch == (int32_t)f->arch && c.vocab_size == kFixtureVocab && c.n_layer == 2 &&
-            c.d_model == 32 && c.d_inner == 64,
-        "%s: config arch %d vocab %lld layers %lld d_model %lld", f->model, c.arch,
-        (long long)c.vocab_size, (long long)c.n_layer, (long long)c.d_model);
-  if (f->arch == SSMKIT_ARCH_MAMBA2) {
-    CHECK(c.nheads == 8 && c.headdim == 8 && c.ngroups == 2 && c.d_state == 16 && c.dt_rank == 0,
-          "%s: heads %lld x %lld, groups %lld", f->model, (long long)c.nheads, (long long)c.headdim,
-          (long long)c.ngroups);
-  } else {
-    CHECK(c.dt_rank == 2 && c.d_state == 8 && c.nheads == 0, "%s: dt_rank %lld, d_state %lld",
-          f->model, (long long)c.dt_rank, (long long)c.d_state);
+  CHECK(c.arch == (int32_t)f->arch && c.vocab_size == kFixtureVocab && c.d_model == 32,
+        "%s: config arch %d vocab %lld d_model %lld", f->model, c.arch, (long long)c.vocab_size,
+        (long long)c.d_model);
+  if (!f->hybrid) { /* the Mamba fixtures' sizes */
+    CHECK(c.n_layer == 2 && c.d_inner == 64,
+          "%s: config arch %d vocab %lld layers %lld d_model %lld", f->model, c.arch,
+          (long long)c.vocab_size, (long long)c.n_layer, (long long)c.d_model);
+    if (f->arch == SSMKIT_ARCH_MAMBA2) {
+      CHECK(c.nheads == 8 && c.headdim == 8 && c.ngroups == 2 && c.d_state == 16 && c.dt_rank == 0,
+            "%s: heads %lld x %lld, groups %lld", f->model, (long long)c.nheads,
+            (long long)c.headdim, (long long)c.ngroups);
+    } else {
+      CHECK(c.dt_rank == 2 && c.d_state == 8 && c.nheads == 0, "%s: dt_rank %lld, d_state %lld",
+            f->model, (long long)c.dt_rank, (long long)c.d_state);
+    }
   }
   CHECK(c.eos_token_id == f->eos_token_id && c.bos_token_id == f->eos_token_id,
         "%s: eos %lld bos %lld", f->model, (long long)c.eos_token_id, (long long)c.bos_token_id);
@@ -751,11 +757,14 @@ static void test_session_errors(void) {
 int main(void) {
   harness_start("capi_model_test");
   const Fixture fixtures[] = {
-      {"mamba1-hf", "mamba1-hf", SSMKIT_ARCH_MAMBA1, 1, 1, 0},
-      {"mamba1-hf-bf16", "mamba1-hf-bf16", SSMKIT_ARCH_MAMBA1, 1, 1, 0},
-      {"mamba1-ss", "mamba1-hf", SSMKIT_ARCH_MAMBA1, 0, 0, -1},
-      {"mamba2-hf", "mamba2-hf", SSMKIT_ARCH_MAMBA2, 1, 1, 0},
-      {"mamba2-ss", "mamba2-hf", SSMKIT_ARCH_MAMBA2, 1, 0, -1},
+      {"mamba1-hf", "mamba1-hf", SSMKIT_ARCH_MAMBA1, 1, 1, 0, 0},
+      {"mamba1-hf-bf16", "mamba1-hf-bf16", SSMKIT_ARCH_MAMBA1, 1, 1, 0, 0},
+      {"mamba1-ss", "mamba1-hf", SSMKIT_ARCH_MAMBA1, 0, 0, -1, 0},
+      {"mamba2-hf", "mamba2-hf", SSMKIT_ARCH_MAMBA2, 1, 1, 0, 0},
+      {"mamba2-ss", "mamba2-hf", SSMKIT_ARCH_MAMBA2, 1, 0, -1, 0},
+      /* GraniteMoeHybrid (Mamba-2, attention with rope, MoE) and Falcon-H1 (parallel blocks) */
+      {"granitemoehybrid-moe", "granitemoehybrid-moe", SSMKIT_ARCH_MAMBA2, 1, 1, 0, 1},
+      {"falcon_h1", "falcon_h1", SSMKIT_ARCH_MAMBA2, 1, 1, 0, 1},
   };
   for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; ++i) test_fixture(&fixtures[i]);
   test_default_model();

@@ -7,6 +7,7 @@
 //     one vector per row: 3 multiplies per state element), with one fork/join per step and
 //     nothing else (no dt, softplus, gating, lane sums, input checks).
 // Dimension legend: H heads, P head dim, N state size, W vector lanes.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "bench_harness.hpp"
 #include "core/parallel.hpp"
+#include "fma_rate.hpp"
 #include "peer_ggml.hpp"
 #include "ssmkit/threads.hpp"
 
@@ -38,6 +40,7 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 int64_t FloatLanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
+int64_t Target() { return HWY_TARGET; }
 
 // rounds * kChains vector multiply-adds; returns their sum so that none is optimised away.
 float FmaChains(int64_t rounds) {
@@ -108,6 +111,7 @@ namespace {
 
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(FloatLanes);
+HWY_EXPORT(Target);
 HWY_EXPORT(StepArithmetic128);
 
 // m2-130m (docs/targets.md): L = 2048, H = 24, P = 64, N = 128.
@@ -115,18 +119,32 @@ constexpr int64_t kL = 2048, kH = 24, kP = 64, kN = 128;
 constexpr int kStepReps = 100;  // steps per timed run, as in `bench step`
 constexpr int64_t kFmaRounds = 1 << 20;
 
-// Per-core vector multiply-adds per second over `threads` cores, timed as MedianMs; `lanes`
-// per vector, for the ns per multiply-add column.
-double FmaRate(const Options& options, int threads, double lanes, std::vector<Result>* results) {
-  std::vector<float> sums(threads);  // one per block: kept, so the chains are not dead code
-  const double ms = MedianMs(options, [&] {
-    ParallelFor(threads, [&](int64_t, int64_t, int block) {
-      sums[block] += HWY_DYNAMIC_DISPATCH(FmaChains)(kFmaRounds);
-    });
+}  // namespace
+
+double DispatchedFloatLanes() { return static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)()); }
+const char* DispatchedTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)()); }
+
+FmaProbe::FmaProbe(int threads, double fmas_per_thread)
+    : sums_(static_cast<size_t>(threads), 0.0f),
+      rounds_(fmas_per_thread > 0
+                  ? std::max<int64_t>(1, static_cast<int64_t>(fmas_per_thread / kChains))
+                  : kFmaRounds) {}
+
+void FmaProbe::Run() {
+  ParallelFor(static_cast<int64_t>(sums_.size()), [&](int64_t, int64_t, int block) {
+    sums_[block] += HWY_DYNAMIC_DISPATCH(FmaChains)(rounds_);
   });
-  if (!(sums[0] > 0.0f))
-    std::fprintf(stderr, "bench floor: unexpected FMA chain sum %g\n", sums[0]);
-  const double fmas = static_cast<double>(kFmaRounds) * kChains * threads;  // vector FMAs
+}
+
+double FmaProbe::FmasPerThread() const { return static_cast<double>(rounds_) * kChains; }
+
+bool FmaProbe::Sane() const { return sums_[0] > 0.0f; }
+
+double FmaRate(const Options& options, int threads, double lanes, std::vector<Result>* results) {
+  FmaProbe probe(threads);
+  const double ms = MedianMs(options, [&] { probe.Run(); });
+  if (!probe.Sane()) std::fprintf(stderr, "bench floor: unexpected FMA chain sums\n");
+  const double fmas = probe.FmasPerThread() * threads;  // vector FMAs
   Result r{"fma",
            "-",
            std::to_string(threads) + (threads == 1 ? " thread" : " threads"),
@@ -138,6 +156,8 @@ double FmaRate(const Options& options, int threads, double lanes, std::vector<Re
   results->push_back(r);
   return fmas / threads / (ms * 1e-3);
 }
+
+namespace {
 
 int RunFloorBench(const Options& options) {
   const int threads = NumThreads();

@@ -70,6 +70,7 @@ int RunGenerate(GenerateArgs a) {
   std::vector<int32_t> prompt;
   s = tokenizer->Encode(a.prompt, &prompt);
   if (!s.ok()) return Fail(s);
+  tokenizer->AddSpecialTokens(&prompt);  // the tokenizer's template (a start token), if any
   const ModelConfig& c = model->config();
   s = StartFromBeginningOfText(c, &prompt);
   if (!s.ok()) return Fail(s);
@@ -99,8 +100,9 @@ int RunGenerate(GenerateArgs a) {
         if (a.print_ids) generated.push_back(id);
       },
       &stats);
-  write(stream.Finish());
-  std::printf("\n");
+  // The newline is flushed before the stats go to stderr, so that with both streams on one
+  // pipe (2>&1) the stats line does not run into the generated text.
+  write(stream.Finish() + "\n");
   if (!s.ok()) return Fail(s);
   if (a.print_ids) {
     PrintIds("prompt ids", prompt);
@@ -118,6 +120,35 @@ int RunGenerate(GenerateArgs a) {
   return 0;
 }
 
+// The block list and the attention / feed-forward settings of a hybrid.
+void PrintHybrid(const ModelConfig& c) {
+  std::string list;
+  for (const BlockSpec& b : c.block_list()) {
+    list += (list.empty() ? "" : " ") + std::string(BlockKindName(b.kind));
+  }
+  std::printf("blocks:         %s\n", list.c_str());
+  const AttentionConfig& a = c.attention;
+  if (a.num_heads > 0) {
+    const std::string position =
+        a.rotary_dim > 0 ? "rope theta " + std::to_string(static_cast<long long>(a.rope_theta)) +
+                               " on " + std::to_string(a.rotary_dim) + " dims"
+                         : "no position embedding";
+    std::printf("attention:      %lld heads, %lld key/value heads, head dim %lld, %s\n",
+                static_cast<long long>(a.num_heads), static_cast<long long>(a.num_kv_heads),
+                static_cast<long long>(a.head_dim), position.c_str());
+  }
+  const FeedForwardConfig& f = c.ffn;
+  std::printf("feed-forward:   %s %s", f.gated ? "gated" : "ungated", f.activation.c_str());
+  if (f.intermediate > 0) std::printf(", MLP width %lld", static_cast<long long>(f.intermediate));
+  if (f.num_experts > 0) {
+    std::printf(", MoE %lld experts of width %lld, top-%lld", static_cast<long long>(f.num_experts),
+                static_cast<long long>(f.moe_intermediate), static_cast<long long>(f.top_k));
+  }
+  if (f.shared_intermediate > 0 && f.num_experts > 0)
+    std::printf(", shared expert width %lld", static_cast<long long>(f.shared_intermediate));
+  std::printf("\n");
+}
+
 int RunInfo(std::string dir) {
   if (!ResolveModel("info", &dir)) return 2;
   std::unique_ptr<Model> model;
@@ -127,9 +158,9 @@ int RunInfo(std::string dir) {
   const bool m2 = c.arch == ModelArch::kMamba2;
   std::printf("model:          %s\n", dir.c_str());
   std::printf("files:          %s\n", model->source().c_str());
-  std::printf("format:         %s\n", c.format == "hf" ? (m2 ? "Hugging Face Mamba2ForCausalLM"
-                                                             : "Hugging Face MambaForCausalLM")
-                                                       : "state-spaces (mamba_ssm)");
+  std::printf("format:         %s\n", c.format == "hf"
+                                          ? ("Hugging Face " + c.hf_architecture()).c_str()
+                                          : "state-spaces (mamba_ssm)");
   std::printf(
       "architecture:   %s, %lld layers, d_model %lld, d_inner %lld, d_state %lld, conv %lld\n",
       m2 ? "Mamba-2" : "Mamba-1", static_cast<long long>(c.n_layer),
@@ -142,6 +173,7 @@ int RunInfo(std::string dir) {
   } else {
     std::printf("dt_rank:        %lld\n", static_cast<long long>(c.dt_rank));
   }
+  if (!c.is_pure_mamba()) PrintHybrid(c);
   std::printf("vocab:          %lld rows (%lld in the config)\n",
               static_cast<long long>(c.vocab_size), static_cast<long long>(c.config_vocab_size));
   std::printf("LM head:        %s\n", c.tie_embeddings ? "tied to the embedding" : "separate");

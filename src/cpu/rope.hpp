@@ -1,0 +1,12 @@
+// CPU rotary position embeddings: per token, cos and sin of its R/2 angles once, then every
+// head of q and k rotated with SIMD. Tokens split over threads (ParallelFor).
+#pragma once
+
+#include "ops/rope_params.hpp"
+#include "ssmkit/status.hpp"
+
+namespace ssmkit::cpu {
+
+Status Rope(const RopeParams& p);
+
+}  // namespace ssmkit::cpu

@@ -1,0 +1,68 @@
+#include "model/feed_forward_block.hpp"
+
+#include "model/views.hpp"
+#include "ssmkit/linear.hpp"
+#include "ssmkit/mlp.hpp"
+
+namespace ssmkit::model {
+namespace {
+
+MlpOptions Options(const ModelConfig& c) {
+  MlpOptions o;
+  // Validated with the config: the name is one MlpActivationFromName knows.
+  (void)MlpActivationFromName(c.ffn.activation, &o.activation);
+  o.gate_multiplier = c.multipliers.mlp_gate;
+  o.down_multiplier = c.multipliers.mlp_down;
+  return o;
+}
+
+}  // namespace
+
+int64_t MlpFloats(const ModelConfig& c, int64_t T) {
+  return c.adapter_rank > 0 ? T * (c.adapter_rank + 2 * c.ffn.intermediate) : 0;
+}
+
+MlpActs CarveMlp(const ModelConfig& c, int64_t T, float* base) {
+  MlpActs a;
+  a.low = base;
+  a.gate_up = base + T * c.adapter_rank;
+  return a;
+}
+
+Status MlpBlockForward(const ModelConfig& c, const FeedForwardWeights& w, int64_t T, const float* x,
+                       const MlpActs& a, float* out) {
+  const int64_t d = c.d_model, F = c.ffn.intermediate;
+  MlpInputs in;
+  in.x = Rows(x, T, d, d);
+  in.weights = w.mlp;
+  if (w.gate_up_adapter.defined()) {
+    const int64_t r = c.adapter_rank;
+    SSMKIT_RETURN_IF_ERROR(
+        LinearForward({in.x, w.gate_up_adapter.a, Tensor{}}, Rows(a.low, T, r, r)));
+    SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(a.low, T, r, r), w.gate_up_adapter.b, Tensor{}},
+                                         Rows(a.gate_up, T, 2 * F, 2 * F)));
+    in.gate_add = Rows(a.gate_up, T, F, 2 * F);
+    in.up_add = Rows(a.gate_up + F, T, F, 2 * F);
+  }
+  return MlpForward(in, Rows(out, T, d, d), Options(c));
+}
+
+Status MoeBlockForward(const ModelConfig& c, const FeedForwardWeights& w, int64_t T, const float* x,
+                       float* out) {
+  const int64_t d = c.d_model;
+  MoeInputs in;
+  in.x = Rows(x, T, d, d);
+  in.router_weight = w.router;
+  in.experts = w.experts;
+  in.shared_expert = w.shared_expert;
+  MoeOutputs outputs;
+  outputs.out = Rows(out, T, d, d);
+  MoeOptions o;
+  o.top_k = c.ffn.top_k;
+  o.routing = c.ffn.topk_then_softmax ? MoeRouting::kTopKSoftmax : MoeRouting::kSoftmaxTopK;
+  o.normalize_top_k = c.ffn.normalize_top_k;
+  o.mlp = Options(c);
+  return MoeForward(in, outputs, o);
+}
+
+}  // namespace ssmkit::model
