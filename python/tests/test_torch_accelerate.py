@@ -1,5 +1,6 @@
 """ssmkit.torch.accelerate on tiny random transformers checkpoints (the fixture Mamba and
-Mamba-2 models, and hybrids reusing their mixers: FalconMamba, Jamba, Bamba): logits, loss
+Mamba-2 models, the engine's hybrid fixtures reusing their mixers: Bamba, Falcon-H1,
+GraniteMoeHybrid, Jamba, Nemotron-H, Zamba2, and a random FalconMamba): logits, loss
 and every parameter's gradient equal the unaccelerated model's, greedy generate() gives the
 same tokens through the same cache, the model keeps its class and state dict, and the
 profiler shows ssmkit's kernels doing the work in forward, backward and decoding.
@@ -29,37 +30,34 @@ def fixture(arch):
     return cls.from_pretrained(os.path.join(MODELS, directory), dtype=torch.float32)
 
 
-# Tiny hybrids whose Mamba layers are transformers' Mamba / Mamba-2 mixers: (model class,
-# config class, config arguments).
-HYBRIDS = {
-    "falcon_mamba": ("FalconMambaForCausalLM", "FalconMambaConfig",
-                     dict(hidden_size=32, state_size=8, num_hidden_layers=2, use_bias=True)),
-    "jamba": ("JambaForCausalLM", "JambaConfig",
-              dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, intermediate_size=64, mamba_d_state=8,
-                   attn_layer_period=2, attn_layer_offset=1, expert_layer_period=100,
-                   num_experts=1, use_mamba_kernels=False)),
-    "bamba": ("BambaForCausalLM", "BambaConfig",
-              dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, intermediate_size=64, mamba_n_heads=8,
-                   mamba_d_head=16, mamba_n_groups=2, mamba_d_state=16, mamba_chunk_size=8,
-                   attn_layer_indices=[1])),
-}
+# The engine's hybrid fixtures (scripts/hybrid_fixtures.py) whose Mamba layers are transformers'
+# Mamba / Mamba-2 mixers (Jamba's Mamba-1, the others' Mamba-2), every parameter randomised.
+HYBRID_FIXTURES = ("bamba", "falcon_h1", "granitemoehybrid-moe", "jamba", "nemotron_h",
+                   "zamba2")
 
 
-def hybrid(name, seed=4):
-    """A random model of HYBRIDS with every parameter moved off its initial value
-    (scripts/make_model_fixtures.py's randomize, as the fixture checkpoints)."""
-    model_cls, config_cls, kwargs = HYBRIDS[name]
+def hybrid_fixture(directory):
+    """Its MoE experts on transformers' eager loop: the grouped matrix product it picks by
+    default has no float64, which the reference runs in."""
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        os.path.join(MODELS, directory), dtype=torch.float32, experts_implementation="eager")
+
+
+def falcon_mamba(seed=4):
+    """A random FalconMamba (Mamba-1 mixers with normalised B, C, dt; no fixture of its own)
+    with every parameter moved off its initial value (scripts/make_model_fixtures.py's
+    randomize, as the fixture checkpoints)."""
     torch.manual_seed(seed)
-    config = getattr(transformers, config_cls)(vocab_size=304, **kwargs)
-    model = getattr(transformers, model_cls)(config).float()
+    config = transformers.FalconMambaConfig(vocab_size=304, hidden_size=32, state_size=8,
+                                            num_hidden_layers=2, use_bias=True)
+    model = transformers.FalconMambaForCausalLM(config).float()
     randomize(model, seed)
     return model
 
 
 MODEL_MAKERS = {"mamba": lambda: fixture("mamba"), "mamba2": lambda: fixture("mamba2"),
-                **{name: lambda name=name: hybrid(name) for name in HYBRIDS}}
+                "falcon_mamba": falcon_mamba,
+                **{name: lambda name=name: hybrid_fixture(name) for name in HYBRID_FIXTURES}}
 
 
 def ids(batch, length, seed):
