@@ -5,6 +5,7 @@
 // transformers: model_parity_test.cpp.)
 #include <string>
 
+#include "block_letters.hpp"
 #include "model/config.hpp"
 #include "ssmkit/model.hpp"
 #include "test_util.hpp"
@@ -23,12 +24,7 @@ ModelConfig ParseOk(const std::string& json) {
   return c;
 }
 
-// "mMAFEPS": one letter per block (as model_parity_test.cpp writes the lists).
-std::string Letters(const ModelConfig& c) {
-  std::string s;
-  for (const BlockSpec& b : c.block_list()) s += "mMAFEPS"[static_cast<int>(b.kind) - 1];
-  return s;
-}
+std::string Letters(const ModelConfig& c) { return BlockLetters(c.block_list()); }
 
 const std::string kGranite = R"({"model_type": "granitemoehybrid", "hidden_size": 64,
   "num_hidden_layers": 3, "vocab_size": 100, "num_attention_heads": 4,

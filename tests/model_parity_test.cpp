@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "block_letters.hpp"
 #include "core/safetensors.hpp"
 #include "ssmkit/model.hpp"
 #include "test_util.hpp"
@@ -95,12 +96,6 @@ struct ParityCase {
 
 void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.model; }
 
-std::string BlockLetters(const ModelConfig& c) {
-  std::string s;
-  for (const BlockSpec& b : c.blocks) s += "mMAFEPS"[static_cast<int>(b.kind) - 1];
-  return s;
-}
-
 class ModelParity : public ::testing::TestWithParam<ParityCase> {
  protected:
   void SetUp() override {
@@ -124,7 +119,7 @@ TEST_P(ModelParity, ConfigRead) {
   EXPECT_EQ(c.vocab_size, GetParam().vocab);
   EXPECT_EQ(c.n_layer, GetParam().n_layer);
   if (*GetParam().family) EXPECT_EQ(c.family, GetParam().family);
-  EXPECT_EQ(BlockLetters(c), GetParam().blocks);
+  EXPECT_EQ(BlockLetters(c.blocks), GetParam().blocks);
 }
 
 TEST_P(ModelParity, PrefillEveryPosition) {

@@ -179,8 +179,11 @@ struct ModelConfig {
 // The error lists every place looked at.
 Status DefaultModelDir(std::string* dir);
 
-// The shapes of docs/targets.md ("m1-130m", "m2-130m"), for benchmarks with random weights.
+// The shapes of docs/targets.md, for benchmarks with random weights: "m1-130m", "m2-130m", and
+// the hybrids "granite-4.0-h-350m", "granite-4.0-h-1b", "falcon-h1-0.5b" (read from their
+// published config.json keys by the family readers, as Model::Load would).
 Status PresetConfig(const std::string& name, ModelConfig* config);
+std::string PresetNames();  // the names PresetConfig knows, for messages
 
 class Model {
  public:

@@ -7,36 +7,7 @@
 #include "model/config_reader.hpp"
 #include "model/families.hpp"
 
-namespace ssmkit {
-
-Status PresetConfig(const std::string& name, ModelConfig* config) {
-  ModelConfig c;
-  c.format = "preset";
-  c.d_model = 768;
-  c.n_layer = 24;
-  c.d_inner = 1536;
-  c.d_conv = 4;
-  c.eos_token_id = 0;
-  if (name == "m1-130m") {
-    c.arch = ModelArch::kMamba1;
-    c.vocab_size = c.config_vocab_size = 50280;
-    c.d_state = 16;
-    c.dt_rank = 48;
-  } else if (name == "m2-130m") {
-    c.arch = ModelArch::kMamba2;
-    c.vocab_size = c.config_vocab_size = 50288;
-    c.d_state = 128;
-    c.nheads = 24;
-    c.headdim = 64;
-    c.ngroups = 1;
-  } else {
-    return Status::InvalidArgument("preset '" + name + "': expected m1-130m or m2-130m");
-  }
-  *config = c;
-  return Status::Ok();
-}
-
-namespace model {
+namespace ssmkit::model {
 namespace {
 
 Status SpecialTokens(const Reader& r, ModelConfig* c) {
@@ -209,5 +180,4 @@ Status ParseModelConfig(const std::string& text, const std::string& file, ModelC
   }
 }
 
-}  // namespace model
-}  // namespace ssmkit
+}  // namespace ssmkit::model
