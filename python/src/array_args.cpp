@@ -2,7 +2,12 @@
 
 #include <nanobind/stl/string.h>
 
+#include <cstdint>
 #include <stdexcept>
+
+#ifdef SSMKIT_HAS_CUDA
+#include "cuda_call.hpp"
+#endif
 
 namespace ssmkit::python {
 namespace {
@@ -72,9 +77,29 @@ bool ToDType(nb::dlpack::dtype d, DType* out) {
 // Where an empty array's view points when numpy gives it no buffer: present, never read.
 const int kEmptyArrayData = 0;
 
+// The ssmkit device of a DLPack device type: the CPU, or a CUDA device (its memory, or memory
+// mapped for it: the kernels read both the same way).
+bool ToDevice(int32_t device_type, Device* out) {
+  if (device_type == nb::device::cpu::value) {
+    *out = Device::kCpu;
+  } else if (device_type == nb::device::cuda::value ||
+             device_type == nb::device::cuda_managed::value) {
+    *out = Device::kCuda;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 template <class Array>
 Tensor ViewOf(const char* op, const char* key, const Array& a) {
   Tensor t;
+  if (!ToDevice(a.device_type(), &t.device)) {
+    throw nb::type_error((std::string(op) + ": " + key +
+                          ": expected a CPU or CUDA array, given DLPack device type " +
+                          std::to_string(a.device_type()))
+                             .c_str());
+  }
   if (a.ndim() > static_cast<size_t>(kMaxRank)) {
     throw InvalidArgumentError(std::string(op) + ": " + key + ": expected at most " +
                                std::to_string(kMaxRank) + " dimensions, given " +
@@ -115,6 +140,23 @@ void ThrowIfError(const Status& status) {
   throw InternalError(status.message());
 }
 
+ArrayArgs::ArrayArgs(const char* op, nb::dict args) : op_(op), args_(std::move(args)) {
+  if (!args_.contains("cuda_stream")) return;
+#ifdef SSMKIT_HAS_CUDA
+  const auto stream = reinterpret_cast<cudaStream_t>(nb::cast<uintptr_t>(args_["cuda_stream"]));
+  auto call = std::make_shared<ScopedCudaCall>(stream);
+  const int device = args_.contains("cuda_device") ? nb::cast<int>(args_["cuda_device"]) : -1;
+  const cudaError_t e = device >= 0 ? call->UseDevice(device) : call->UseStreamDevice(stream);
+  if (e != cudaSuccess) {
+    throw InternalError(CudaMessage(op_, "selecting the tensors' CUDA device", e));
+  }
+  cuda_call_ = std::move(call);
+#endif
+  // Without the CUDA backend the op itself refuses CUDA tensors (Unsupported, naming one).
+}
+
+ArrayArgs::~ArrayArgs() = default;
+
 void RegisterErrors(nb::module_& m) {
   nb::exception<InvalidArgumentError>(m, "InvalidArgumentError", PyExc_ValueError);
   nb::exception<UnsupportedError>(m, "UnsupportedError", PyExc_NotImplementedError);
@@ -132,9 +174,11 @@ nb::handle ArrayArgs::Get(const char* key) const {
 Tensor ArrayArgs::Input(const char* key) {
   nb::handle h = Get(key);
   if (h.is_none()) return {};
-  nb::ndarray<nb::ro, nb::device::cpu> a;
+  nb::ndarray<nb::ro> a;
   if (!nb::try_cast(h, a)) {
-    throw nb::type_error((std::string(op_) + ": " + key + ": expected a numpy array").c_str());
+    throw nb::type_error(
+        (std::string(op_) + ": " + key + ": expected an array (numpy, or DLPack such as torch)")
+            .c_str());
   }
   keep_.push_back(a);
   return ViewOf(op_, key, a);
@@ -143,10 +187,10 @@ Tensor ArrayArgs::Input(const char* key) {
 Tensor ArrayArgs::Output(const char* key) {
   nb::handle h = Get(key);
   if (h.is_none()) return {};
-  nb::ndarray<nb::device::cpu> a;
+  nb::ndarray<> a;
   if (!nb::try_cast(h, a)) {
     throw InvalidArgumentError(std::string(op_) + ": " + key +
-                               ": expected a writable numpy array (it is updated in place)");
+                               ": expected a writable array (it is updated in place)");
   }
   keep_writable_.push_back(a);
   return ViewOf(op_, key, a);

@@ -1,10 +1,15 @@
-// The numpy binding's arguments: a dict of numpy arrays (or None) and options, turned into
-// ssmkit Tensor views without copying, and ssmkit Status turned into Python exceptions.
+// The array binding's arguments: a dict of arrays (or None) and options, turned into ssmkit
+// Tensor views without copying, and ssmkit Status turned into Python exceptions. An array is
+// anything nanobind imports: a numpy array (buffer protocol) or a DLPack producer such as a
+// torch tensor, on the CPU or (with the CUDA backend) a CUDA device. ssmkit.torch calls the
+// same functions as the numpy API, with torch tensors and, for CUDA tensors, the keys
+// "cuda_stream" (a cudaStream_t as an int) and "cuda_device" (its device index).
 #pragma once
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,8 +30,11 @@ void RegisterErrors(nb::module_& m);
 
 class ArrayArgs {
  public:
-  // `op` names the function in messages about the Python-side arguments.
-  ArrayArgs(const char* op, nb::dict args) : op_(op), args_(std::move(args)) {}
+  // `op` names the function in messages about the Python-side arguments. With "cuda_stream"
+  // in `args`, that stream is the calling thread's ssmkit stream (and "cuda_device" the
+  // current device) until the ArrayArgs is destroyed.
+  ArrayArgs(const char* op, nb::dict args);
+  ~ArrayArgs();
 
   // An input: a view of the array under `key`; absent when the key is missing or None.
   Tensor Input(const char* key);
@@ -54,8 +62,10 @@ class ArrayArgs {
   const char* op_;
   nb::dict args_;
   // The ndarrays behind the views, kept alive until the call returns.
-  std::vector<nb::ndarray<nb::ro, nb::device::cpu>> keep_;
-  std::vector<nb::ndarray<nb::device::cpu>> keep_writable_;
+  std::vector<nb::ndarray<nb::ro>> keep_;
+  std::vector<nb::ndarray<>> keep_writable_;
+  // The CUDA stream and device of the call (a ScopedCudaCall; null without one).
+  std::shared_ptr<void> cuda_call_;
 };
 
 // Runs an op with the GIL released, then raises its error, if any.

@@ -1,6 +1,6 @@
-// The numpy binding: one function per op direction, each taking a dict of arrays and options
-// (built by ssmkit/_numpy.py with mamba_ssm's argument names) and writing the output arrays
-// it is given, in place. Argument checking is the C++ ops' own.
+// The array binding: one function per op direction, each taking a dict of arrays and options
+// (built by ssmkit/_numpy.py and ssmkit/torch with mamba_ssm's argument names) and writing the
+// output arrays it is given, in place. Argument checking is the C++ ops' own.
 #include "numpy_ops.hpp"
 
 #include "array_args.hpp"
@@ -31,8 +31,9 @@ SsdInputs SsdArgs(ArrayArgs& a) {
 void SelectiveScanFwd(nb::dict args) {
   ArrayArgs a("selective_scan_fn", args);
   const std::vector<Tensor> in = a.Inputs(kScanInputs);
-  const SelectiveScanOutputs outputs{a.Output("out"), a.Output("final_state"), Tensor{},
-                                     a.Output("varlen_states")};
+  // chunk_states (optional): what a later selective_scan_bwd reads instead of rerunning the scan.
+  const SelectiveScanOutputs outputs{a.Output("out"), a.Output("final_state"),
+                                     a.Output("chunk_states"), a.Output("varlen_states")};
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
   RunReleased([&] { return SelectiveScanForward(inputs, outputs, options); });
@@ -43,10 +44,11 @@ void SelectiveScanBwd(nb::dict args) {
   const std::vector<Tensor> in = a.Inputs(kScanInputs), grads = a.Outputs(kScanGrads);
   const SelectiveScanOutputGrads dout{a.Input("dout"), a.Input("dfinal_state"),
                                       a.Input("dvarlen_states")};
+  const Tensor chunk_states = a.Input("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
   RunReleased(
-      [&] { return SelectiveScanBackward(inputs, dout, Tensor{}, ScanGrads(grads), options); });
+      [&] { return SelectiveScanBackward(inputs, dout, chunk_states, ScanGrads(grads), options); });
 }
 
 void SsdFwd(nb::dict args) {
@@ -143,6 +145,8 @@ void AddRmsNormBwd(nb::dict args) {
 
 void RegisterNumpyOps(nb::module_& m) {
   m.def("selective_scan_fwd", &SelectiveScanFwd);
+  // Q of chunk_length = 0: chunk_states is (B, D, ceil(L / Q), N).
+  m.attr("scan_default_chunk_length") = kDefaultScanChunkLength;
   m.def("selective_scan_bwd", &SelectiveScanBwd);
   m.def("ssd_fwd", &SsdFwd);
   m.def("ssd_bwd", &SsdBwd);

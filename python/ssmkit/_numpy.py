@@ -111,7 +111,8 @@ def selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_
     _call(_ssmkit.selective_scan_fwd, u=u, delta=delta, A=A, B=B, C=C, D=D, z=z,
           delta_bias=delta_bias, initial_state=initial_state, seq_idx=_indices(seq_idx),
           cu_seqlens=cu_seqlens, delta_softplus=bool(delta_softplus), algorithm=algorithm,
-          chunk_length=int(chunk_length), out=out, final_state=last, varlen_states=varlen)
+          chunk_length=int(chunk_length), out=out, final_state=last, chunk_states=None,
+          varlen_states=varlen)
     return _returns(out, last, varlen)
 
 
@@ -130,7 +131,8 @@ def selective_scan_bwd(dout, u, delta, A, B, C, D=None, z=None, delta_bias=None,
           delta_bias=delta_bias, initial_state=initial_state, seq_idx=_indices(seq_idx),
           cu_seqlens=_offsets(cu_seqlens), delta_softplus=bool(delta_softplus),
           algorithm="sequential", chunk_length=int(chunk_length), dout=dout,
-          dfinal_state=dlast_state, dvarlen_states=dvarlen_states, **grads._asdict())
+          dfinal_state=dlast_state, dvarlen_states=dvarlen_states, chunk_states=None,
+          **grads._asdict())
     return grads
 
 

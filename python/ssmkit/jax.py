@@ -21,7 +21,8 @@ from . import _shapes, _ssmkit
 if not _ssmkit.has_xla_ffi:
     raise ImportError("ssmkit was built without jaxlib's XLA FFI headers, so ssmkit.jax is "
                       "unavailable: reinstall with jaxlib importable at build time "
-                      "(pip install ./python does this)")
+                      "(SSMKIT_JAX=1 pip install ./python[jax], or pip install jax, then "
+                      "pip install --no-build-isolation ./python)")
 
 for _name, _capsule in _ssmkit.ffi_targets().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="cpu")

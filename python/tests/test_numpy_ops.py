@@ -136,7 +136,7 @@ def test_bad_arguments_raise_with_the_cpp_message(rng):
     with pytest.raises(ValueError, match="selective_scan: dz"):
         no_grads = dict.fromkeys(["du", "ddelta", "dA", "dB", "dC", "dD", "ddelta_bias",
                                   "dinitial_state", "dfinal_state", "dvarlen_states",
-                                  "seq_idx", "cu_seqlens"])
+                                  "seq_idx", "cu_seqlens", "chunk_states"])
         ssmkit._ssmkit.selective_scan_bwd(dict(
             a, **no_grads, z=None, delta_softplus=True, algorithm="sequential", chunk_length=0,
             dout=a["u"], dz=np.empty_like(a["u"])))
