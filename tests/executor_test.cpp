@@ -1,6 +1,6 @@
 // The host thread-pool hook (include/ssmkit/executor.hpp): ops run under an installed executor
-// give the same bits as the OpenMP path with the same thread count, whatever the pool does with
-// the tasks it is given (runs them on its threads, runs them inline, runs them late or never).
+// give the same bits as the library's own pool with the same thread count, whatever the pool does
+// with the tasks it is given (runs them on its threads, runs them inline, runs them late or never).
 #include "ssmkit/executor.hpp"
 
 #include <condition_variable>
@@ -131,7 +131,7 @@ class ExecutorTest : public ::testing::Test {
   void TearDown() override { SetNumThreads(0); }
 };
 
-TEST_F(ExecutorTest, PoolThreadsGiveTheOpenMpBits) {
+TEST_F(ExecutorTest, PoolThreadsGiveTheLibraryPoolBits) {
   for (SsdAlgorithm algorithm : {SsdAlgorithm::kChunked, SsdAlgorithm::kSequential}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(SeedTrace(seed));
@@ -140,7 +140,7 @@ TEST_F(ExecutorTest, PoolThreadsGiveTheOpenMpBits) {
     c.batch = 3;
     c.seqlen = 40;
     SsdProblem prob(c, rng);
-    const SsdResult omp = RunSsd(prob, Algo(algorithm, 8));
+    const SsdResult own = RunSsd(prob, Algo(algorithm, 8));
     QueuePool pool(3);
     SsdResult pooled;
     {
@@ -150,27 +150,27 @@ TEST_F(ExecutorTest, PoolThreadsGiveTheOpenMpBits) {
     }
     EXPECT_EQ(CurrentExecutor(), nullptr);
     EXPECT_GT(pool.scheduled(), 0);  // the pool was offered work
-    ExpectSameBits(omp, pooled);
+    ExpectSameBits(own, pooled);
   }
 }
 
-TEST_F(ExecutorTest, InlineAndLatePoolsGiveTheOpenMpBits) {
+TEST_F(ExecutorTest, InlineAndLatePoolsGiveTheLibraryPoolBits) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   SsdProblem prob(SsdCase{}, rng);
-  const SsdResult omp = RunSsd(prob);
+  const SsdResult own = RunSsd(prob);
   InlinePool inline_pool;
   {
     ScopedExecutor scope(&inline_pool);
-    ExpectSameBits(omp, RunSsd(prob));
+    ExpectSameBits(own, RunSsd(prob));
   }
   // A pool that never gets round to the tasks: the calling thread runs every block, and the
   // tasks, run after the op returned, find nothing left to do.
   LatePool late;
   {
     ScopedExecutor scope(&late);
-    ExpectSameBits(omp, RunSsd(prob));
+    ExpectSameBits(own, RunSsd(prob));
   }
   EXPECT_GT(late.pending(), 0u);
   late.RunAll();

@@ -1,10 +1,11 @@
 // A host's thread pool for the library's parallel loops. By default every op splits its work
-// over an OpenMP team of NumThreads() threads. A host that owns a thread pool of its own (XLA's
-// intra-op pool in the JAX FFI handlers, an Erlang or Tokio runtime) can install it for the
+// over NumThreads() threads of the library's own pool. A host that owns a thread pool of its own
+// (XLA's intra-op pool in the JAX FFI handlers, an Erlang or Tokio runtime) can install it for the
 // calls made on one thread, so that its threads and ours do not fight over the cores.
 //
 // The work split does not change: ParallelFor still cuts [0, n) into the same NumThreads()
-// blocks, so results stay bit-identical to the OpenMP path. Only who runs each block changes.
+// blocks, so results stay bit-identical to the library's own pool. Only who runs each block
+// changes.
 #pragma once
 
 #include <functional>
@@ -33,7 +34,7 @@ class ScopedExecutor {
   Executor* previous_;
 };
 
-// The executor installed on this thread, or nullptr (OpenMP).
+// The executor installed on this thread, or nullptr (the library's own pool).
 Executor* CurrentExecutor();
 
 }  // namespace ssmkit

@@ -167,7 +167,7 @@ ffi::Error RunOverSlices(const char* op, ffi::ThreadPool pool, ffi::RemainingArg
                          ffi::RemainingRets rets, ffi::Span<const int64_t> ranks, size_t n_in,
                          size_t n_out, const SliceFn& fn) {
   XlaPool xla_pool(pool);
-  // Without an intra-op pool (num_threads 0) the ops keep their own OpenMP threads.
+  // Without an intra-op pool (num_threads 0) the ops run on the library's own worker pool.
   ScopedExecutor scope(pool.num_threads() > 0 ? &xla_pool : CurrentExecutor());
   return RunSlices(op, Device::kCpu, args, rets, ranks, n_in, n_out, fn);
 }

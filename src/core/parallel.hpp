@@ -1,16 +1,15 @@
 // One parallel_for for the whole library. The range [0, n) is cut into NumThreads()
-// contiguous blocks, block t always going to thread t: the split depends only on n and the
-// thread count, which is what makes per-thread partial sums reproducible bit for bit.
-// Under a host's thread pool (include/ssmkit/executor.hpp) any thread may run block t; the
-// split, and so the bits, stay the same.
+// contiguous blocks: the split depends only on n and the thread count, which is what makes
+// per-block partial sums reproducible bit for bit. The blocks run on the library's own worker
+// pool (core/thread_pool.hpp) or on a host's (include/ssmkit/executor.hpp); any thread may run
+// block t, and the bits stay the same.
 #pragma once
-
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "core/executor_run.hpp"
+#include "core/thread_pool.hpp"
 #include "ssmkit/threads.hpp"
 
 namespace ssmkit {
@@ -30,15 +29,13 @@ void ParallelFor(int64_t n, Fn&& fn) {
     return;
   }
   auto run_block = [&](int t) { fn(n * t / blocks, n * (t + 1) / blocks, t); };
+  const auto body = [](void* ctx, int t) { (*static_cast<decltype(run_block)*>(ctx))(t); };
   // A host's thread pool installed on this thread (ScopedExecutor) takes the same blocks.
   if (Executor* executor = CurrentExecutor()) {
-    RunBlocks(
-        *executor, blocks, [](void* ctx, int t) { (*static_cast<decltype(run_block)*>(ctx))(t); },
-        &run_block);
-    return;
+    RunBlocks(*executor, blocks, body, &run_block);
+  } else {
+    RunOnLibraryPool(blocks, body, &run_block);
   }
-#pragma omp parallel for num_threads(blocks) schedule(static, 1)
-  for (int t = 0; t < blocks; ++t) run_block(t);
 }
 
 }  // namespace ssmkit

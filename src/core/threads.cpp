@@ -1,7 +1,5 @@
 #include "ssmkit/threads.hpp"
 
-#include <omp.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <thread>

@@ -12,6 +12,7 @@
 #include "cpu/linear.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -100,14 +101,13 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 
 Status Linear(const LinearParams& p) {
   // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must
-  // not cross the OpenMP region: caught here and reported after it.
-  bool out_of_memory = false;
+  // not cross the parallel loop: caught here and reported after it.
+  std::atomic<bool> out_of_memory{false};
   const auto rows = [&](int64_t begin, int64_t end, int) {
     try {
       LinearRows(p, begin, end);
     } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-      out_of_memory = true;
+      out_of_memory.store(true, std::memory_order_relaxed);
     }
   };
   if (TakesGemv(p)) {

@@ -27,6 +27,7 @@
 #include "cpu/mlp_group.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -82,7 +83,7 @@ int RegionBlocks(int64_t weights) { return weights < kMinParallelWeights ? 1 : N
 // OpenBLAS single-threaded inside; a std::bad_alloc from a worker is reported after the region.
 template <class Body>
 Status RunBlocks(int blocks, Body&& body) {
-  bool out_of_memory = false;
+  std::atomic<bool> out_of_memory{false};
   {
     ssd::BlasSingleThread single;
     ParallelFor(blocks, [&](int64_t begin, int64_t end, int) {
@@ -90,8 +91,7 @@ Status RunBlocks(int blocks, Body&& body) {
         try {
           body(static_cast<int>(b));
         } catch (const std::bad_alloc&) {
-#pragma omp atomic write
-          out_of_memory = true;
+          out_of_memory.store(true, std::memory_order_relaxed);
         }
       }
     });

@@ -21,8 +21,9 @@ void ParallelGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
     cpu::ssd::Gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-#pragma omp parallel for num_threads(blocks) schedule(static, 1)
-  for (int64_t t = 0; t < blocks; ++t) {
+  // ParallelFor over the block indices: block t always gets the same rows or columns, so the
+  // split (and the bits) depend only on the shape and the thread count.
+  ParallelFor(blocks, [&](int64_t t, int64_t, int) {
     const int64_t begin = extent * t / blocks, end = extent * (t + 1) / blocks;
     if (split_rows) {
       const float* a_rows = trans_a ? a + begin : a + begin * lda;
@@ -33,7 +34,7 @@ void ParallelGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       cpu::ssd::Gemm(trans_a, trans_b, m, end - begin, k, alpha, a, lda, b_cols, ldb, beta,
                      c + begin, ldc);
     }
-  }
+  });
 }
 
 }  // namespace ssmkit::train

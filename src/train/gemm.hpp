@@ -1,8 +1,9 @@
 // Row-major f32 GEMM for the trainer, C = alpha op(A) op(B) + beta C, split over the library's
 // threads: the larger of C's two dimensions is cut into NumThreads() blocks, each computed by
-// one single-threaded OpenBLAS call. One thread pool (OpenMP's) serves the ops and the GEMMs
-// alike; letting OpenBLAS's own pool run between OpenMP regions left both spinning against
-// each other (half the step time in sched_yield and OpenMP's wait loop, measured with perf).
+// one single-threaded OpenBLAS call. One thread pool (the library's) serves the ops and the GEMMs
+// alike; letting OpenBLAS's own pool run between the ops' parallel loops left both spinning
+// against each other (half the step time in sched_yield and the other pool's wait loop,
+// measured with perf).
 // Every element of C is computed by one call in a fixed order: deterministic for a given
 // thread count.
 #pragma once

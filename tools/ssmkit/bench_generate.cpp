@@ -37,6 +37,7 @@
 
 #include "bench_harness.hpp"
 #include "core/dtype.hpp"
+#include "core/parallel.hpp"
 #include "fma_rate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/sampler.hpp"
@@ -70,17 +71,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float SumFloats(con
   return s;
 }
 
-// Seconds to sum `data` on NumThreads() threads, each summing its contiguous share.
+// Seconds to sum `data` on NumThreads() threads (ParallelFor), each summing its contiguous
+// share.
 double TimedSum(const std::vector<float>& data, volatile float* sink) {
   const int64_t n = static_cast<int64_t>(data.size());
-  const int threads = NumThreads();
+  std::vector<float> partial(static_cast<size_t>(ParallelBlocks(n)));
   const auto t0 = std::chrono::steady_clock::now();
+  ParallelFor(n, [&](int64_t begin, int64_t end, int block) {
+    partial[static_cast<size_t>(block)] = SumFloats(data.data() + begin, end - begin);
+  });
   float total = 0.0f;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
-    total += SumFloats(data.data() + begin, end - begin);
-  }
+  for (float p : partial) total += p;
   *sink = total;  // volatile: the sum cannot be optimised out
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

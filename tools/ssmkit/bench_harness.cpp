@@ -22,8 +22,8 @@ double Median(std::vector<double> values) {
 std::vector<double> MedianMsInterleaved(const Options& options,
                                         const std::vector<std::function<void()>>& fns) {
   // Warm up for options.warmup runs and at least kMinWarmup of wall time: for the first ~100 ms
-  // of a process the OpenMP worker can share a core with the calling thread (until the kernel's
-  // load balancer moves it) and spin there, which made a 0.1 ms op time at 4-8 ms per call.
+  // of a process a new worker thread can share a core with the calling thread (until the
+  // kernel's load balancer moves it), which made a 0.1 ms op time at 4-8 ms per call.
   constexpr std::chrono::milliseconds kMinWarmup{300};
   const auto warm_start = std::chrono::steady_clock::now();
   for (int i = 0; i < options.warmup || std::chrono::steady_clock::now() - warm_start < kMinWarmup;

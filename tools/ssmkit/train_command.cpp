@@ -5,11 +5,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "ssmkit/threads.hpp"
 #include "ssmkit/train.hpp"
@@ -82,27 +79,7 @@ class Progress {
   std::string last_val_;
 };
 
-// libgomp spin-waits at barriers by default, which collapses when the cores are shared with
-// other processes: a 2-thread training step of the small model took 2.4-5x longer than with
-// passive waiting on the loaded development machine (docs/benchmarks.md). The policy is read
-// once, when libgomp loads, so `ssmkit train` re-executes itself with OMP_WAIT_POLICY=passive
-// unless the caller set a policy (or the re-exec fails, when it goes on as it is).
-void PreferPassiveOpenMpWaiting() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::vector<std::string> words;
-  for (std::string w; std::getline(in, w, '\0');) words.push_back(w);
-  if (words.empty()) return;
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  setenv("OMP_WAIT_POLICY", "passive", 0);
-  execv("/proc/self/exe", argv.data());
-  unsetenv("OMP_WAIT_POLICY");  // exec failed: carry on with the default
-}
-
 int Run(const Args& args, int threads) {
-  PreferPassiveOpenMpWaiting();
   SetNumThreads(threads);
   TrainOptions o = args.options;
   o.arch = args.arch == "mamba1" ? ModelArch::kMamba1 : ModelArch::kMamba2;

@@ -52,7 +52,7 @@ stats = fn us ->
 end
 
 # Wall microseconds of each call; and the process CPU time (every thread: schedulers, dirty
-# schedulers, OpenMP workers) per call, in ms, which a machine shared with other work inflates
+# schedulers, the library's workers) per call, in ms, which a machine shared with other work inflates
 # far less than the wall time.
 cpu_ms = fn -> elem(:erlang.statistics(:runtime), 0) end
 

@@ -1,8 +1,8 @@
 defmodule Ssmkit.ConcurrencyTest do
   # Many processes calling at once: ops on normal and dirty schedulers, each process checking
   # its results against the same call made alone; processes sharing one decode state (the
-  # resource's mutex serialises them); several streams at once. Runs at 2 threads so the ops'
-  # OpenMP teams, one per scheduler thread that calls them, overlap too.
+  # resource's mutex serialises them); several streams at once. Runs at 2 threads so the
+  # library's worker pool is contended too (one call holds it, the others run on their callers).
   use ExUnit.Case, async: false
   import Ssmkit.TestHelpers
   alias Ssmkit.{Model, Ops, State, Tensor}

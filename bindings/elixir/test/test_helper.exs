@@ -1,6 +1,5 @@
-# One thread by default: results are deterministic for a thread count, and on a machine
-# shared with other builds two OpenMP threads wait on each other at every barrier. The tests
-# that need more set it themselves.
+# One thread by default: results are deterministic for a thread count, and one thread is
+# what most tests need. The tests that need more set it themselves.
 Ssmkit.set_num_threads(1)
 ExUnit.start()
 
