@@ -1,5 +1,5 @@
 // Scalar conversions between the storage dtypes and f32. bf16 rounds to nearest even;
-// f16 uses the compiler's _Float16 (IEEE binary16).
+// f16 uses the compiler's _Float16 (IEEE binary16) where it has one.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,53 @@ inline uint16_t F32ToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// f16 by bit manipulation, for compilers without _Float16 on this target (clang before 15 on
+// x86, which the fuzz preset uses); tests/dtype_test.cpp checks them against _Float16 on every
+// f16 value and on f32 values around every rounding boundary.
+inline float F16ToF32Portable(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  uint32_t wide;
+  if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in f32
+    const float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
+    std::memcpy(&wide, &magnitude, sizeof wide);
+    wide |= sign;
+  } else if (exponent == 31) {  // inf, or NaN made quiet with its payload kept
+    wide = sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u);
+  } else {
+    wide = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+// Round to nearest even, overflow to inf, NaN stays NaN (quiet).
+inline uint16_t F32ToF16Portable(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  uint32_t out;
+  if (x >= (143u << 23)) {  // |f| >= 65536 (past f16's range whatever the rounding), inf, NaN
+    out = x > 0x7f800000u ? 0x7e00u | ((x >> 13) & 0x3ffu) : 0x7c00u;
+  } else if (x < (113u << 23)) {             // below f16's smallest normal: let an f32 add round it
+    const uint32_t magic_bits = 126u << 23;  // 0.5: its last mantissa bit is f16's 2^-24
+    float magic, sum;
+    std::memcpy(&magic, &magic_bits, sizeof magic);
+    std::memcpy(&sum, &x, sizeof sum);
+    sum += magic;
+    std::memcpy(&out, &sum, sizeof out);
+    out -= magic_bits;
+  } else {
+    const uint32_t odd = (x >> 13) & 1u;
+    x += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;  // rebias, round half to even
+    out = x >> 13;  // a carry into the exponent is the right rounding (up to inf at 65520)
+  }
+  return static_cast<uint16_t>(out | sign);
+}
+
+#if defined(__FLT16_MANT_DIG__)
 inline float F16ToF32(uint16_t bits) {
   _Float16 h;
   std::memcpy(&h, &bits, sizeof h);
@@ -36,6 +83,10 @@ inline uint16_t F32ToF16(float f) {
   std::memcpy(&bits, &h, sizeof bits);
   return bits;
 }
+#else
+inline float F16ToF32(uint16_t bits) { return F16ToF32Portable(bits); }
+inline uint16_t F32ToF16(float f) { return F32ToF16Portable(f); }
+#endif
 
 // Element i of a buffer of `dtype` (i counts elements, not bytes).
 inline float LoadAsF32(const void* data, DType dtype, int64_t i) {

@@ -103,9 +103,9 @@ Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelW
   }
   for (const auto& [name, t] : source.tensors()) {
     if (used.count(name)) continue;
-    const bool ignored =
-        std::any_of(plan.ignored_prefixes.begin(), plan.ignored_prefixes.end(),
-                    [&](const std::string& p) { return name.compare(0, p.size(), p) == 0; });
+    const bool ignored = std::any_of(
+        plan.ignored_prefixes.begin(), plan.ignored_prefixes.end(),
+        [&name = name](const std::string& p) { return name.compare(0, p.size(), p) == 0; });
     if (ignored) continue;
     return Status::InvalidArgument(t.file + ": unexpected tensor '" + name + "' " +
                                    t.shape_string() + ": not part of " + ModelDescription(config) +
