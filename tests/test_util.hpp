@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "hwy/targets.h"
+#include "core/simd_targets.hpp"
 #include "ssmkit/tensor.hpp"
 #include "ssmkit/threads.hpp"
 
@@ -148,24 +148,21 @@ class ScopedThreads {
   ~ScopedThreads() { SetNumThreads(0); }
 };
 
-// The Highway targets the library is compiled for (CMakeLists.txt: AVX-512, AVX2 and the
-// portable fallback) that this CPU supports. ForEachSimdTarget runs fn once with dispatch
-// forced to each, so the narrower vector widths (and their tile and padding paths) are tested
-// on a machine that would otherwise only ever run the widest.
+// Runs fn once with dispatch forced to each Highway target the library was compiled for
+// (CMakeLists.txt: AVX-512, AVX2 and Highway's portable fallback, SCALAR or EMU128 by Highway
+// release, which is what a machine without a better compiled target runs) that this CPU supports,
+// so the narrower vector widths (and their tile and padding paths) are tested on a machine that
+// would otherwise only ever run the widest. Returns how many ran.
 template <class Fn>
 int ForEachSimdTarget(Fn&& fn) {
   int targets_run = 0;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
-    if ((supported & target) == 0) continue;
+  for (int64_t target : CompiledSimdTargets()) {
     ++targets_run;
-    hwy::SetSupportedTargetsForTest(target);
-    hwy::GetChosenTarget().DeInit();  // the next dispatch re-chooses from the mocked set
-    SCOPED_TRACE(hwy::TargetName(target));
+    ForceSimdTarget(target);
+    SCOPED_TRACE(SimdTargetName(target));
     fn();
   }
-  hwy::SetSupportedTargetsForTest(0);
-  hwy::GetChosenTarget().DeInit();
+  ForceSimdTarget(0);
   return targets_run;
 }
 

@@ -202,7 +202,7 @@ int RunAttentionBench(const Options& options) {
                 "(the last case's probe: as many multiply-adds as the case's useful ones, timed "
                 "interleaved with it); peer = the probe's time, so (x) = the share of the FMA "
                 "rate in wall time",
-                DispatchedTargetName(), static_cast<int>(lanes), threads, rate * 1e-9);
+                DispatchedTargetName().c_str(), static_cast<int>(lanes), threads, rate * 1e-9);
   std::vector<std::string> notes{line};
   // On a shared machine a long kernel loses its caches to other processes between time slices
   // and a register-only probe does not: with --threads 1 the CPU-time ratio is the cleaner one

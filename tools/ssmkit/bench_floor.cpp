@@ -15,6 +15,7 @@
 
 #include "bench_harness.hpp"
 #include "core/parallel.hpp"
+#include "core/simd_targets.hpp"
 #include "fma_rate.hpp"
 #include "peer_ggml.hpp"
 #include "ssmkit/threads.hpp"
@@ -40,7 +41,6 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 int64_t FloatLanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-int64_t Target() { return HWY_TARGET; }
 
 // rounds * kChains vector multiply-adds; returns their sum so that none is optimised away.
 float FmaChains(int64_t rounds) {
@@ -111,7 +111,6 @@ namespace {
 
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(FloatLanes);
-HWY_EXPORT(Target);
 HWY_EXPORT(StepArithmetic128);
 
 // m2-130m (docs/targets.md): L = 2048, H = 24, P = 64, N = 128.
@@ -122,7 +121,7 @@ constexpr int64_t kFmaRounds = 1 << 20;
 }  // namespace
 
 double DispatchedFloatLanes() { return static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)()); }
-const char* DispatchedTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)()); }
+std::string DispatchedTargetName() { return SimdTargetName(DispatchedSimdTarget()); }
 
 FmaProbe::FmaProbe(int threads, double fmas_per_thread)
     : sums_(static_cast<size_t>(threads), 0.0f),

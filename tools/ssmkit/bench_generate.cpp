@@ -279,7 +279,8 @@ int RunGenerateBench(const Options& options) {
       "%lldth step\n",
       static_cast<long long>(kPromptTokens), static_cast<long long>(kLongPromptTokens),
       static_cast<long long>(kShortPromptTokens), static_cast<long long>(kShortDecodeSteps),
-      repetitions, NumThreads(), DispatchedTargetName(), static_cast<long long>(kProbeEvery));
+      repetitions, NumThreads(), DispatchedTargetName().c_str(),
+      static_cast<long long>(kProbeEvery));
   std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
               "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step",
               "probe GB/s", "floor tok/s", "of floor", "GFLOP/s", "of FMA");

@@ -1,10 +1,14 @@
 #include "bench_harness.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
+
+#include "core/simd_targets.hpp"
+#include "ssmkit/threads.hpp"
 
 namespace ssmkit::bench {
 
@@ -48,6 +52,32 @@ double MedianMs(const Options& options, const std::function<void()>& fn) {
   return MedianMsInterleaved(options, {fn})[0];
 }
 
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+bool ForceTarget(const std::string& name) {
+  if (name.empty()) return true;
+  std::string choices;
+  for (int64_t target : CompiledSimdTargets()) {
+    const std::string candidate = Lower(SimdTargetName(target));
+    if (candidate == Lower(name)) {
+      ForceSimdTarget(target);
+      return true;
+    }
+    choices += (choices.empty() ? "" : ", ") + candidate;
+  }
+  std::fprintf(stderr,
+               "--target: expected one of the SIMD targets this build runs here (%s), got %s\n",
+               choices.c_str(), name.c_str());
+  return false;
+}
+
 void Print(const Options& options, const std::vector<Result>& results) {
   if (options.json) {
     nlohmann::json array = nlohmann::json::array();
@@ -58,7 +88,9 @@ void Print(const Options& options, const std::vector<Result>& results) {
                             {"pass", r.pass},
                             {"ms", r.ms},
                             {"gb_per_s", r.bytes / r.ms / 1e6},
-                            {"ns_per_" + r.element_name, r.ms * 1e6 / r.elements}};
+                            {"ns_per_" + r.element_name, r.ms * 1e6 / r.elements},
+                            {"simd_target", SimdTargetName(DispatchedSimdTarget())},
+                            {"threads", NumThreads()}};
       if (r.peer_ms > 0) {
         row["peer"] = r.peer;
         row["peer_ms"] = r.peer_ms;
@@ -69,6 +101,8 @@ void Print(const Options& options, const std::vector<Result>& results) {
     std::printf("%s\n", array.dump(1).c_str());
     return;
   }
+  std::printf("SIMD target %s, %d threads\n", SimdTargetName(DispatchedSimdTarget()).c_str(),
+              NumThreads());
   std::printf("%-16s %-13s %-14s %-8s %11s %9s %13s  %s\n", "op", "shape", "algo", "pass",
               "median ms", "GB/s", "ns/element", "peer");
   for (const Result& r : results) {

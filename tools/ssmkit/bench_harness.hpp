@@ -10,12 +10,18 @@ namespace ssmkit::bench {
 
 struct Options {
   bool json = false;
-  int runs = 20;      // timed runs per case (the median is reported)
-  int warmup = 3;     // untimed runs first (and at least 300 ms of them: MedianMs)
-  std::string shape;  // only cases whose shape name equals this ("" = all)
-  std::string algo;   // only this algorithm ("" = all)
-  std::string ggml;   // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
+  int runs = 20;       // timed runs per case (the median is reported)
+  int warmup = 3;      // untimed runs first (and at least 300 ms of them: MedianMs)
+  std::string shape;   // only cases whose shape name equals this ("" = all)
+  std::string algo;    // only this algorithm ("" = all)
+  std::string ggml;    // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
+  std::string target;  // a SIMD target to force ("avx2", "scalar", ...; "" = the best)
 };
+
+// Forces run-time dispatch to the SIMD target `name` (case-insensitive Highway name) for the
+// rest of the process; "" leaves the best. An unknown name, or one this build or CPU cannot
+// run, is reported on stderr with the choices, and false returned.
+bool ForceTarget(const std::string& name);
 
 struct Result {
   std::string op;         // "selective_scan"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench_harness.hpp"
@@ -33,6 +34,6 @@ double FmaRate(const Options& options, int threads, double lanes, std::vector<Re
 
 // The f32 lanes of a vector, and the name, of the SIMD target run-time dispatch picks here.
 double DispatchedFloatLanes();
-const char* DispatchedTargetName();
+std::string DispatchedTargetName();
 
 }  // namespace ssmkit::bench

@@ -31,11 +31,17 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     sub->add_option("--shape", options.shape, "only this workload shape (e.g. policy, m1-130m)");
     sub->add_option("--algo", options.algo, "only this algorithm");
+    sub->add_option("--target", options.target,
+                    "force this SIMD target (e.g. avx2, scalar; default: the best this CPU runs)");
     sub->add_option("--ggml", options.ggml,
                     "a ggml test-backend-ops binary: measure the peer in this run\n"
                     "(docs/benchmarks.md)");
     sub->callback([&options, &exit_code, &suite, &threads] {
       ssmkit::SetNumThreads(threads);
+      if (!ssmkit::bench::ForceTarget(options.target)) {
+        exit_code = 2;
+        return;
+      }
       exit_code = suite.run(options);
     });
   }
