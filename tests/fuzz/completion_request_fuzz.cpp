@@ -1,11 +1,7 @@
 // libFuzzer target for the server's request parser (src/server/completion_request.cpp): any
 // bytes as the body of POST /v1/completions or /v1/chat/completions must give a request or an
 // ApiError whose JSON body is valid, never crash or throw. Seed corpus:
-// tests/fuzz/corpus/completion_request/. Not built by CMake yet (the `harness` branch wires
-// targets); build by hand with
-//   clang++ -std=c++20 -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-//     tests/fuzz/completion_request_fuzz.cpp src/server/completion_request.cpp \
-//     src/server/api_error.cpp -o completion_request_fuzz
+// tests/fuzz/corpus/completion_request/. Run with scripts/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -2,11 +2,6 @@
 // template must parse or fail with a Status, and a parsed one must render or fail with a Status,
 // within the interpreter's bounds (nesting, loop iterations, output size), on a fixed context
 // of messages. Seed corpus: tests/fuzz/corpus/jinja/ (the test templates of tests/server).
-// Not built by CMake yet: the fuzz harness (issue 23, branch `harness`) wires targets; build by
-// hand with
-//   clang++ -std=c++20 -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-//     tests/fuzz/jinja_fuzz.cpp src/server/jinja/*.cpp src/server/chat_template.cpp \
-//     -licuuc -o jinja_fuzz && ./jinja_fuzz tests/fuzz/corpus/jinja
 #include <cstddef>
 #include <cstdint>
 #include <string>
