@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the release suite (large int64 cases included), the Python and
-# Elixir packages' tests, then the AddressSanitizer + UBSan suite.
+# Elixir packages' tests, the AddressSanitizer + UBSan suite, the ThreadSanitizer suite (the
+# thread pool, the engine and the C ABI from many threads, the server's scheduler), then every
+# libFuzzer target for a short budget (scripts/fuzz.sh; docs/testing.md says what each covers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -20,3 +22,7 @@ scripts/test_elixir.sh
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
+cmake --preset tsan
+cmake --build --preset tsan -j "$jobs"
+ctest --preset tsan -j "$jobs"
+scripts/fuzz.sh "${SSMKIT_FUZZ_SECONDS:-15}"
