@@ -141,6 +141,21 @@ void AddRmsNormBwd(nb::dict args) {
   });
 }
 
+void LinearFwd(nb::dict args) {
+  ArrayArgs a("linear", args);
+  const LinearInputs inputs = LinearInputsOf(a.Inputs(kLinearInputs));
+  const Tensor out = a.Output("out");
+  RunReleased([&] { return LinearForward(inputs, out); });
+}
+
+void LinearBwd(nb::dict args) {
+  ArrayArgs a("linear_bwd", args);
+  const LinearInputs inputs = LinearInputsOf(a.Inputs(kLinearInputs));
+  const std::vector<Tensor> grads = a.Outputs(kLinearGrads);
+  const Tensor dout = a.Input("dout");
+  RunReleased([&] { return LinearBackward(inputs, dout, LinearGradsOf(grads)); });
+}
+
 }  // namespace
 
 void RegisterNumpyOps(nb::module_& m) {
@@ -158,6 +173,10 @@ void RegisterNumpyOps(nb::module_& m) {
   m.def("rmsnorm_bwd", &RmsNormBwd);
   m.def("add_rmsnorm_fwd", &AddRmsNormFwd);
   m.def("add_rmsnorm_bwd", &AddRmsNormBwd);
+  m.def("linear_fwd", &LinearFwd);
+  m.def("linear_bwd", &LinearBwd);
+  // Rows up to which LinearForward reads the weight once for all rows (decode batches).
+  m.attr("linear_gemv_max_rows") = kLinearGemvMaxRows;
 }
 
 }  // namespace ssmkit::python

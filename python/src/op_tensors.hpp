@@ -7,6 +7,7 @@
 #include <span>
 
 #include "ssmkit/conv1d.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/norm.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/ssd.hpp"
@@ -103,5 +104,12 @@ inline RmsNormOptions RmsNormOptionsOf(float eps, int64_t group_size, bool norm_
 }
 inline AddRmsNormInputs AddRmsNormInputsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
 inline AddRmsNormGrads AddRmsNormGradsOf(Tensors t) { return {t[0], t[1], t[2], t[3]}; }
+
+// ---------------------------------------------------------------- linear
+inline constexpr std::array<const char*, 3> kLinearInputs = {"x", "weight", "bias"};
+inline constexpr std::array<const char*, 3> kLinearGrads = {"dx", "dweight", "dbias"};
+
+inline LinearInputs LinearInputsOf(Tensors t) { return {t[0], t[1], t[2]}; }
+inline LinearGrads LinearGradsOf(Tensors t) { return {t[0], t[1], t[2]}; }
 
 }  // namespace ssmkit::python

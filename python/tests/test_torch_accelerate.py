@@ -122,6 +122,7 @@ def test_accelerated_greedy_generate_equals_transformers(name):
         got = model.generate(prompt, **kwargs)
     ran = ssmkit_ops_run(run)
     assert ran & {"ssmkit::selective_state_update"} and ran & {"ssmkit::causal_conv1d_update"}
+    assert "ssmkit::linear_fwd" in ran  # the decode steps' projections and LM head
     assert torch.equal(got.sequences, want.sequences)
     assert_close(torch.stack(got.logits).numpy(), torch.stack(want.logits).numpy(), 1e-4,
                  "decode logits")

@@ -137,6 +137,11 @@ def op_samples(rng):
     samples.append((torch.ops.ssmkit.causal_conv1d_update,
                     (torch.randn(Bn, D), torch.randn(Bn, D, K), torch.randn(D, K),
                      torch.randn(D), True)))
+    x, w, b = (torch.randn(5, 7, requires_grad=True), torch.randn(3, 7, requires_grad=True),
+               torch.randn(3, requires_grad=True))
+    samples.append((torch.ops.ssmkit.linear_fwd, (x, w, b)))
+    samples.append((torch.ops.ssmkit.linear_bwd, (torch.randn(5, 3), x.detach(), w.detach(),
+                                                  b.detach(), [True, True, True])))
     return samples
 
 
@@ -148,6 +153,38 @@ def test_opcheck_every_op(rng):
     assert {c.rsplit(".", 1)[0] if c.count(".") > 1 else c for c in checked} >= registered
     for op, args in samples:
         torch.library.opcheck(op, args)
+
+
+# ------------------------------------------------------------------ linear
+
+
+@pytest.mark.parametrize("rows", [1, 3, 64, 65, 200])  # the few-rows kernel, and sgemm past 64
+def test_linear_matches_float64_with_gradients(rows, rng):
+    x64 = torch.tensor(rng.standard_normal((2, rows, 24)), requires_grad=True)
+    w64 = torch.tensor(rng.standard_normal((40, 24)) * 0.2, requires_grad=True)
+    b64 = torch.tensor(rng.standard_normal(40), requires_grad=True)
+    x, w, b = (t.detach().float().requires_grad_(True) for t in (x64, w64, b64))
+    out, want = st.linear(x, w, b), torch.nn.functional.linear(x64, w64, b64)
+    assert out.shape == (2, rows, 40) and out.dtype == torch.float32
+    assert_close(as_np(out), as_np(want), 2e-5, f"linear rows {rows}")
+    cot = torch.tensor(rng.standard_normal((2, rows, 40)))
+    (out.double() * cot).sum().backward()
+    (want * cot).sum().backward()
+    for name, got, ref64 in (("dx", x, x64), ("dweight", w, w64), ("dbias", b, b64)):
+        assert_close(as_np(got.grad), as_np(ref64.grad), 1e-4, f"linear rows {rows} {name}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_linear_half_weight_read_in_its_dtype(dtype, rng):
+    x = torch.tensor(rng.standard_normal((4, 32)), dtype=torch.float32)
+    w = torch.tensor(rng.standard_normal((16, 32)) * 0.2, dtype=torch.float32).to(dtype)
+    want = torch.nn.functional.linear(x.double(), w.double())  # the rounded weight, exactly
+    assert_close(as_np(st.linear(x, w)), as_np(want), 2e-5, f"linear {dtype} weight")
+
+
+def test_linear_bad_shape_raises_the_op_message():
+    with pytest.raises(ssmkit.InvalidArgumentError, match=r"linear: x: expected shape"):
+        st.linear(torch.randn(3, 8), torch.randn(5, 7))
 
 
 # ------------------------------------------------------------------ dtypes and layouts

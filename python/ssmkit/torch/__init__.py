@@ -10,7 +10,8 @@ ssmkit.torch does (pip install ./python[torch]).
 
 - Functions with mamba_ssm's names and arguments: selective_scan_fn,
   mamba_chunk_scan_combined, selective_state_update, causal_conv1d_fn, causal_conv1d_update,
-  rmsnorm_fn (gated), rms_norm_fn (residual add + RMSNorm).
+  rmsnorm_fn (gated), rms_norm_fn (residual add + RMSNorm); and linear (F.linear on ssmkit's
+  kernel, a bf16 / f16 weight read in its own dtype).
 - Modules with mamba_ssm's constructor arguments and parameter names (its state dicts load
   unchanged): Mamba, Mamba2, Block, MambaLMHeadModel (+ MambaConfig, InferenceParams),
   RMSNorm, RMSNormGated.
@@ -18,8 +19,9 @@ ssmkit.torch does (pip install ./python[torch]).
   runs its forward, backward and generate on ssmkit's kernels, keeping class and parameters.
 """
 from ._accelerate import accelerate
-from ._functions import (causal_conv1d_fn, causal_conv1d_update, mamba_chunk_scan_combined,
-                         rms_norm_fn, rmsnorm_fn, selective_scan_fn, selective_state_update)
+from ._functions import (causal_conv1d_fn, causal_conv1d_update, linear,
+                         mamba_chunk_scan_combined, rms_norm_fn, rmsnorm_fn, selective_scan_fn,
+                         selective_state_update)
 from ._generation import InferenceParams
 from ._lm import Block, GatedMLP, MambaConfig, MambaLMHeadModel, MixerModel
 from ._mamba import Mamba
@@ -30,5 +32,5 @@ __all__ = [
     "selective_scan_fn", "mamba_chunk_scan_combined", "selective_state_update",
     "causal_conv1d_fn", "causal_conv1d_update", "rmsnorm_fn", "rms_norm_fn", "Mamba", "Mamba2",
     "Block", "GatedMLP", "MixerModel", "MambaLMHeadModel", "MambaConfig", "InferenceParams",
-    "RMSNorm", "RMSNormGated", "accelerate",
+    "RMSNorm", "RMSNormGated", "accelerate", "linear",
 ]

@@ -9,7 +9,8 @@ step-by-step loops or chunked einsums. For each mixer of the model, accelerate()
 instance a copy of its class's forward (decorators included) whose globals map those names to
 ssmkit's kernels; everything else is transformers' own code, the cache handling of generate()
 included. The RMSNorm modules whose forward is transformers' Mamba / Mamba-2 one (the same
-bytecode: the hybrids copy them) get ssmkit's norm kernel the same way.
+bytecode: the hybrids copy them) get ssmkit's norm kernel the same way, and every nn.Linear
+(the projections, the LM head) runs decode-sized inputs on ssmkit's linear kernel.
 
 Nothing else changes: the model keeps its class, parameters, buffers and state dict, other
 instances of the class are untouched, and `del module.forward` on a module undoes it. Needs
@@ -22,6 +23,9 @@ import torch
 
 from . import _functions as F
 from ._mixer_cache import conv_seq_idx
+from .. import _ssmkit
+
+_LINEAR_MAX_ROWS = _ssmkit.linear_gemv_max_rows
 
 # transformers hands a mixer's keyword arguments (the model's, e.g. a packing collator's) on
 # to these kernels. Like its mamba_ssm path, which keeps only the kernel's own parameters, the
@@ -198,6 +202,25 @@ def _norm_replacements():
     return table
 
 
+# ------------------------------------------------------------------ linear layers
+
+_LINEAR_WEIGHTS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _linear(self, input):
+    """nn.Linear's forward. Decode-sized inputs (at most linear_gemv_max_rows rows of float32
+    on the CPU) go to ssmkit's kernel, which reads the weight once for all rows, at the memory
+    bandwidth; prefill and training sizes stay with torch's GEMM. A weight that needs a
+    gradient must be float32 there (the kernel's backward reads f32)."""
+    w = self.weight
+    rows = input.numel() // input.shape[-1] if input.dim() else 0
+    if (input.device.type == "cpu" and w.device.type == "cpu" and input.dtype == torch.float32
+            and w.dtype in _LINEAR_WEIGHTS and 0 < rows <= _LINEAR_MAX_ROWS
+            and (w.dtype == torch.float32 or not (torch.is_grad_enabled() and w.requires_grad))):
+        return F.linear(input, w, self.bias)
+    return torch.nn.functional.linear(input, w, self.bias)
+
+
 # ------------------------------------------------------------------ accelerate
 
 
@@ -221,6 +244,8 @@ def accelerate(model):
             mixers += 1
         elif hasattr(forward, "__code__") and _code_key(forward) in norms:
             _bind(module, norms[_code_key(forward)])
+        elif type(module) is torch.nn.Linear:
+            _bind(module, _linear)
     if mixers == 0:
         raise ValueError(f"ssmkit.torch.accelerate: {type(model).__name__} has no Mamba or "
                          f"Mamba-2 mixer calling transformers' mamba_selective_scan / "

@@ -236,3 +236,15 @@ def rms_norm_fn(x, weight, bias, residual=None, x1=None, weight1=None, bias1=Non
     if residual_in_fp32:
         return out, residual_out
     return out, residual_out.to(x.dtype if residual is None else residual.dtype)
+
+
+# ------------------------------------------------------------------ linear
+
+def linear(x, weight, bias=None):
+    """torch.nn.functional.linear on ssmkit's kernel: x (..., K) float32, weight (M, K)
+    float32, bfloat16 or float16 (read in its own dtype: a bf16 weight moves half the bytes),
+    bias (M). Returns (..., M) float32. Differentiable with respect to x, a float32 weight and
+    the bias."""
+    rows = x.reshape(-1, x.shape[-1])
+    out = _ops.linear_fwd(_dense_last(rows), weight.contiguous(), _f32(bias))
+    return out.reshape(*x.shape[:-1], weight.shape[0])

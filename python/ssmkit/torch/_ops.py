@@ -491,3 +491,50 @@ def _add_rmsnorm_backward(ctx, dout, dresidual_out):
 
 
 add_rmsnorm_fwd.register_autograd(_add_rmsnorm_backward, setup_context=_add_rmsnorm_setup)
+
+
+# ------------------------------------------------------------------ linear
+
+@torch.library.custom_op(f"{_LIB}::linear_fwd", mutates_args=())
+def linear_fwd(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """F.linear on the CPU kernel: x (T, K) f32, weight (M, K) f32 | bf16 | f16 contiguous,
+    bias (M) f32. Returns out (T, M) f32. Up to _ssmkit.linear_gemv_max_rows rows the weight
+    is read once for all of them (decode)."""
+    out = _empty((x.shape[0], weight.shape[0]), torch.float32, x.device)
+    _call(_ssmkit.linear_fwd, x.device, x=x, weight=weight, bias=bias, out=out)
+    return out
+
+
+@linear_fwd.register_fake
+def _(x, weight, bias):
+    return _empty((x.shape[0], weight.shape[0]), torch.float32, x.device)
+
+
+@torch.library.custom_op(f"{_LIB}::linear_bwd", mutates_args=())
+def linear_bwd(dout: Tensor, x: Tensor, weight: Tensor, bias: Optional[Tensor],
+               wanted: List[bool]) -> List[Tensor]:
+    """Gradients of linear_fwd with respect to (x, weight, bias); the weight must be f32."""
+    inputs = (x, weight, bias)
+    g = _grads(inputs, wanted)
+    _call(_ssmkit.linear_bwd, x.device, x=x, weight=weight, bias=bias, dout=dout, dx=g[0],
+          dweight=g[1], dbias=g[2])
+    return _grad_list(g, x.device)
+
+
+@linear_bwd.register_fake
+def _(dout, x, weight, bias, wanted):
+    return _fake_grad_list((x, weight, bias), wanted, x.device)
+
+
+def _linear_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _linear_backward(ctx, dout):
+    inputs = ctx.saved_tensors
+    wanted = list(ctx.needs_input_grad[:3])
+    grads = torch.ops.ssmkit.linear_bwd(dout.contiguous(), *inputs, wanted)
+    return tuple(_as_input_grads(grads, inputs, wanted))
+
+
+linear_fwd.register_autograd(_linear_backward, setup_context=_linear_setup)
