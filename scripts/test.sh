@@ -13,16 +13,25 @@ scripts/check_format.sh
 export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 jobs=$(nproc)
-cmake --preset release
-cmake --build --preset release -j "$jobs"
-ctest --preset release -j "$jobs"
-scripts/test_python.sh
-scripts/test_server.sh
-scripts/test_elixir.sh
-cmake --preset asan
-cmake --build --preset asan -j "$jobs"
-ctest --preset asan -j "$jobs"
-cmake --preset tsan
-cmake --build --preset tsan -j "$jobs"
-ctest --preset tsan -j "$jobs"
-scripts/fuzz.sh "${SSMKIT_FUZZ_SECONDS:-15}"
+# Each stage's wall time is printed so that CI logs show where the budget goes.
+timings=()
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  timings+=("$(printf '%-8s %5d s' "$name" $((SECONDS - start)))")
+  echo "== stage $name: $((SECONDS - start)) s"
+}
+build_and_test() {
+  cmake --preset "$1"
+  cmake --build --preset "$1" -j "$jobs"
+  ctest --preset "$1" -j "$jobs"
+}
+stage release build_and_test release
+stage python scripts/test_python.sh
+stage server scripts/test_server.sh
+stage elixir scripts/test_elixir.sh
+stage asan build_and_test asan
+stage tsan build_and_test tsan
+stage fuzz scripts/fuzz.sh "${SSMKIT_FUZZ_SECONDS:-15}"
+printf '%s\n' "stage times:" "${timings[@]}"
