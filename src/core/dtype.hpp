@@ -101,8 +101,9 @@ inline float LoadAsF32(const void* data, DType dtype, int64_t i) {
       return static_cast<float>(static_cast<const int32_t*>(data)[i]);
     case DType::kI64:
       return static_cast<float>(static_cast<const int64_t*>(data)[i]);
+    default:  // quantized: not addressable by element (core/quant.hpp dequantizes rows)
+      return 0.0f;
   }
-  return 0.0f;
 }
 
 inline void StoreFromF32(void* data, DType dtype, int64_t i, float v) {
@@ -121,6 +122,8 @@ inline void StoreFromF32(void* data, DType dtype, int64_t i, float v) {
       return;
     case DType::kI64:
       static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      return;
+    default:  // quantized: written a row at a time (core/quant.hpp)
       return;
   }
 }

@@ -14,6 +14,16 @@ const char* DTypeName(DType dtype) {
       return "i32";
     case DType::kI64:
       return "i64";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_K:
+      return "q4_k";
+    case DType::kQ5_K:
+      return "q5_k";
+    case DType::kQ6_K:
+      return "q6_k";
   }
   return "unknown";
 }
@@ -30,8 +40,51 @@ int64_t DTypeSize(DType dtype) {
       return 4;
     case DType::kI64:
       return 8;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 0;
   }
   return 0;
+}
+
+bool DTypeIsQuantized(DType dtype) { return DTypeBlockElements(dtype) > 1; }
+
+int64_t DTypeBlockElements(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+int64_t DTypeBlockBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return 2 + 32;
+    case DType::kQ4_0:
+      return 2 + 16;
+    case DType::kQ4_K:
+      return 2 + 2 + 12 + 128;
+    case DType::kQ5_K:
+      return 2 + 2 + 12 + 32 + 128;
+    case DType::kQ6_K:
+      return 128 + 64 + 16 + 2;
+    default:
+      return DTypeSize(dtype);
+  }
+}
+
+int64_t DTypeRowBytes(DType dtype, int64_t elements) {
+  return elements / DTypeBlockElements(dtype) * DTypeBlockBytes(dtype);
 }
 
 int64_t Tensor::numel() const {
