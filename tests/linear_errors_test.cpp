@@ -64,6 +64,25 @@ TEST_F(LinearErrors, WeightDtype) {
   ExpectError({"weight", "dtype f32 or bf16 or f16", "i32"});
 }
 
+// A quantized weight: each row a whole number of blocks.
+TEST_F(LinearErrors, QuantizedWeightKNotAWholeBlock) {
+  std::vector<uint8_t> bytes(kM * DTypeBlockBytes(DType::kQ4_K), 0);
+  in_.weight = Tensor::Contiguous(bytes.data(), DType::kQ4_K, {kM, kK});
+  ExpectError({"linear: weight", "K a multiple of q4_k's block of 256 elements", "K = 5"});
+}
+
+// The same call with K = 32 (one Q8_0 block per row) is valid: all-zero blocks give the bias.
+TEST_F(LinearErrors, QuantizedWeightSucceeds) {
+  constexpr int64_t kBlockK = 32;
+  std::vector<uint8_t> bytes(kM * DTypeBlockBytes(DType::kQ8_0), 0);
+  std::vector<float> x(kT * kBlockK, 1.0f);
+  in_.weight = Tensor::Contiguous(bytes.data(), DType::kQ8_0, {kM, kBlockK});
+  in_.x = Tensor::Contiguous(x.data(), DType::kF32, {kT, kBlockK});
+  ASSERT_TRUE(LinearForward(in_, out_view_).ok());
+  const std::vector<double> out = out_.ToDouble(), bias = bias_.ToDouble();
+  for (int64_t i = 0; i < kT * kM; ++i) EXPECT_EQ(out[i], bias[i % kM]) << i;
+}
+
 TEST_F(LinearErrors, WeightNotContiguous) {
   in_.weight.shape[1] = 2;  // a column slice: row stride 5, width 2
   in_.x.shape[1] = 2;
@@ -183,6 +202,12 @@ TEST_F(LinearBackwardErrors, WeightMustBeF32) {
   HostTensor w16({kM, kK}, DType::kBF16);
   in_.weight = w16.view();
   ExpectError({"linear: weight", "dtype f32", "bf16"});
+}
+
+TEST_F(LinearBackwardErrors, QuantizedWeight) {
+  std::vector<uint8_t> bytes(kM * DTypeBlockBytes(DType::kQ4_0), 0);
+  in_.weight = Tensor::Contiguous(bytes.data(), DType::kQ4_0, {kM, kK});
+  ExpectError({"linear: weight", "dtype f32 (no gradient of a quantized weight", "given q4_0"});
 }
 
 TEST_F(LinearBackwardErrors, NullDout) {

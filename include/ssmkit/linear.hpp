@@ -6,7 +6,11 @@
 //   out[t, m] = sum_k x[t, k] * W[m, k] + bias[m]
 //
 // W keeps the checkpoint's layout (M, K) and dtype (f32, bf16 or f16) and is widened to f32 as
-// it is read; x, out and the accumulation are f32. x and out may each be stored feature-major
+// it is read; x, out and the accumulation are f32. W may also be in one of llama.cpp's block
+// formats (DType::kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K; K a multiple of the block; rows of
+// DTypeRowBytes(dtype, K) bytes): then the few-rows kernel quantizes x to 8 bits per element
+// (a scale per block, as llama.cpp does) and multiplies integers, and the many-rows path decodes
+// panels of W to f32 for sgemm (docs/quantization.md). x and out may each be stored feature-major
 // (strides (1, ld): the transpose of a (K, T) or (M, T) buffer), which lets the Mamba-1 block go
 // between its (B*L, features) and (B, features, L) layouts without a copy.
 //
@@ -34,7 +38,7 @@ inline constexpr int64_t kLinearGemvMaxRows = 64;
 
 struct LinearInputs {
   Tensor x;       // (T, K) f32; strides (ldx, 1) or (1, ldx)
-  Tensor weight;  // (M, K) f32 | bf16 | f16, row-major contiguous
+  Tensor weight;  // (M, K) f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q5_k | q6_k, contiguous
   Tensor bias;    // optional (M) f32
 };
 
@@ -48,8 +52,8 @@ struct LinearGrads {
   Tensor dbias;    // (M) f32; only when bias is given
 };
 
-// dout: (T, M) f32, strides (ld, 1) or (1, ld). The weight must be f32 here. No gradient may
-// overlap an input or another gradient.
+// dout: (T, M) f32, strides (ld, 1) or (1, ld). The weight must be f32 here (not quantized). No
+// gradient may overlap an input or another gradient.
 Status LinearBackward(const LinearInputs& inputs, const Tensor& dout, const LinearGrads& grads);
 
 }  // namespace ssmkit

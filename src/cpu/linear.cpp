@@ -1,14 +1,16 @@
 // CPU linear layer: picks the few-rows kernel (linear_gemv.cpp: decode batches up to
-// kLinearGemvMaxRows) or OpenBLAS sgemm (many rows: prefill).
+// kLinearGemvMaxRows; quant_linear.cpp for a quantized weight) or OpenBLAS sgemm (many rows:
+// prefill, or x / out stored feature-major).
 // Dimension legend: T rows, K input features, M output features, Pm weight rows per panel.
 //
 // Both split the M output features over threads in contiguous blocks (ParallelFor), so each
 // output element is computed by one thread over the whole of K: the result depends on the
 // thread count only through the block boundaries (deterministic for a given count).
 // The sgemm path runs OpenBLAS single-threaded inside each of our blocks (BlasSingleThread:
-// its own pool would fight ours for the cores). A bf16/f16 weight is widened one panel of Pm
-// rows at a time into a per-thread buffer; at T > kLinearGemvMaxRows rows the widening (M*K)
-// is small next to the product (2*T*M*K).
+// its own pool would fight ours for the cores). A bf16/f16 or quantized weight is widened
+// (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
+// T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
+// The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
 #include "cpu/linear.hpp"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "cpu/quant_linear.hpp"
 #include "cpu/ssd_chunk.hpp"
 #include "ssmkit/linear.hpp"
 
@@ -76,10 +79,11 @@ void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   thread_local std::vector<float> panel;  // each worker's own, kept between calls
   const size_t floats = static_cast<size_t>(std::min(panel_rows, m_end - m_begin) * K);
   if (panel.size() < floats) panel.resize(floats);
-  const int64_t esize = DTypeSize(p.weight_dtype);
+  // Panels start on a row: a quantized row is whole blocks (K a multiple of the block).
+  const int64_t row_bytes = DTypeRowBytes(p.weight_dtype, K);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += panel_rows) {
     const int64_t rows = std::min(panel_rows, m_end - m0);
-    WidenToF32(static_cast<const uint8_t*>(p.weight) + m0 * K * esize, p.weight_dtype, rows * K,
+    WidenToF32(static_cast<const uint8_t*>(p.weight) + m0 * row_bytes, p.weight_dtype, rows * K,
                panel.data());
     GemmPanel(p, panel.data(), m0, rows);
   }
@@ -89,17 +93,56 @@ bool TakesGemv(const LinearParams& p) {
   return p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
 }
 
+// Below this many elements of x (T * K) its quantization stays on the calling thread. Tuned
+// for speed only.
+constexpr int64_t kMinParallelActivations = 1 << 16;
+
+// The few-rows product with a quantized weight, all output features: x quantized once into the
+// calling thread's buffer (kept between calls), then the rows of W split over threads. May
+// throw std::bad_alloc (the buffer), before any thread starts.
+void QuantGemv(const LinearParams& p) {
+  thread_local QuantizedRows buffer;
+  // The workers read this thread's buffer through the reference (naming the thread_local in
+  // their lambdas would name each worker's own).
+  QuantizedRows& xq = buffer;
+  xq.Reserve(p.rows, p.in_features, p.weight_dtype);
+  const auto quantize = [&](int64_t begin, int64_t end, int) {
+    QuantizeLinearRows(p, begin, end, &xq);
+  };
+  if (p.rows * p.in_features < kMinParallelActivations) {
+    quantize(0, p.rows, 0);
+  } else {
+    ParallelFor(p.rows, quantize);
+  }
+  SplitRows(p.out_features, p.in_features,
+            [&](int64_t begin, int64_t end, int) { QuantLinearRows(p, xq, begin, end); });
+}
+
 }  // namespace
 
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  if (TakesGemv(p)) {
-    LinearGemvRows(p, m_begin, m_end);
-  } else {
+  if (!TakesGemv(p)) {
     GemmRows(p, m_begin, m_end);
+  } else if (DTypeIsQuantized(p.weight_dtype)) {
+    // Called per block of rows by a caller's own parallel loop: each thread quantizes x itself.
+    thread_local QuantizedRows xq;
+    xq.Reserve(p.rows, p.in_features, p.weight_dtype);
+    QuantizeLinearRows(p, 0, p.rows, &xq);
+    QuantLinearRows(p, xq, m_begin, m_end);
+  } else {
+    LinearGemvRows(p, m_begin, m_end);
   }
 }
 
 Status Linear(const LinearParams& p) {
+  if (TakesGemv(p) && DTypeIsQuantized(p.weight_dtype)) {
+    try {
+      QuantGemv(p);
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("linear: could not allocate the quantized rows of x");
+    }
+    return Status::Ok();
+  }
   // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must
   // not cross the parallel loop: caught here and reported after it.
   std::atomic<bool> out_of_memory{false};

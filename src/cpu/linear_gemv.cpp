@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/quant.hpp"
 #include "cpu/linear.hpp"
 #include "ssmkit/linear.hpp"
 
@@ -276,8 +277,8 @@ void WidenImpl(const void* src, DType dtype, int64_t n, float* dst) {
       return WidenBlock(static_cast<const hwy::bfloat16_t*>(src), n, dst);
     case DType::kF16:
       return WidenBlock(static_cast<const hwy::float16_t*>(src), n, dst);
-    default:
-      return;
+    default:  // quantized: whole rows of blocks
+      return quant::DequantizeRow(dtype, src, n, dst);
   }
 }
 

@@ -70,6 +70,13 @@ Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_d
   const int64_t M = w.shape[0], K = w.shape[1];
   if (M < 1 || K < 1) return check::Mismatch(kOp, "weight", "M >= 1 and K >= 1", w.shape_string());
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "weight", w, {"(M, K)", {M, K}}, weight_dtypes));
+  const int64_t block = DTypeBlockElements(w.dtype);
+  if (K % block != 0) {
+    return check::Mismatch(kOp, "weight",
+                           std::string("K a multiple of ") + DTypeName(w.dtype) + "'s block of " +
+                               std::to_string(block) + " elements",
+                           "K = " + std::to_string(K));
+  }
   if (!w.is_contiguous()) {
     return check::Mismatch(
         kOp, "weight", "a contiguous row-major (M, K) tensor",
@@ -93,7 +100,10 @@ Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_d
 }
 
 Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32, DType::kBF16, DType::kF16}, p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(in,
+                                     {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
+                                      DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K},
+                                     p));
   const int64_t T = p->rows, K = p->in_features, M = p->out_features;
   if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
@@ -110,6 +120,12 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
 
 Status CheckBackward(const LinearInputs& in, const Tensor& dout, const LinearGrads& g,
                      LinearBackwardParams* p) {
+  if (in.weight.defined() && DTypeIsQuantized(in.weight.dtype)) {
+    return check::Mismatch(kOp, "weight",
+                           "dtype f32 (no gradient of a quantized weight: decode it with "
+                           "DequantizeWeight to train it)",
+                           DTypeName(in.weight.dtype));
+  }
   SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32}, p));
   const int64_t T = p->rows, K = p->in_features, M = p->out_features;
   if (!dout.defined()) return check::Mismatch(kOp, "dout", "a tensor (T, M)", "null");

@@ -1,0 +1,42 @@
+// CPU linear layer with a weight in one of llama.cpp's block formats (core/quant.hpp), for few
+// rows of x (decode batches): x quantized to 8 bits once per call, then integer dot products of
+// each weight block with each row's block (quant_linear.cpp).
+// Dimension legend: T rows of x, K input features, M output features, B elements per block.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/linear_params.hpp"
+
+namespace ssmkit::cpu {
+
+// T rows of x quantized for the product with a weight of one dtype: per block of B elements
+// (the weight's block: 32 for Q8_0 / Q4_0, 256 for the K-quants, like GGML's Q8_0 and Q8_K
+// activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127], x ~ s q.
+// The levels are stored as int16, the width of the lanes the kernel multiplies, so the
+// widening is done once per call and not once per weight row. For the K-quants also the sum of
+// the levels of each 32 elements, which the Q4_K / Q5_K mins multiply (GGML keeps sums of 16
+// for Q6_K's offset too; here the offset is taken off the weight instead).
+struct QuantizedRows {
+  int64_t rows = 0, cols = 0, block = 0;  // T, K, B
+  std::vector<int16_t> q;                 // (T, K)
+  std::vector<float> scale;               // (T, K / B)
+  std::vector<int16_t> sums;              // (T, K / 32), B = 256 only
+
+  // Sizes the buffers for x (T, K) and a weight of `weight_dtype`; they only ever grow, so a
+  // buffer kept between calls stops allocating once it has seen the largest shape.
+  void Reserve(int64_t T, int64_t K, DType weight_dtype);
+};
+
+// Quantizes rows [t_begin, t_end) of p.x (row-major) into xq (Reserve'd for p's shape).
+void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq);
+
+// out[:, m] for m in [m_begin, m_end): the integer products of the quantized weight rows with
+// xq (all of p's rows), plus the bias; on the calling thread. Each output is summed in one fixed
+// order whatever T, the thread count and the tile its row falls in: a row's result does not
+// depend on the other rows.
+void QuantLinearRows(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
+                     int64_t m_end);
+
+}  // namespace ssmkit::cpu
