@@ -5,8 +5,7 @@
 // ISO C++ mode, where GCC does not contract a * b + c into a fused multiply-add).
 //
 // Rounding: Q8_0 rounds half away from zero (roundf); Q4_0 truncates q + 8.5; the K-quants round
-// half to even (GGML's nearest_int, a float add of 1.5 * 2^23, which is nearbyint in the default
-// rounding mode for the |v| < 2^22 they see).
+// half to even (NearestInt, GGML's nearest_int).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -17,7 +16,15 @@
 namespace ssmkit::quant {
 namespace {
 
-int NearestInt(float v) { return static_cast<int>(std::nearbyint(v)); }
+// Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves v rounded to an
+// integer in the low mantissa bits (GGML's nearest_int; also nearbyint's result, without the
+// libm call that baseline x86-64, lacking SSE4.1's roundss, makes of it).
+int NearestInt(float v) {
+  const float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
 
 int Clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 

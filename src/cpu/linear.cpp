@@ -98,9 +98,9 @@ bool TakesGemv(const LinearParams& p) {
 constexpr int64_t kMinParallelActivations = 1 << 16;
 
 // The few-rows product with a quantized weight, all output features: x quantized once into the
-// calling thread's buffer (kept between calls), then the rows of W split over threads. May
-// throw std::bad_alloc (the buffer), before any thread starts.
-void QuantGemv(const LinearParams& p) {
+// calling thread's buffer (kept between calls), then the rows of W split over threads. Returns
+// false when a buffer (x's, or a worker's accumulators) could not be allocated.
+bool QuantGemv(const LinearParams& p) {
   thread_local QuantizedRows buffer;
   // The workers read this thread's buffer through the reference (naming the thread_local in
   // their lambdas would name each worker's own).
@@ -114,8 +114,15 @@ void QuantGemv(const LinearParams& p) {
   } else {
     ParallelFor(p.rows, quantize);
   }
-  SplitRows(p.out_features, p.in_features,
-            [&](int64_t begin, int64_t end, int) { QuantLinearRows(p, xq, begin, end); });
+  std::atomic<bool> out_of_memory{false};
+  SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
+    try {
+      QuantLinearRows(p, xq, begin, end);
+    } catch (const std::bad_alloc&) {
+      out_of_memory.store(true, std::memory_order_relaxed);
+    }
+  });
+  return !out_of_memory;
 }
 
 }  // namespace
@@ -136,11 +143,12 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 
 Status Linear(const LinearParams& p) {
   if (TakesGemv(p) && DTypeIsQuantized(p.weight_dtype)) {
+    bool done = false;
     try {
-      QuantGemv(p);
-    } catch (const std::bad_alloc&) {
-      return Status::OutOfMemory("linear: could not allocate the quantized rows of x");
+      done = QuantGemv(p);
+    } catch (const std::bad_alloc&) {  // x's buffer, before any worker started
     }
+    if (!done) return Status::OutOfMemory("linear: could not allocate the quantized rows of x");
     return Status::Ok();
   }
   // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must

@@ -14,11 +14,15 @@
 // f32 accumulator with the product of the two scales. Q4_K and Q5_K subtract
 // dmin * s_x * sum_j m_j * (sum of the x levels of sub-block j), the sums kept with x.
 //
-// The weight streams from memory once per call: each weight block is unpacked to 16-bit lanes
-// in registers and multiplied by a tile of up to kTileRows rows of x (4 on AVX2's 16 vector
-// registers: per row one int32 and two f32 accumulators), the next tile of rows reading the
-// same block again from L1. At T = 1 the kernel is bound by memory bandwidth on the weight
-// bytes (0.56 to 1.06 bytes per element); at T = 8 the unpacking is shared by the rows.
+// The weight streams from memory once per call. Each weight block is unpacked to 16-bit lanes
+// in registers, a group of elements sharing a sub-block scale at a time (each qs / qh byte
+// loaded once for all the nibbles and bits it holds), and multiplied by a tile of up to 4 rows
+// of x (8 on AVX-512) with one int32 accumulator per row; a block's sums then go into the
+// rows' f32 accumulators. With one row of x (or any x that fits L1) a thread reads its weight
+// rows front to back, one stream; with more, blocks of 8 weight rows take K span by span so
+// that the span of x stays in L1 (RowsOf). At T = 1 the work per weight byte is small enough
+// to approach the memory bandwidth on 2 cores (docs/benchmarks.md, "Quantized linear"); each
+// further row of x costs a 16-bit multiply-add per 16 weights.
 //
 // Each output is summed by one thread in one fixed order whatever T, the tile and the thread
 // count: a row's result does not depend on the other rows of the batch or on the threads.
@@ -26,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
@@ -66,19 +71,24 @@ HWY_INLINE V16 LoadBytes(const uint8_t* p) { return hn::PromoteTo(D16(), hn::Loa
 
 HWY_INLINE V16 LowNibbles(V16 v) { return hn::And(v, hn::Set(D16(), 0xF)); }
 HWY_INLINE V16 HighNibbles(V16 v) { return hn::ShiftRight<4>(v); }
-
-// Each lane shifted so that its bit `from` lands on bit `to`, then masked: the high bits of the
-// 5- and 6-bit levels moved above their low nibble.
-HWY_INLINE V16 MoveBits(V16 v, int from, int to, int16_t mask) {
-  const V16 moved = from <= to ? hn::ShiftLeftSame(v, to - from) : hn::ShiftRightSame(v, from - to);
-  return hn::And(moved, hn::Set(D16(), mask));
+// The nibble at bit `shift` (0 or 4, known only at run time) of each lane.
+HWY_INLINE V16 NibbleAt(V16 v, int shift) {
+  return hn::And(hn::ShiftRightSame(v, shift), hn::Set(D16(), 0xF));
+}
+// Bits [bit, bit + width) of each lane of v (bytes, < 256) moved to [4, 4 + width): the high
+// bits of a 5- or 6-bit level above its low nibble; mask keeps those bits (0x10 or 0x30).
+HWY_INLINE V16 HighBits(V16 v, int bit, int16_t mask) {
+  return hn::And(hn::ShiftRightSame(hn::ShiftLeft<4>(v), bit), hn::Set(D16(), mask));
 }
 
-// A weight format: Prepare reads a block's scales once, Chunk gives its elements [e, e + N) as
-// integer weights in 16-bit lanes (for the K-quants times their sub-block scale), and the
-// block's value is d * sum(w q) (- dmin * MinDot for the formats with mins).
+// A weight format. A block of kElements is read in groups of kGroup elements that share one
+// sub-block scale: Prepare reads the block's scales once, GroupOf locates group g (offsets and
+// shifts computed at run time, once per group), and Chunk gives the group's elements
+// [c, c + N) as integer weights in 16-bit lanes (for the K-quants times their sub-block
+// scale); c is a constant of the unrolled loop over the group's chunks. The block's value is
+// d * sum(w q) (- dmin * sum_j m_j * the sum of x over sub-block j, for the formats with mins).
 struct Q8_0 {
-  static constexpr int kElements = 32, kBytes = sizeof(quant::BlockQ8_0);
+  static constexpr int kElements = 32, kGroup = 32, kBytes = sizeof(quant::BlockQ8_0);
   static constexpr bool kHasMin = false;
   struct Scales {
     float d, dmin;
@@ -86,60 +96,81 @@ struct Q8_0 {
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
     return {LoadF16(b + offsetof(quant::BlockQ8_0, d)), 0.0f};
   }
-  static HWY_INLINE V16 Chunk(const uint8_t* b, const Scales&, int e) {
-    const auto* qs = reinterpret_cast<const int8_t*>(b + offsetof(quant::BlockQ8_0, qs));
-    return hn::PromoteTo(D16(), hn::LoadU(DI8(), qs + e));
+  struct Group {
+    const int8_t* qs;  // (32)
+  };
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales&, int) {
+    return {reinterpret_cast<const int8_t*>(b + offsetof(quant::BlockQ8_0, qs))};
+  }
+  static HWY_INLINE V16 Chunk(const Group& g, int c) {
+    return hn::PromoteTo(D16(), hn::LoadU(DI8(), g.qs + c));
   }
 };
 
 struct Q4_0 {
-  static constexpr int kElements = 32, kBytes = sizeof(quant::BlockQ4_0);
+  static constexpr int kElements = 32, kGroup = 32, kBytes = sizeof(quant::BlockQ4_0);
   static constexpr bool kHasMin = false;
   using Scales = Q8_0::Scales;
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
     return {LoadF16(b + offsetof(quant::BlockQ4_0, d)), 0.0f};
   }
-  static HWY_INLINE V16 Chunk(const uint8_t* b, const Scales&, int e) {
-    const V16 bytes = LoadBytes(b + offsetof(quant::BlockQ4_0, qs) + e % 16);
-    return hn::Sub(e < 16 ? LowNibbles(bytes) : HighNibbles(bytes), hn::Set(D16(), 8));
+  struct Group {
+    const uint8_t* qs;  // (16)
+  };
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales&, int) {
+    return {b + offsetof(quant::BlockQ4_0, qs)};
+  }
+  static HWY_INLINE V16 Chunk(const Group& g, int c) {
+    const V16 bytes = LoadBytes(g.qs + c % 16);
+    return hn::Sub(c < 16 ? LowNibbles(bytes) : HighNibbles(bytes), hn::Set(D16(), 8));
   }
 };
 
 // Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (quant::ScaleMinK4).
 template <class Block, bool kFifthBit>
 struct K4K5 {
-  static constexpr int kElements = quant::kSuperBlock, kBytes = sizeof(Block);
+  static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
   static constexpr bool kHasMin = true;
   struct Scales {
     float d, dmin;
-    int16_t sc[8], m[8];
+    uint64_t sc, m;  // byte j: sub-block j's 6-bit scale, min
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    Scales s;
-    s.d = LoadF16(b + offsetof(Block, d));
-    s.dmin = LoadF16(b + offsetof(Block, dmin));
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      quant::ScaleMinK4(j, b + offsetof(Block, scales), &sc, &m);
-      s.sc[j] = sc;
-      s.m[j] = m;
-    }
-    return s;
+    // quant::ScaleMinK4 for all eight at once, four bytes per word: sub-blocks 0-3 take the low
+    // six bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 the nibbles of bytes 8-11 with the top
+    // two bits of bytes 0-3 (scales) and 4-7 (mins) above them.
+    uint32_t w[3];
+    std::memcpy(w, b + offsetof(Block, scales), sizeof w);
+    const uint32_t sc_low = w[0] & 0x3f3f3f3fu, m_low = w[1] & 0x3f3f3f3fu;
+    const uint32_t sc_high = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    const uint32_t m_high = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    return {LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)),
+            uint64_t{sc_high} << 32 | sc_low, uint64_t{m_high} << 32 | m_low};
   }
-  static HWY_INLINE V16 Chunk(const uint8_t* b, const Scales& s, int e) {
-    const int j = e / 32;  // sub-block: nibble j % 2 of qs[32 * (j / 2) + e % 32]
-    const V16 bytes = LoadBytes(b + offsetof(Block, qs) + 32 * (j / 2) + e % 32);
-    V16 q = j % 2 == 0 ? LowNibbles(bytes) : HighNibbles(bytes);
+  // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l] (each byte
+  // loaded once for both), their fifth bits bits 2k and 2k + 1 of qh[l] (Q5_K).
+  struct Group {
+    const uint8_t* qs;  // (32)
+    const uint8_t* qh;  // (32)
+    int bit;            // 2k
+    int16_t sc_low, sc_high;
+  };
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales& s, int g) {
+    const int k = g / 64;
+    const uint8_t* qh = nullptr;
+    if constexpr (kFifthBit) qh = b + offsetof(Block, qh);
+    return {b + offsetof(Block, qs) + 32 * k, qh, 2 * k,
+            static_cast<int16_t>((s.sc >> (16 * k)) & 0xff),
+            static_cast<int16_t>((s.sc >> (16 * k + 8)) & 0xff)};
+  }
+  static HWY_INLINE V16 Chunk(const Group& g, int c) {
+    const bool high = c >= 32;
+    const V16 bytes = LoadBytes(g.qs + c % 32);
+    V16 q = high ? HighNibbles(bytes) : LowNibbles(bytes);
     if constexpr (kFifthBit) {
-      q = hn::Or(q, MoveBits(LoadBytes(b + offsetof(Block, qh) + e % 32), j, 4, 0x10));
+      q = hn::Or(q, HighBits(LoadBytes(g.qh + c % 32), g.bit + (high ? 1 : 0), 0x10));
     }
-    return hn::Mul(q, hn::Set(D16(), s.sc[j]));
-  }
-  // sum_j m_j * (the x levels' sum over sub-block j); sums: (8).
-  static HWY_INLINE int32_t MinDot(const Scales& s, const int16_t* sums) {
-    int32_t total = 0;
-    for (int j = 0; j < 8; ++j) total += s.m[j] * sums[j];
-    return total;
+    return hn::Mul(q, hn::Set(D16(), high ? g.sc_high : g.sc_low));
   }
 };
 using Q4_K = K4K5<quant::BlockQ4_K, false>;
@@ -147,7 +178,8 @@ using Q5_K = K4K5<quant::BlockQ5_K, true>;
 
 // Q6_K: 16 sub-blocks of 16, int8 scales; the offset 32 is taken off the levels here.
 struct Q6_K {
-  static constexpr int kElements = quant::kSuperBlock, kBytes = sizeof(quant::BlockQ6_K);
+  static constexpr int kElements = quant::kSuperBlock, kGroup = 128,
+                       kBytes = sizeof(quant::BlockQ6_K);
   static constexpr bool kHasMin = false;
   struct Scales {
     float d, dmin;
@@ -161,113 +193,187 @@ struct Q6_K {
     for (int j = 0; j < 16; ++j) s.sc[j] = sc[j];
     return s;
   }
-  static HWY_INLINE V16 Chunk(const uint8_t* b, const Scales& s, int e) {
-    // Element e = 128 h + 32 r + l: the low nibble (r < 2) or high nibble of
-    // ql[64 h + 32 (r % 2) + l], bits 2r, 2r + 1 of qh[32 h + l] on top.
-    const int h = e / 128, r = e % 128 / 32, l = e % 32;
-    const V16 low = LoadBytes(b + offsetof(quant::BlockQ6_K, ql) + 64 * h + 32 * (r % 2) + l);
-    const V16 high = LoadBytes(b + offsetof(quant::BlockQ6_K, qh) + 32 * h + l);
-    const V16 q =
-        hn::Or(r < 2 ? LowNibbles(low) : HighNibbles(low), MoveBits(high, 2 * r, 4, 0x30));
-    return hn::Mul(hn::Sub(q, hn::Set(D16(), 32)), hn::Set(D16(), s.sc[e / 16]));
+  // Group h: elements 128 h + 32 r + l, r < 4, l < 32: the low (r < 2) or high nibble of
+  // ql[64 h + 32 (r % 2) + l], bits 2r, 2r + 1 of qh[32 h + l] above it (each byte loaded once
+  // per nibble or bit pair, shifts constant once unrolled).
+  struct Group {
+    const uint8_t* ql;  // (64)
+    const uint8_t* qh;  // (32)
+    const int16_t* sc;  // (8): one per 16 elements
+  };
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales& s, int g) {
+    const int h = g / 128;
+    return {b + offsetof(quant::BlockQ6_K, ql) + 64 * h,
+            b + offsetof(quant::BlockQ6_K, qh) + 32 * h, s.sc + 8 * h};
+  }
+  static HWY_INLINE V16 Chunk(const Group& g, int c) {
+    const int r = c / 32, l = c % 32;
+    const V16 low = LoadBytes(g.ql + 32 * (r % 2) + l);
+    const V16 q = hn::Or(r < 2 ? LowNibbles(low) : HighNibbles(low),
+                         HighBits(LoadBytes(g.qh + l), 2 * r, 0x30));
+    return hn::Mul(hn::Sub(q, hn::Set(D16(), 32)), hn::Set(D16(), g.sc[c / 16]));
   }
 };
 
-// Rows of x per tile: per row one int32 and two f32 accumulators, plus a weight and an x
-// vector: 4 rows fill AVX2's 16 registers, 8 AVX-512's 32. Tuned for speed only.
+// The eight 6-bit mins of a Q4_K / Q5_K block in 16-bit lanes, for sum_j m_j * (the x levels'
+// sum over sub-block j), once per block for every row.
+class MinWeights {
+ public:
+  using D = hn::CappedTag<int16_t, 8>;
+  MinWeights() = default;
+  HWY_INLINE explicit MinWeights(uint64_t bytes) {  // byte j: m_j
+    std::memcpy(bytes_, &bytes, sizeof bytes_);
+  }
+  // sums: (8) int16.
+  HWY_INLINE int32_t Dot(const int16_t* sums) const {
+    const D d;
+    const hn::Repartition<int32_t, D> d32;
+    const hn::Rebind<uint8_t, D> d8;
+    auto total = hn::Zero(d32), odd = hn::Zero(d32);
+    for (size_t i = 0; i < 8; i += hn::Lanes(d)) {
+      const auto m = hn::PromoteTo(d, hn::LoadU(d8, bytes_ + i));
+      total = hn::ReorderWidenMulAccumulate(d32, m, hn::LoadU(d, sums + i), total, odd);
+    }
+    return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(total, odd)));
+  }
+
+ private:
+  uint8_t bytes_[8] = {};
+};
+
+// Rows of x per tile: per row an int32 and an f32 accumulator, with a weight vector, an x
+// vector and the group's constants: 4 rows fit AVX2's 16 registers, 8 AVX-512's 32. Tuned for
+// speed only (8 rows on AVX2 spilled and measured no faster).
 constexpr int kTileRows = HWY_MAX_BYTES >= 64 ? 8 : 4;
 
-// Output m for rows [t0, t0 + kT) of x: w is weight row m (K / B blocks of F).
+// When x (T rows of K int16) is larger than this, past what L1 keeps beside the weights, the
+// weight rows go in blocks of kBlockRows, span by span of K: each row of the block multiplies a
+// span into every tile of x rows before the next row takes the same span, so that the span of
+// x (T rows of kL1Bytes / 2T, at least kSpan, int16) stays in L1 or close and x is read from
+// L2 once per block of rows instead of once per row (at T = 8 and K = 4096, x is 64 KB). The rows
+// of a block are read interleaved, span by span: each row's next span is prefetched. Smaller x (T =
+// 1 for any K up to 8192) reads one weight row at a time front to back, a single stream. Tuned for
+// speed only: the order of each output's sum does not depend on them.
+constexpr int64_t kL1Bytes = 16 * 1024;
+constexpr int64_t kSpan = 256;
+constexpr int64_t kBlockRows = 8;
+
+// Rows [t0, t0 + kT) of x times weight row w's blocks [b0, b1), added into acc (kT, L) and
+// min_total (kT): the f32 accumulators of those rows for this weight row, kept in memory
+// between spans.
 template <class F, int kT>
-HWY_INLINE void DotTile(const LinearParams& p, const QuantizedRows& xq,
-                        const uint8_t* HWY_RESTRICT w, int64_t m, int64_t t0) {
+HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
+                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc,
+                        float* HWY_RESTRICT min_total) {
   const D16 d16;
   const D32 d32;
   const DF df;
-  const int64_t K = p.in_features, blocks = K / F::kElements;
+  const int64_t K = xq.cols, blocks = K / F::kElements;
   const int N = static_cast<int>(hn::Lanes(d16));
-  // Blocks of 32 alternate between two f32 accumulators (two multiply-add chains at T = 1);
-  // a block of 256 is long enough for one. Fixed per format, so the order of a row's sum does
-  // not depend on kT.
-  constexpr int kAcc = F::kElements == 32 ? 2 : 1;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int16_t* x[kT];  // (K) each
   const float* xs[kT];   // (blocks) each
   const int16_t* xsum[kT];
-  VF acc[kT][kAcc];
-  float min_total[kT];
+  VF a[kT];
+  float mins[kT];
   for (int t = 0; t < kT; ++t) {
     x[t] = xq.q.data() + (t0 + t) * K;
     xs[t] = xq.scale.data() + (t0 + t) * blocks;
     xsum[t] = F::kHasMin ? xq.sums.data() + (t0 + t) * (K / 32) : nullptr;
-    for (int a = 0; a < kAcc; ++a) acc[t][a] = hn::Zero(df);
-    min_total[t] = 0.0f;
+    a[t] = hn::LoadU(df, acc + t * L);
+    mins[t] = min_total[t];
   }
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* block = w + b * F::kBytes;
     const typename F::Scales s = F::Prepare(block);
+    MinWeights mins_w;
+    if constexpr (F::kHasMin) mins_w = MinWeights(s.m);
     V32 sum[kT], sum_odd[kT];  // sum_odd: the pairs some targets keep apart (zero on x86)
     for (int t = 0; t < kT; ++t) sum[t] = sum_odd[t] = hn::Zero(d32);
-    for (int e = 0; e < F::kElements; e += N) {
-      const V16 wv = F::Chunk(block, s, e);
-      for (int t = 0; t < kT; ++t) {
-        const V16 xv = hn::LoadU(d16, x[t] + b * F::kElements + e);
-        sum[t] = hn::ReorderWidenMulAccumulate(d32, wv, xv, sum[t], sum_odd[t]);
+    for (int g = 0; g < F::kElements; g += F::kGroup) {
+      const typename F::Group group = F::GroupOf(block, s, g);
+      // Unrolled: each chunk's offset within the group is a constant. (Unrolling the groups
+      // too let the compiler reorder 64 products into a tree of sums that spilled.)
+#pragma GCC unroll 8
+      for (int c = 0; c < F::kGroup; c += N) {
+        const V16 wv = F::Chunk(group, c);
+        for (int t = 0; t < kT; ++t) {
+          const V16 xv = hn::LoadU(d16, x[t] + b * F::kElements + g + c);
+          sum[t] = hn::ReorderWidenMulAccumulate(d32, wv, xv, sum[t], sum_odd[t]);
+        }
       }
     }
     for (int t = 0; t < kT; ++t) {
       const VF block_sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum[t], sum_odd[t]));
-      VF& a = acc[t][b % kAcc];
-      a = hn::MulAdd(block_sum, hn::Set(df, s.d * xs[t][b]), a);
+      a[t] = hn::MulAdd(block_sum, hn::Set(df, s.d * xs[t][b]), a[t]);
       if constexpr (F::kHasMin) {
-        min_total[t] += s.dmin * xs[t][b] * static_cast<float>(F::MinDot(s, xsum[t] + 8 * b));
+        mins[t] += s.dmin * xs[t][b] * static_cast<float>(mins_w.Dot(xsum[t] + 8 * b));
       }
     }
   }
   for (int t = 0; t < kT; ++t) {
-    VF total = acc[t][0];
-    for (int a = 1; a < kAcc; ++a) total = hn::Add(total, acc[t][a]);
-    float out = hn::GetLane(hn::SumOfLanes(df, total)) - min_total[t];
-    if (p.bias != nullptr) out += p.bias[m];
-    p.out[(t0 + t) * p.out_stride_row + m] = out;
+    hn::StoreU(a[t], df, acc + t * L);
+    min_total[t] = mins[t];
   }
 }
 
-template <class F>
-HWY_INLINE void DotTileN(int n, const LinearParams& p, const QuantizedRows& xq, const uint8_t* w,
-                         int64_t m, int64_t t0) {
-  switch (n) {
-    case 1:
-      return DotTile<F, 1>(p, xq, w, m, t0);
-    case 2:
-      return DotTile<F, 2>(p, xq, w, m, t0);
-    case 3:
-      return DotTile<F, 3>(p, xq, w, m, t0);
-#if HWY_MAX_BYTES >= 64
-    case 4:
-      return DotTile<F, 4>(p, xq, w, m, t0);
-    case 5:
-      return DotTile<F, 5>(p, xq, w, m, t0);
-    case 6:
-      return DotTile<F, 6>(p, xq, w, m, t0);
-    case 7:
-      return DotTile<F, 7>(p, xq, w, m, t0);
-#endif
-    default:
-      return DotTile<F, kTileRows>(p, xq, w, m, t0);
+// A tile of n <= kT rows: DotSpan<F, n>.
+template <class F, int kT>
+HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64_t b0, int64_t b1,
+                         int64_t t0, float* acc, float* min_total) {
+  if constexpr (kT > 1) {
+    if (n < kT) return DotSpanN<F, kT - 1>(n, xq, w, b0, b1, t0, acc, min_total);
   }
+  DotSpan<F, kT>(xq, w, b0, b1, t0, acc, min_total);
 }
 
-// Weight rows [m_begin, m_end), front to back: each row once for every tile of x rows (from
-// memory for the first tile, from L1 for the others).
+// Weight rows [m_begin, m_end), in blocks of block_rows (1 or kBlockRows); within a block,
+// span by span of K, each row multiplies the span into every tile of x rows. The f32
+// accumulators of a block (its rows times T rows of x) live in this thread's buffer (kept
+// between calls). Each output's sum runs over the blocks of K in order, then its lanes: the
+// same order whatever T, the tiles and the threads. May throw std::bad_alloc (the buffer).
 template <class F>
 void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
-  const int64_t T = p.rows;
-  const int64_t row_bytes = p.in_features / F::kElements * F::kBytes;
+  const DF df;
+  const int64_t T = p.rows, L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
+  const bool interleave = T * p.in_features * 2 > kL1Bytes;
+  const int64_t block_rows = interleave ? kBlockRows : 1;
+  // The longest span whose x (T rows) fits kL1Bytes, at least kSpan: fewer, longer calls.
+  const int64_t span = std::max(kSpan, kL1Bytes / (2 * T) / kSpan * kSpan);
+  const int64_t span_blocks = interleave ? span / F::kElements : blocks;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
-  for (int64_t m = m_begin; m < m_end; ++m) {
-    for (int64_t t = 0; t < T; t += kTileRows) {
-      const int n = static_cast<int>(std::min<int64_t>(kTileRows, T - t));
-      DotTileN<F>(n, p, xq, weight + m * row_bytes, m, t);
+  constexpr int kTile = kTileRows;
+  thread_local std::vector<float> buffer;  // acc (block_rows, T, L), then min_total (block_rows, T)
+  const int64_t floats = block_rows * T * (L + 1);
+  if (buffer.size() < static_cast<size_t>(floats)) buffer.resize(static_cast<size_t>(floats));
+  float* acc = buffer.data();
+  float* min_total = acc + block_rows * T * L;
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
+    const int64_t rows = std::min(block_rows, m_end - m0);
+    std::fill(buffer.begin(), buffer.begin() + floats, 0.0f);
+    for (int64_t b0 = 0; b0 < blocks; b0 += span_blocks) {
+      const int64_t b1 = std::min(b0 + span_blocks, blocks);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* w = weight + (m0 + r) * row_bytes;
+        if (interleave) {  // the row's next span, while the other rows take this one
+          const uint8_t* next = w + b1 * F::kBytes;
+          const uint8_t* end = w + std::min(b1 + span_blocks, blocks) * F::kBytes;
+          for (; next < end; next += 64) __builtin_prefetch(next, /*rw=*/0, /*locality=*/3);
+        }
+        for (int64_t t = 0; t < T; t += kTile) {
+          const int n = static_cast<int>(std::min<int64_t>(kTile, T - t));
+          DotSpanN<F, kTile>(n, xq, w, b0, b1, t, acc + (r * T + t) * L, min_total + r * T + t);
+        }
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = 0; t < T; ++t) {
+        const VF total = hn::LoadU(df, acc + (r * T + t) * L);
+        float out = hn::GetLane(hn::SumOfLanes(df, total)) - min_total[r * T + t];
+        if (p.bias != nullptr) out += p.bias[m0 + r];
+        p.out[t * p.out_stride_row + m0 + r] = out;
+      }
     }
   }
 }

@@ -35,7 +35,8 @@ void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, Q
 // out[:, m] for m in [m_begin, m_end): the integer products of the quantized weight rows with
 // xq (all of p's rows), plus the bias; on the calling thread. Each output is summed in one fixed
 // order whatever T, the thread count and the tile its row falls in: a row's result does not
-// depend on the other rows.
+// depend on the other rows. May throw std::bad_alloc (this thread's accumulators, kept between
+// calls).
 void QuantLinearRows(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                      int64_t m_end);
 
