@@ -6,6 +6,7 @@
 #include "array_args.hpp"
 #include "model_bindings.hpp"
 #include "numpy_ops.hpp"
+#include "quant_bindings.hpp"
 #include "ssmkit/cuda.hpp"
 #include "ssmkit/ssmkit.h"
 #include "ssmkit/threads.hpp"
@@ -24,6 +25,7 @@ NB_MODULE(_ssmkit, m) {
                   .c_str());
   ssmkit::python::RegisterErrors(m);
   ssmkit::python::RegisterNumpyOps(m);
+  ssmkit::python::RegisterQuant(m);
   ssmkit::python::RegisterModel(m);
   ssmkit::python::RegisterGeneration(m);
   m.def("set_num_threads", &ssmkit::SetNumThreads, nb::arg("n"),
