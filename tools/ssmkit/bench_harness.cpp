@@ -4,9 +4,11 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/parallel.hpp"
 #include "core/simd_targets.hpp"
 #include "ssmkit/threads.hpp"
 
@@ -50,6 +52,42 @@ std::vector<double> MedianMsInterleaved(const Options& options,
 
 double MedianMs(const Options& options, const std::function<void()>& fn) {
   return MedianMsInterleaved(options, {fn})[0];
+}
+
+ColdRead::ColdRead(double buffer_bytes)
+    : words_(static_cast<int64_t>(buffer_bytes / 8)),
+      buffer_(static_cast<size_t>(words_), 1),
+      sums_(64, 0) {}
+
+void ColdRead::operator()(double bytes) {
+  const int64_t n = std::min(words_, static_cast<int64_t>(bytes / 8));
+  const int64_t begin = next_ + n > words_ ? 0 : next_;
+  next_ = begin + n;
+  ParallelFor(n, [&](int64_t b0, int64_t b1, int block) {
+    const uint64_t* w = buffer_.data() + begin;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    int64_t i = b0;
+    for (; i + 4 <= b1; i += 4) {
+      a += w[i];
+      b += w[i + 1];
+      c += w[i + 2];
+      d += w[i + 3];
+    }
+    for (; i < b1; ++i) a += w[i];
+    sums_[block % 64] += a + b + c + d;
+  });
+}
+
+std::string CpuName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
 }
 
 namespace {

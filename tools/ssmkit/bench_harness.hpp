@@ -2,6 +2,7 @@
 // runs, a table (or --json array) with time, bandwidth and ns per element.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -47,6 +48,21 @@ double MedianMs(const Options& options, const std::function<void()>& fn);
 // whose speed moves 10-30% within minutes, medians taken one after the other did not.
 std::vector<double> MedianMsInterleaved(const Options& options,
                                         const std::vector<std::function<void()>>& fns);
+
+// A memory-bound floor: each call reads `bytes` of a `buffer_bytes` buffer (sized past the
+// last-level cache), the next window each call, split over the library's threads.
+class ColdRead {
+ public:
+  explicit ColdRead(double buffer_bytes);
+  void operator()(double bytes);
+
+ private:
+  int64_t words_, next_ = 0;
+  std::vector<uint64_t> buffer_, sums_;
+};
+
+// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
+std::string CpuName();
 
 // Prints the results: a fixed-width table, or one JSON array when options.json.
 void Print(const Options& options, const std::vector<Result>& results);

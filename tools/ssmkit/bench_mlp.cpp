@@ -144,35 +144,6 @@ double ForwardFlops(const MlpBenchCase& c) {
   return 2.0 * T * d * (static_cast<double>(c.E) + 3.0 * static_cast<double>(c.k * c.F + c.Fs));
 }
 
-// Reads `bytes` of a kColdBytes buffer per call, each call the next window, split over the
-// library's threads: the decode floor.
-class ColdRead {
- public:
-  ColdRead() : words_(static_cast<int64_t>(kColdBytes / 8)), buffer_(words_, 1), sums_(64, 0) {}
-  void operator()(double bytes) {
-    const int64_t n = std::min(words_, static_cast<int64_t>(bytes / 8));
-    const int64_t begin = next_ + n > words_ ? 0 : next_;
-    next_ = begin + n;
-    ParallelFor(n, [&](int64_t b0, int64_t b1, int block) {
-      const uint64_t* w = buffer_.data() + begin;
-      uint64_t a = 0, b = 0, c = 0, d = 0;
-      int64_t i = b0;
-      for (; i + 4 <= b1; i += 4) {
-        a += w[i];
-        b += w[i + 1];
-        c += w[i + 2];
-        d += w[i + 3];
-      }
-      for (; i < b1; ++i) a += w[i];
-      sums_[block % 64] += a + b + c + d;
-    });
-  }
-
- private:
-  int64_t words_, next_ = 0;
-  std::vector<uint64_t> buffer_, sums_;
-};
-
 // The forward's products as bare sgemm calls on f32 matrices: x (R, d) times each projection
 // (gate and up (F, d), then h (R, F) times down (d, F)), R = T for a dense MLP, T k for the
 // experts, plus the shared expert and the router on T rows.
@@ -210,7 +181,7 @@ int RunMlpBench(const Options& options) {
     std::fprintf(stderr, "bench mlp: --ggml: no ggml case here (the peers are floors)\n");
     return 2;
   }
-  ColdRead cold_read;
+  ColdRead cold_read(kColdBytes);
   std::vector<Result> results;
   for (const MlpBenchCase& c : kCases) {
     if (!options.shape.empty() && options.shape != c.shape) continue;
