@@ -114,7 +114,7 @@ struct ModelConfig {
   // The Hugging Face model_type ("mamba", "mamba2", "granitemoehybrid", "bamba",
   // "nemotron_h", "falcon_h1", "jamba", "zamba2"); empty for a hand-made config.
   std::string family;
-  std::string format;   // "hf" or "state-spaces" (set by the loader)
+  std::string format;   // "hf", "state-spaces" or "gguf" (set by the loader)
   int64_t d_model = 0;  // d
   int64_t n_layer = 0;  // the checkpoint's layers
   // The blocks in order; empty means n_layer blocks of `arch`'s mixer (a pure Mamba model).
@@ -192,8 +192,11 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // A directory with config.json and model.safetensors (or model.safetensors.index.json and
-  // shards). The weights are memory-mapped; every expected tensor is checked for presence,
-  // dtype and shape, and tensors the model does not use are an error.
+  // shards), or a GGUF file of a Mamba-1 or Mamba-2 model (llama.cpp's converter and
+  // llama-quantize output: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K; docs/gguf.md). The
+  // weights are memory-mapped, never copied (quantized matrices are read as stored); every
+  // expected tensor is checked for presence, dtype and shape, and tensors the model does not
+  // use are an error.
   static Status Load(const std::string& dir, std::unique_ptr<Model>* model);
   // Random weights (uniform, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
   // the benchmark's models. weight_dtype: f32, bf16 or f16 for the projections and embedding.

@@ -36,11 +36,15 @@ class Tokenizer {
 
   // A Hugging Face tokenizer.json with a byte-level BPE model.
   static Status FromFile(const std::string& path, std::unique_ptr<Tokenizer>* tokenizer);
+  // The same from tokenizer.json's text in memory; `label` names it in messages.
+  static Status FromJson(const std::string& json, const std::string& label,
+                         std::unique_ptr<Tokenizer>* tokenizer);
   // Token i is byte i (vocab 256).
   static std::unique_ptr<Tokenizer> Bytes();
   // The tokenizer of the checkpoint in `model_dir`: its tokenizer.json, or, when it has none
   // and the model's vocabulary has at most 256 rows (a byte-level model such as the built-in
-  // one), Bytes(). Fails naming the directory otherwise.
+  // one), Bytes(). Fails naming the directory otherwise. A GGUF file instead of a directory:
+  // the tokenizer its metadata describes (tokenizer.ggml.*, a "gpt2" byte-level BPE).
   static Status ForModel(const std::string& model_dir, int64_t model_vocab_size,
                          std::unique_ptr<Tokenizer>* tokenizer);
 

@@ -86,7 +86,9 @@ class Model:
     @classmethod
     def load(cls, path=None):
         """The checkpoint in directory `path` (config.json, model.safetensors or its shards,
-        tokenizer.json when it has one); None: the built-in model (docs/default_model.md)."""
+        tokenizer.json when it has one), or a GGUF file of a Mamba-1 / Mamba-2 model (its
+        tokenizer from the metadata; docs/gguf.md); None: the built-in model
+        (docs/default_model.md)."""
         if path is None:
             return cls(_Model.load_default())
         return cls(_Model.load(str(path)))
@@ -98,7 +100,7 @@ class Model:
     @property
     def config(self):
         """The model's configuration: arch ("mamba1" | "mamba2"), format ("hf" |
-        "state-spaces"), d_model, n_layer, vocab_size (padded rows), config_vocab_size, d_inner,
+        "state-spaces" | "gguf"), d_model, n_layer, vocab_size (padded rows), config_vocab_size, d_inner,
         d_state, d_conv, ..., bos/eos/pad_token_id (None when the checkpoint names none)."""
         return self._handle.config
 
@@ -108,7 +110,8 @@ class Model:
 
     @property
     def weight_dtype(self):
-        """"f32", "bf16", "f16" or "mixed": the dtype of the projection matrices."""
+        """"f32", "bf16", "f16", a quantized type ("q8_0", "q4_k", ...) or "mixed": the dtype
+        of the projection matrices."""
         return self._handle.weight_dtype
 
     @property

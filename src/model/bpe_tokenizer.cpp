@@ -32,6 +32,8 @@ bool IsSpace(char c) {
 class BpeTokenizer final : public Tokenizer {
  public:
   Status Load(const std::string& path);
+  // tokenizer.json's text; `label` names it in messages and name().
+  Status LoadText(const std::string& text, const std::string& label);
 
   Status Encode(std::string_view text, std::vector<int32_t>* ids) const override;
   void AppendTokenBytes(int32_t id, bool skip_special, std::string* bytes) const override;
@@ -180,6 +182,11 @@ Status BpeTokenizer::Load(const std::string& path) {
   path_ = path;
   std::string text;
   SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
+  return LoadText(text, path);
+}
+
+Status BpeTokenizer::LoadText(const std::string& text, const std::string& label) {
+  path_ = label;
   const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Fail("not valid JSON");
   if (!root.is_object() || !root.contains("model"))
@@ -327,17 +334,30 @@ void BpeTokenizer::AppendTokenBytes(int32_t id, bool skip_special, std::string* 
 
 }  // namespace
 
-Status Tokenizer::FromFile(const std::string& path, std::unique_ptr<Tokenizer>* tokenizer) {
+// Runs a BpeTokenizer loader, turning exceptions into a Status naming `label`.
+template <class LoadFn>
+Status MakeBpe(const std::string& label, LoadFn&& load, std::unique_ptr<Tokenizer>* tokenizer) {
   auto t = std::make_unique<BpeTokenizer>();
   try {
-    SSMKIT_RETURN_IF_ERROR(t->Load(path));
+    SSMKIT_RETURN_IF_ERROR(load(t.get()));
   } catch (const std::bad_alloc&) {
-    return Status::OutOfMemory(path + ": out of memory");
+    return Status::OutOfMemory(label + ": out of memory");
   } catch (const nlohmann::json::exception& e) {  // a field of an unexpected JSON type
-    return Status::InvalidArgument(path + ": malformed tokenizer.json: " + e.what());
+    return Status::InvalidArgument(label + ": malformed tokenizer.json: " + e.what());
   }
   *tokenizer = std::move(t);
   return Status::Ok();
+}
+
+Status Tokenizer::FromFile(const std::string& path, std::unique_ptr<Tokenizer>* tokenizer) {
+  return MakeBpe(
+      path, [&](BpeTokenizer* t) { return t->Load(path); }, tokenizer);
+}
+
+Status Tokenizer::FromJson(const std::string& json, const std::string& label,
+                           std::unique_ptr<Tokenizer>* tokenizer) {
+  return MakeBpe(
+      label, [&](BpeTokenizer* t) { return t->LoadText(json, label); }, tokenizer);
 }
 
 }  // namespace ssmkit

@@ -1,10 +1,8 @@
 // Model: loading a checkpoint directory (config.json + safetensors) or making random weights.
-#include <filesystem>
 #include <new>
 
 #include "core/dtype.hpp"
-#include "core/mapped_file.hpp"
-#include "model/config.hpp"
+#include "model/checkpoint_source.hpp"
 #include "model/model_impl.hpp"
 
 namespace ssmkit {
@@ -15,11 +13,7 @@ Model::~Model() = default;
 Status Model::Load(const std::string& dir, std::unique_ptr<Model>* model) {
   try {
     auto impl = std::make_unique<Impl>();
-    const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
-    std::string text;
-    SSMKIT_RETURN_IF_ERROR(ReadTextFile(config_path, &text));
-    SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(text, config_path, &impl->config));
-    SSMKIT_RETURN_IF_ERROR(model::SafetensorsWeightSource::Open(dir, &impl->source));
+    SSMKIT_RETURN_IF_ERROR(model::OpenCheckpoint(dir, &impl->config, &impl->source));
     SSMKIT_RETURN_IF_ERROR(model::BindWeights(impl->config, *impl->source, &impl->weights));
     impl->source_name = impl->source->description();
     model->reset(new Model(std::move(impl)));

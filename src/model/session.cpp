@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/quant.hpp"
 #include "model/forward.hpp"
 #include "model/model_impl.hpp"
 #include "model/session_impl.hpp"
@@ -60,8 +61,15 @@ void Session::Impl::Embed(const int32_t* ids, int64_t n, float* hidden) const {
   const Tensor& e = weights().embedding;
   const int64_t d = config().d_model;
   const float m = config().multipliers.embedding;
+  const bool quantized = DTypeIsQuantized(e.dtype);
   for (int64_t t = 0; t < n; ++t) {
-    RowToF32(e.data, e.dtype, ids[t] * d, d, hidden + t * d);
+    if (quantized) {  // a GGUF embedding: row ids[t] decoded (d is whole blocks, as bound)
+      quant::DequantizeRow(e.dtype,
+                           static_cast<const uint8_t*>(e.data) + ids[t] * DTypeRowBytes(e.dtype, d),
+                           d, hidden + t * d);
+    } else {
+      RowToF32(e.data, e.dtype, ids[t] * d, d, hidden + t * d);
+    }
     if (m != 1.0f) {
       for (int64_t i = 0; i < d; ++i) hidden[t * d + i] *= m;
     }

@@ -1,6 +1,6 @@
 // The one view the model reads its weights through: tensor name -> (dtype, shape, data). The
-// safetensors checkpoint implements it (SafetensorsWeightSource); another file format (GGUF)
-// plugs in by implementing it too, without touching the blocks or the binding of names.
+// safetensors checkpoint implements it (SafetensorsWeightSource), and a GGUF file
+// (model/gguf_model.hpp) under the same names, without touching the blocks or the binding.
 #pragma once
 
 #include <map>
@@ -17,15 +17,16 @@ namespace ssmkit::model {
 struct WeightTensor {
   std::string name;
   std::string file;           // where it lives, for messages
-  std::string dtype_name;     // as stored: "F32", "BF16", "F16", "I64", ...
-  bool float_dtype = false;   // F32, BF16 or F16: the dtypes a weight may have
-  DType dtype = DType::kF32;  // valid when float_dtype
+  std::string dtype_name;     // as stored: "F32", "BF16", "F16", "I64", "q4_K", ...
+  bool float_dtype = false;   // F32, BF16 or F16: the dtypes any weight may have
+  bool quantized = false;     // a GGML block type (Q8_0, Q4_K, ...): matrices only
+  DType dtype = DType::kF32;  // valid when float_dtype or quantized
   std::vector<int64_t> shape;
   const void* data = nullptr;
 
   int64_t numel() const;
   std::string shape_string() const;  // "(2, 3)"
-  Tensor view() const;               // contiguous, float dtypes only
+  Tensor view() const;               // contiguous; float or quantized dtypes
 };
 
 // "(2, 3)", "(4,)": a shape as Python writes it, for messages.

@@ -83,9 +83,13 @@ Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelW
                                      ", from config.json)");
     }
     const std::string where = t->file + ": tensor '" + t->name + "': ";
-    if (!t->float_dtype) {
+    const bool quantized_matrix = t->quantized && s.kind == SlotKind::kMatrix;
+    if (!t->float_dtype && !quantized_matrix) {
       return Status::InvalidArgument(where + "dtype " + t->dtype_name +
-                                     ", expected F32, BF16 or F16");
+                                     (s.kind == SlotKind::kMatrix
+                                          ? ", expected F32, BF16, F16 or a quantized type (Q8_0, "
+                                            "Q4_0, Q4_K, Q5_K, Q6_K)"
+                                          : ", expected F32, BF16 or F16"));
     }
     if (t->shape != s.shape) {
       return Status::InvalidArgument(where + "shape " + t->shape_string() + ", expected " +
@@ -171,13 +175,17 @@ Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, Mode
 }
 
 int64_t DecodeWeightBytes(const ModelConfig& config, const ModelWeights& w) {
-  auto bytes = [](const Tensor& t) { return t.defined() ? t.numel() * DTypeSize(t.dtype) : 0; };
+  auto bytes = [](const Tensor& t) -> int64_t {
+    if (!t.defined()) return 0;
+    const int64_t row = t.shape[t.rank - 1];
+    return t.numel() / row * DTypeRowBytes(t.dtype, row);
+  };
   auto mlp = [&](const MlpWeights& m) {
     return bytes(m.gate) + bytes(m.up) + bytes(m.down) + bytes(m.gate_bias) + bytes(m.up_bias) +
            bytes(m.down_bias);
   };
   auto adapter = [&](const Adapter& a) { return bytes(a.a) + bytes(a.b); };
-  int64_t total = bytes(w.lm_head) + config.d_model * DTypeSize(w.embedding.dtype);
+  int64_t total = bytes(w.lm_head) + DTypeRowBytes(w.embedding.dtype, config.d_model);
   for (const Block& b : w.blocks) {
     total += bytes(b.norm) + bytes(b.ffn_norm) + bytes(b.out_linear);
     const Mamba1Weights& m1 = b.mamba1;

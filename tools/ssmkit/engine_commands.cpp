@@ -158,9 +158,10 @@ int RunInfo(std::string dir) {
   const bool m2 = c.arch == ModelArch::kMamba2;
   std::printf("model:          %s\n", dir.c_str());
   std::printf("files:          %s\n", model->source().c_str());
-  std::printf("format:         %s\n", c.format == "hf"
-                                          ? ("Hugging Face " + c.hf_architecture()).c_str()
-                                          : "state-spaces (mamba_ssm)");
+  const std::string format = c.format == "hf"     ? "Hugging Face " + c.hf_architecture()
+                             : c.format == "gguf" ? "GGUF (llama.cpp) " + c.family
+                                                  : "state-spaces (mamba_ssm)";
+  std::printf("format:         %s\n", format.c_str());
   std::printf(
       "architecture:   %s, %lld layers, d_model %lld, d_inner %lld, d_state %lld, conv %lld\n",
       m2 ? "Mamba-2" : "Mamba-1", static_cast<long long>(c.n_layer),

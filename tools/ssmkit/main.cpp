@@ -7,6 +7,7 @@
 #include "bench_harness.hpp"
 #include "check_harness.hpp"
 #include "engine_commands.hpp"
+#include "quantize_command.hpp"
 #include "serve_command.hpp"
 #include "ssmkit/threads.hpp"
 #include "train_command.hpp"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   ssmkit::cli::AddEngineCommands(app, threads, exit_code);
   ssmkit::cli::AddTrainCommand(app, threads, exit_code);
   ssmkit::cli::AddServeCommand(app, threads, exit_code);
+  ssmkit::cli::AddQuantizeCommand(app, threads, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -1,0 +1,200 @@
+"""GGUF files written by llama.cpp's converter (gguf_files.py) for the Mamba-1 and Mamba-2
+fixture checkpoints, in every type the converter writes (f32, f16, bf16, q8_0), loaded by
+ssmkit.Model.load(path.gguf):
+
+- the config read from the metadata matches the checkpoint's;
+- the tokenizer built from tokenizer.ggml.* encodes the prompts to the ids transformers'
+  tokenizer gave and decodes them back;
+- logits at every prefill position and over decode steps against transformers run on the
+  file's own numbers (its tensors dequantized by gguf-py): the engine's error on the same
+  weights, which for f32 is the safetensors bar and for quantized matrices adds only the
+  rounding of the activations to 8 bits;
+- against transformers' logits on the original float32 weights, the error is no larger than
+  the one the file's quantization itself causes (transformers on the dequantized weights),
+  within a small margin.
+
+Dimension legend: L prompt length, V vocab."""
+import os
+
+import numpy as np
+import pytest
+
+import ssmkit
+from checks import assert_close, rel_err
+from gguf_files import convert, dequantized_state_dict, transformers_logits
+from test_model import MODELS, PROMPT_TEXT, TOLERANCE, expected
+
+pytest.importorskip("transformers")
+
+CHECKPOINTS = [("mamba1-hf", "mamba"), ("mamba2-hf", "mamba2")]
+TYPES = ["f32", "f16", "bf16", "q8_0"]
+# Relative error of the engine against transformers on the same (dequantized) weights. Float
+# files: f32 arithmetic. Quantized matrices, up to 64 rows at a time (decode, short prompts):
+# each activation row is also rounded to 8 bits per block (32 elements for q8_0 / q4_0, 256
+# for the K-quants, as llama.cpp's Q8_0 / Q8_K) before the integer products; measured at most
+# 0.022 (q8_0, q4_0) and 0.038 (K-quants) on these models, bounded here with headroom. Longer
+# prompts multiply f32 activations with the decoded weights: the float bar (LONG_PROMPT).
+ACTIVATION_TOLERANCE = {"q8_0": 4e-2, "q4_0": 4e-2, "q4_k": 6e-2, "q5_k": 6e-2, "q6_k": 6e-2}
+SAME_WEIGHTS_TOLERANCE = {"f32": TOLERANCE, "f16": TOLERANCE, "bf16": TOLERANCE,
+                          **ACTIVATION_TOLERANCE}
+LONG_PROMPT = 80  # > 64 rows: the prefill path, exact up to f32 arithmetic for every type
+
+
+@pytest.fixture(scope="module", params=[(c, a, t) for c, a in CHECKPOINTS for t in TYPES],
+                ids=[f"{c}-{t}" for c, _ in CHECKPOINTS for t in TYPES])
+def converted(request, tmp_path_factory):
+    checkpoint, arch, outtype = request.param
+    model_dir = os.path.join(MODELS, checkpoint)
+    path = convert(model_dir, str(tmp_path_factory.mktemp("gguf") / f"{checkpoint}.gguf"), outtype)
+    return dict(path=path, model_dir=model_dir, arch=arch, outtype=outtype,
+                model=ssmkit.Model.load(path), expected=expected(checkpoint),
+                state=dequantized_state_dict(path, arch))
+
+
+def test_config_matches_the_checkpoint(converted):
+    original = ssmkit.Model.load(converted["model_dir"]).config
+    got = converted["model"].config
+    for key in ("arch", "d_model", "n_layer", "vocab_size", "d_inner", "d_state", "d_conv"):
+        assert got[key] == original[key], key
+    assert converted["model"].path == converted["path"]
+
+
+def test_tokenizer_from_metadata(converted):
+    tokenizer = converted["model"].tokenizer
+    for text, e in zip(PROMPT_TEXT[:3], converted["expected"]):  # ASCII: no NFC in GGUF
+        assert tokenizer.encode(text) == list(e["ids"]), text
+        assert tokenizer.decode(list(e["ids"])) == text
+
+
+def test_logits_against_transformers_on_the_same_weights(converted):
+    session = converted["model"].session()
+    tol = SAME_WEIGHTS_TOLERANCE[converted["outtype"]]
+    for e in converted["expected"]:
+        ids = list(e["ids"]) + list(e["greedy"][:3])
+        want = transformers_logits(converted["model_dir"], converted["state"], ids)
+        got = session.prefill(ids, all_logits=True)[0]
+        assert_close(got, want, tol, f"{converted['outtype']} prefill")
+        logits = session.prefill(ids[:len(e["ids"])])
+        for j in range(3):
+            assert_close(logits[0], want[len(e["ids"]) - 1 + j], tol, f"decode step {j}")
+            logits = session.decode(int(ids[len(e["ids"]) + j]))
+
+
+def test_long_prompt_is_exact_on_the_files_weights(converted):
+    """Every tensor as the file stores it, decoded exactly: a long prefill (f32 activations)
+    matches transformers on gguf-py's decoding of the file to the float bar."""
+    ids = [int(i) for i in np.random.default_rng(3).integers(2, 300, LONG_PROMPT)]
+    want = transformers_logits(converted["model_dir"], converted["state"], ids)
+    got = converted["model"].session().prefill(ids, all_logits=True)[0]
+    assert_close(got, want, TOLERANCE, f"{converted['outtype']} {LONG_PROMPT}-token prefill")
+
+
+def test_error_against_float32_is_the_files_own(converted):
+    """Against transformers on the original weights: no worse than the file's rounding of the
+    weights (transformers on the dequantized ones) plus the engine's own margin."""
+    session = converted["model"].session()
+    tol = SAME_WEIGHTS_TOLERANCE[converted["outtype"]]
+    for e in converted["expected"]:
+        original = e["prefill"]
+        rounded = transformers_logits(converted["model_dir"], converted["state"], e["ids"])
+        got = session.prefill(list(e["ids"]), all_logits=True)[0]
+        assert rel_err(got, original) <= rel_err(rounded, original) + tol
+
+
+def test_matrices_keep_the_files_type(converted):
+    """Matrices are read as stored (not widened at load): the projections' dtype is the file's
+    (Mamba-1's dt_proj, 2 columns, is not a whole block: the converter writes it f16)."""
+    want = {"f32": {"f32"}, "f16": {"f16"}, "bf16": {"bf16"}, "q8_0": {"q8_0", "mixed"}}
+    assert converted["model"].weight_dtype in want[converted["outtype"]]
+
+
+# ssmkit quantize: every type on a model whose rows are whole K-quant blocks (d_model 256,
+# d_inner 512), made here with transformers at its own initialisation.
+QUANT_TYPES = ["q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "f16", "bf16"]
+CLI = os.path.join(os.path.dirname(__file__), "..", "..", "build", "release", "ssmkit")
+
+
+@pytest.fixture(scope="module", params=["mamba", "mamba2"])
+def wide_checkpoint(request, tmp_path_factory):
+    import shutil
+    import torch
+    from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM
+    torch.manual_seed(7)
+    if request.param == "mamba":
+        config = MambaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, state_size=16,
+                             num_hidden_layers=2, time_step_rank=16, use_bias=False,
+                             bos_token_id=0, eos_token_id=0, pad_token_id=1)
+        model = MambaForCausalLM(config)
+    else:
+        config = Mamba2Config(vocab_size=512, hidden_size=256, expand=2, head_dim=32, num_heads=16,
+                              n_groups=2, state_size=32, num_hidden_layers=2, chunk_size=16,
+                              tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+                              pad_token_id=1)
+        model = Mamba2ForCausalLM(config)
+    with torch.no_grad():  # A_log and D away from their initial constants, as after training
+        for name, p in model.named_parameters():
+            if name.endswith(("A_log", ".D", "norm.weight", "dt_bias")):
+                p.add_(0.3 * torch.randn_like(p))
+    directory = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(directory)
+    shutil.copy(os.path.join(MODELS, "mamba1-hf", "tokenizer.json"), directory)
+    return dict(dir=str(directory), arch=request.param)
+
+
+def run_quantize(source, out, qtype):
+    import subprocess
+    result = subprocess.run([CLI, "quantize", "--type", qtype, source, out],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("qtype", QUANT_TYPES)
+def test_quantize_every_type(wide_checkpoint, qtype, tmp_path):
+    out = str(tmp_path / f"{qtype}.gguf")
+    report = run_quantize(wide_checkpoint["dir"], out, qtype)
+    # Mamba-1's dt_proj has rows of dt_rank = 16 elements, not a block: f16 in each layer.
+    fallback = 2 if wide_checkpoint["arch"] == "mamba" and qtype.startswith("q") else 0
+    assert f" {fallback} fallen back" in report, report
+    model = ssmkit.Model.load(out)
+    original = ssmkit.Model.load(wide_checkpoint["dir"])
+    ids = [5, 99, 300, 17, 256, 3, 41, 77, 128, 9]
+    # The bytes llama.cpp's decoder reads from our file, run by transformers.
+    state = dequantized_state_dict(out, wide_checkpoint["arch"])
+    rounded = transformers_logits(wide_checkpoint["dir"], state, ids)
+    got = model.session().prefill(ids, all_logits=True)[0]
+    tol = SAME_WEIGHTS_TOLERANCE[qtype]
+    assert_close(got, rounded, tol, f"{qtype}: against transformers on the file's weights")
+    long_ids = [int(i) for i in np.random.default_rng(5).integers(2, 500, LONG_PROMPT)]
+    assert_close(model.session().prefill(long_ids, all_logits=True)[0],
+                 transformers_logits(wide_checkpoint["dir"], state, long_ids), TOLERANCE,
+                 f"{qtype}: {LONG_PROMPT}-token prefill")
+    want = original.session().prefill(ids, all_logits=True)[0]
+    own = rel_err(rounded, want)
+    assert rel_err(got, want) <= own + tol, f"{qtype}: error {rel_err(got, want):.3g} vs {own:.3g}"
+    # Fewer bits, more error: the file's own rounding is ordered by its bits per weight.
+    assert own < {"q4_0": 0.5, "q4_k": 0.3, "q5_k": 0.15, "q6_k": 0.08, "q8_0": 0.02,
+                  "f16": 2e-3, "bf16": 2e-2}[qtype], own
+
+
+def test_quantize_a_gguf_again(wide_checkpoint, tmp_path):
+    """A GGUF input (q8_0) re-quantized to q4_k keeps the tokenizer keys as they were."""
+    first = str(tmp_path / "q8.gguf")
+    run_quantize(wide_checkpoint["dir"], first, "q8_0")
+    second = str(tmp_path / "q4k.gguf")
+    run_quantize(first, second, "q4_k")
+    a, b = ssmkit.Model.load(first), ssmkit.Model.load(second)
+    assert a.tokenizer.encode("The quick brown fox") == b.tokenizer.encode("The quick brown fox")
+    assert b.weight_dtype in ("q4_k", "mixed")
+
+
+def test_quantize_refuses_bad_arguments(tmp_path):
+    import subprocess
+    fixture = os.path.join(MODELS, "mamba1-hf")
+    bad_type = subprocess.run([CLI, "quantize", "--type", "q3_k", fixture, str(tmp_path / "x")],
+                              capture_output=True, text=True)
+    assert bad_type.returncode != 0 and "--type q3_k: expected" in bad_type.stderr
+    hybrid = subprocess.run([CLI, "quantize", "--type", "q8_0", os.path.join(MODELS, "bamba"),
+                             str(tmp_path / "y")], capture_output=True, text=True)
+    assert hybrid.returncode != 0 and "plain Mamba-1 and Mamba-2" in hybrid.stderr
+    assert not os.path.exists(tmp_path / "y")

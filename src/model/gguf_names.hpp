@@ -1,0 +1,22 @@
+// Tensor names in GGUF files (llama.cpp's MODEL_TENSOR names for the MAMBA and MAMBA2
+// architectures) and the Hugging Face names the engine binds, both ways: the loader
+// (gguf_model.cpp) reads one, `ssmkit quantize` (gguf_export.cpp) writes the other.
+#pragma once
+
+#include <string>
+
+#include "ssmkit/model.hpp"
+
+namespace ssmkit::model {
+
+// "blk.3.ssm_in.weight" -> "backbone.layers.3.mixer.in_proj.weight", "token_embd.weight" ->
+// "backbone.embeddings.weight", ...; a name it does not know is returned as it is.
+std::string GgufToHfName(const std::string& gguf_name, ModelArch arch);
+// The inverse; "" for a name with no GGUF counterpart.
+std::string HfToGgufName(const std::string& hf_name, ModelArch arch);
+
+// The tensors the engine reads as matrices (linear layers, the embedding): those a file may
+// hold quantized.
+bool IsGgufMatrixName(const std::string& gguf_name);
+
+}  // namespace ssmkit::model
