@@ -199,7 +199,9 @@ class Model {
   // use are an error.
   static Status Load(const std::string& dir, std::unique_ptr<Model>* model);
   // Random weights (uniform, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
-  // the benchmark's models. weight_dtype: f32, bf16 or f16 for the projections and embedding.
+  // the benchmark's models. weight_dtype: f32, bf16, f16 or a quantized type (q8_0, q4_0,
+  // q4_k, q5_k, q6_k) for the projections and embedding; a matrix whose rows are not whole
+  // blocks of it gets q8_0 or f16 (as `ssmkit quantize` writes it).
   static Status Random(const ModelConfig& config, DType weight_dtype, uint64_t seed,
                        std::unique_ptr<Model>* model);
 

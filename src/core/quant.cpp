@@ -94,4 +94,9 @@ void DequantizeRow(DType dtype, const void* src, int64_t n, float* dst) {
   }
 }
 
+DType MatrixTypeFor(DType requested, int64_t cols) {
+  if (cols % DTypeBlockElements(requested) == 0) return requested;
+  return DTypeIsQuantized(requested) && cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
+}
+
 }  // namespace ssmkit::quant

@@ -89,4 +89,9 @@ void DequantizeRow(DType dtype, const void* src, int64_t n, float* dst);
 // multiply-adds. f32 / bf16 / f16 round to nearest.
 void QuantizeRow(DType dtype, const float* src, int64_t n, void* dst);
 
+// The dtype a matrix with rows of `cols` elements gets when `requested` is asked for: itself
+// when the rows are whole blocks, else q8_0 (rows a multiple of 32) or f16, as `ssmkit quantize`
+// and quantized random weights choose (llama-quantize falls back too, to types not read here).
+DType MatrixTypeFor(DType requested, int64_t cols);
+
 }  // namespace ssmkit::quant

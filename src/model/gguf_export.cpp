@@ -43,12 +43,6 @@ uint32_t FileType(DType type) {
   }
 }
 
-// The dtype a matrix with rows of `cols` elements is written in.
-DType MatrixType(DType requested, int64_t cols) {
-  if (cols % DTypeBlockElements(requested) == 0) return requested;
-  return DTypeIsQuantized(requested) && cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
-}
-
 // `values` (f32, `shape`) encoded as `dtype`.
 Status Encode(const std::vector<float>& values, const std::vector<int64_t>& shape, DType dtype,
               std::string* bytes) {
@@ -213,7 +207,7 @@ Status AddTensor(const ModelConfig& c, const std::string& gguf_name, const Weigh
   }
   if (mamba2 && rest == "ssm_norm.weight") shape = {c.ngroups, c.d_inner / c.ngroups};
   const bool matrix = IsGgufMatrixName(gguf_name) && shape.size() == 2;
-  const DType dtype = matrix ? MatrixType(type, shape.back()) : DType::kF32;
+  const DType dtype = matrix ? quant::MatrixTypeFor(type, shape.back()) : DType::kF32;
   if (matrix) (dtype == type ? report->quantized : report->fallback) += 1;
   std::string bytes;
   SSMKIT_RETURN_IF_ERROR(Encode(values, shape, dtype, &bytes));

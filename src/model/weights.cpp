@@ -6,6 +6,8 @@
 #include <set>
 
 #include "core/dtype.hpp"
+#include "core/quant.hpp"
+#include "ssmkit/quant.hpp"
 #include "model/tensor_names.hpp"
 
 namespace ssmkit::model {
@@ -126,9 +128,9 @@ Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelW
 }
 
 Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, ModelWeights* weights) {
-  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+  if (dtype == DType::kI32 || dtype == DType::kI64) {
     return Status::InvalidArgument(std::string("random weights: dtype ") + DTypeName(dtype) +
-                                   ", expected f32, bf16 or f16");
+                                   ", expected f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
   }
   SSMKIT_RETURN_IF_ERROR(config.Validate());
   ModelWeights w;
@@ -143,9 +145,29 @@ Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, Mode
     const std::string& name = s.names[0];
     w.parameter_count += n;
     if (s.kind == SlotKind::kMatrix) {
-      uint8_t* data = Allocate(&w, n * DTypeSize(dtype));
-      for (int64_t i = 0; i < n; ++i) StoreFromF32(data, dtype, i, (2.0f * unit() - 1.0f) * bound);
-      *s.target = ContiguousView(data, dtype, s.shape);
+      // A quantized dtype: each matrix in it where its rows are whole blocks, quantized from
+      // the same uniform values (else q8_0 or f16, as `ssmkit quantize` falls back).
+      const int64_t cols = s.shape.back(), rows = n / cols;
+      const DType type = quant::MatrixTypeFor(dtype, cols);
+      const int64_t row_bytes = DTypeRowBytes(type, cols);
+      uint8_t* data = Allocate(&w, rows * row_bytes);
+      // Chunks of ~1M values: the generator runs in order, the encoding over the threads (the
+      // K-quants' scale searches dominate the set-up of a large model otherwise).
+      const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / cols);
+      std::vector<float> values(static_cast<size_t>(std::min(rows, chunk) * cols));
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t nr = std::min(chunk, rows - r0);
+        for (int64_t i = 0; i < nr * cols; ++i) values[i] = (2.0f * unit() - 1.0f) * bound;
+        if (DTypeIsQuantized(type)) {
+          SSMKIT_RETURN_IF_ERROR(
+              QuantizeWeight(Tensor::Contiguous(values.data(), DType::kF32, {nr, cols}),
+                             Tensor::Contiguous(data + r0 * row_bytes, type, {nr, cols})));
+        } else {
+          for (int64_t i = 0; i < nr * cols; ++i)
+            StoreFromF32(data + r0 * row_bytes, type, i, values[i]);
+        }
+      }
+      *s.target = ContiguousView(data, type, s.shape);
       continue;
     }
     const bool is_a = s.kind == SlotKind::kNegExp;

@@ -2,11 +2,12 @@
 // shapes: the pure m1-130m and m2-130m, and the hybrids granite-4.0-h-350m, granite-4.0-h-1b
 // (Mamba-2 + attention + MLP) and falcon-h1-0.5b (attention and Mamba-2 side by side), their
 // configs read from the published config.json keys (PresetConfig). Per shape and weight dtype
-// (f32, bf16): a prefill of 512 tokens, then greedy decode steps (256; 64 for the hybrids),
-// at batch 1 and 8, and at batch 32 (a server's batched decode step) a prefill of 64 tokens and
-// 64 decode steps; for the hybrids also a prefill of one 8192-token prompt, where attention's
-// quadratic cost shows, reported beside 16 times the 512-token prefill's time (issue 18's bar:
-// within 1.5x).
+// (--weights, default f32,bf16; the quantized ones are llama.cpp's block types, each matrix
+// quantized from the same random values): a prefill of 512 tokens, then greedy decode steps (256;
+// 64 for the hybrids), at batch 1 and 8, and at batch 32 (a server's batched decode step) a prefill
+// of 64 tokens and 64 decode steps; for the hybrids also a prefill of one 8192-token prompt, where
+// attention's quadratic cost shows, reported beside 16 times the 512-token prefill's time (issue
+// 18's bar: within 1.5x).
 //
 // The floor: a decode step must read every weight once (Model::decode_weight_bytes), so at
 // batch B it cannot produce more than B * bandwidth / bytes tokens per second. The read
@@ -37,6 +38,7 @@
 
 #include "bench_harness.hpp"
 #include "core/dtype.hpp"
+#include "ssmkit/quant.hpp"
 #include "core/parallel.hpp"
 #include "fma_rate.hpp"
 #include "ssmkit/model.hpp"
@@ -144,8 +146,11 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
   const int64_t weight_bytes = model.decode_weight_bytes();
   const std::vector<float> probe(static_cast<size_t>(weight_bytes / 4), 1.0f);
   volatile float sink = 0.0f;
-  // Multiply-adds of one step: every weight element once per sequence.
-  const double step_fmas = static_cast<double>(weight_bytes / DTypeSize(dtype)) * batch;
+  // Multiply-adds of one step: every weight element once per sequence (elements from bytes at
+  // the dtype's bytes per element; a quantized model's fallback matrices make it approximate).
+  const double bytes_per_element =
+      static_cast<double>(DTypeBlockBytes(dtype)) / static_cast<double>(DTypeBlockElements(dtype));
+  const double step_fmas = static_cast<double>(weight_bytes) / bytes_per_element * batch;
   const double lanes = DispatchedFloatLanes();
   FmaProbe fma(NumThreads(), step_fmas / NumThreads() / lanes);
   const double probe_fmas = fma.FmasPerThread() * NumThreads() * lanes;
@@ -176,7 +181,8 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
     decode_s.push_back(decode);
   }
   r->shape = shape.name;
-  r->dtype = model.weight_dtype_name();
+  // The requested dtype: a quantized model's few fallback matrices would make it "mixed".
+  r->dtype = DTypeIsQuantized(dtype) ? DTypeName(dtype) : model.weight_dtype_name();
   r->batch = batch;
   r->prompt_tokens = prompt_tokens;
   r->decode_steps = decode_steps;
@@ -206,12 +212,28 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
 }
 
 int RunGenerateBench(const Options& options) {
+  std::vector<DType> dtypes;
+  for (size_t begin = 0; begin <= options.weights.size();) {
+    const size_t end = std::min(options.weights.find(',', begin), options.weights.size());
+    const std::string name = options.weights.substr(begin, end - begin);
+    DType d;
+    if (!name.empty() && !DTypeFromName(name, &d)) {
+      std::fprintf(stderr,
+                   "bench generate: --weights %s: unknown dtype (f32, bf16, f16, q8_0, "
+                   "q4_0, q4_k, q5_k, q6_k)\n",
+                   name.c_str());
+      return 2;
+    }
+    if (!name.empty()) dtypes.push_back(d);
+    begin = end + 1;
+  }
+  if (dtypes.empty()) dtypes = {DType::kF32, DType::kBF16};
   const int repetitions = options.runs == Options{}.runs ? kDefaultRepetitions : options.runs;
   const int long_repetitions = options.runs == Options{}.runs ? 1 : options.runs;
   std::vector<CaseResult> results;
   for (const Shape& shape : kShapes) {
     if (!options.shape.empty() && options.shape != shape.name) continue;
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : dtypes) {
       // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
       const std::string dtype_name = DTypeName(dtype);
       auto selected = [&](int64_t batch) {

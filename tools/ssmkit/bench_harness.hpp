@@ -17,6 +17,8 @@ struct Options {
   std::string algo;    // only this algorithm ("" = all)
   std::string ggml;    // a ggml test-backend-ops binary to measure the peer with (peer_ggml.hpp)
   std::string target;  // a SIMD target to force ("avx2", "scalar", ...; "" = the best)
+  // Weight dtypes of the whole-model benches, comma-separated ("f32,bf16", "q8_0,q4_k").
+  std::string weights;
 };
 
 // Forces run-time dispatch to the SIMD target `name` (case-insensitive Highway name) for the
