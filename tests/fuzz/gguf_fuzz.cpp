@@ -31,7 +31,8 @@ void RunModel(const std::string& path) {
   if (!ssmkit::Session::Create(*model, 1, &session).ok()) return;
   const int64_t V = model->config().vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));
-  const std::vector<std::vector<int32_t>> prompt = {{0, static_cast<int32_t>(V - 1), 1 % V}};
+  const std::vector<std::vector<int32_t>> prompt = {
+      {0, static_cast<int32_t>(V - 1), static_cast<int32_t>(1 % V)}};
   if (!session->Prefill(prompt, logits).ok()) return;
   const int32_t token = 0;
   if (!session->Decode({&token, 1}, logits).ok()) return;
