@@ -59,13 +59,8 @@ Status Encode(const std::vector<float>& values, const std::vector<int64_t>& shap
 
 // A tensor of the source as f32 values.
 std::vector<float> Values(const WeightTensor& t) {
-  const int64_t n = t.numel();
-  std::vector<float> v(static_cast<size_t>(n));
-  if (t.quantized) {
-    quant::DequantizeRow(t.dtype, t.data, n, v.data());
-  } else {
-    RowToF32(t.data, t.dtype, 0, n, v.data());
-  }
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  quant::DequantizeRow(t.dtype, t.data, t.numel(), v.data());  // every float and block type
   return v;
 }
 
@@ -211,9 +206,7 @@ Status AddTensor(const ModelConfig& c, const std::string& gguf_name, const Weigh
   if (matrix) (dtype == type ? report->quantized : report->fallback) += 1;
   std::string bytes;
   SSMKIT_RETURN_IF_ERROR(Encode(values, shape, dtype, &bytes));
-  report->bytes_in += t.quantized
-                          ? t.numel() / t.shape.back() * DTypeRowBytes(t.dtype, t.shape.back())
-                          : t.numel() * DTypeSize(t.dtype);
+  report->bytes_in += t.numel() / t.shape.back() * DTypeRowBytes(t.dtype, t.shape.back());
   w->AddTensor(gguf_name, GgmlTypeId(dtype), shape, std::move(bytes));
   report->tensors += 1;
   return Status::Ok();
