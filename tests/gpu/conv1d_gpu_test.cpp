@@ -79,31 +79,33 @@ void Check(const ConvCase& c, uint64_t seed) {
 
 TEST(Conv1dGpu, ForwardAndBackwardMatchTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  for (int64_t k = 2; k <= 8; ++k) {
-    ConvCase c;
-    c.width = k;
-    Check(c, seed);
-  }
-  ConvCase bare;
-  bare.bias = bare.init = bare.silu = false;
-  Check(bare, seed);
-  ConvCase shorter;  // L < K - 1: final_states reach into initial_states
-  shorter.seqlen = 2;
-  shorter.width = 6;
-  Check(shorter, seed);
-  ConvCase tiles;  // several tiles of 512 positions
-  tiles.seqlen = 1500;
-  tiles.dim = 64;
-  Check(tiles, seed);
-  ConvCase bf16 = tiles;
-  bf16.dtype = DType::kBF16;
-  Check(bf16, seed);
-  ConvCase long_seq;
-  long_seq.batch = 1;
-  long_seq.dim = 8;
-  long_seq.seqlen = 1 << 17;
-  Check(long_seq, seed);
+  ForEachVariant(kConv1dVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    for (int64_t k = 2; k <= 8; ++k) {
+      ConvCase c;
+      c.width = k;
+      Check(c, seed);
+    }
+    ConvCase bare;
+    bare.bias = bare.init = bare.silu = false;
+    Check(bare, seed);
+    ConvCase shorter;  // L < K - 1: final_states reach into initial_states
+    shorter.seqlen = 2;
+    shorter.width = 6;
+    Check(shorter, seed);
+    ConvCase tiles;  // several tiles of 512 positions
+    tiles.seqlen = 1500;
+    tiles.dim = 64;
+    Check(tiles, seed);
+    ConvCase bf16 = tiles;
+    bf16.dtype = DType::kBF16;
+    Check(bf16, seed);
+    ConvCase long_seq;
+    long_seq.batch = 1;
+    long_seq.dim = 8;
+    long_seq.seqlen = 1 << 17;
+    Check(long_seq, seed);
+  });
 }
 
 TEST(Conv1dGpu, UpdateMatchesTheOracle) {

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ssmkit/cuda.hpp"
@@ -28,6 +30,52 @@
   } while (0)
 
 namespace ssmkit::testing {
+
+// The kernel variants of each op with a new kernel beside the verified one (src/cuda/variant.hpp):
+// the environment variable that picks one, and every name it accepts. Each GPU test of such an
+// op runs its body once per name.
+struct OpVariants {
+  const char* env;
+  std::vector<const char*> names;
+};
+inline const OpVariants kScanVariants{"SSMKIT_CUDA_SCAN", {"verified", "parallel"}};
+inline const OpVariants kSsdVariants{"SSMKIT_CUDA_SSD", {"verified", "mma"}};
+inline const OpVariants kConv1dVariants{"SSMKIT_CUDA_CONV1D", {"verified", "vector"}};
+
+// Sets a variant's environment variable for the scope, then restores what was there.
+class ScopedVariant {
+ public:
+  ScopedVariant(const char* env, const char* name) : env_(env) {
+    const char* old = std::getenv(env);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(env, name, 1);
+  }
+  ScopedVariant(const ScopedVariant&) = delete;
+  ScopedVariant& operator=(const ScopedVariant&) = delete;
+  ~ScopedVariant() {
+    if (had_) {
+      setenv(env_, old_.c_str(), 1);
+    } else {
+      unsetenv(env_);
+    }
+  }
+
+ private:
+  const char* env_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// Runs body() once under each of the op's variants, the variant named in failure messages.
+template <class Fn>
+void ForEachVariant(const OpVariants& op, Fn&& body) {
+  for (const char* name : op.names) {
+    SCOPED_TRACE(std::string(op.env) + "=" + name);
+    ScopedVariant variant(op.env, name);
+    body();
+  }
+}
 
 // Elements from a view's first element to its last, inclusive: what a kernel may touch.
 inline int64_t Extent(const Tensor& t) {

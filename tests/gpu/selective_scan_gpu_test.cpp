@@ -183,48 +183,56 @@ std::vector<ScanCase> Cases() {
 
 TEST(SelectiveScanGpu, ForwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  for (const ScanCase& c : Cases()) CheckForward(c, seed);
+  ForEachVariant(kScanVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    for (const ScanCase& c : Cases()) CheckForward(c, seed);
+  });
 }
 
 TEST(SelectiveScanGpu, BackwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  for (const ScanCase& c : Cases()) CheckBackward(c, seed);
+  ForEachVariant(kScanVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    for (const ScanCase& c : Cases()) CheckBackward(c, seed);
+  });
 }
 
 // L = 2^17 = 131072 positions of 16 channels (2^21 elements, past mamba_ssm's ~61K-token
 // failure): forward and backward against the oracle.
 TEST(SelectiveScanGpu, LongSequence) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  ScanCase c;
-  c.batch = 1;
-  c.dim = 16;
-  c.seqlen = 1 << 17;
-  c.dstate = 16;
-  CheckForward(c, seed);
-  CheckBackward(c, seed);
+  ForEachVariant(kScanVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    ScanCase c;
+    c.batch = 1;
+    c.dim = 16;
+    c.seqlen = 1 << 17;
+    c.dstate = 16;
+    CheckForward(c, seed);
+    CheckBackward(c, seed);
+  });
 }
 
 TEST(SelectiveScanGpu, BackwardIsDeterministic) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  ScanCase c;
-  c.batch = 3;
-  c.dim = 256;
-  c.seqlen = 300;
-  c.dstate = 16;
-  Rng rng(seed);
-  ScanProblem prob(c, rng);
-  PaddedTensor dout(prob.SeqShape(), c.dtype), dfinal(prob.StateShape(), DType::kF32);
-  dout.Fill(rng.NormalVec(prob.SeqSize()));
-  dfinal.Fill(rng.NormalVec(prob.StateSize()));
-  std::array<std::vector<uint8_t>, kNumGrads> first, second;
-  RunBackward(prob, dout, dfinal, &first);
-  RunBackward(prob, dout, dfinal, &second);
-  for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+  ForEachVariant(kScanVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(SeedTrace(seed));
+    ScanCase c;
+    c.batch = 3;
+    c.dim = 256;
+    c.seqlen = 300;
+    c.dstate = 16;
+    Rng rng(seed);
+    ScanProblem prob(c, rng);
+    PaddedTensor dout(prob.SeqShape(), c.dtype), dfinal(prob.StateShape(), DType::kF32);
+    dout.Fill(rng.NormalVec(prob.SeqSize()));
+    dfinal.Fill(rng.NormalVec(prob.StateSize()));
+    std::array<std::vector<uint8_t>, kNumGrads> first, second;
+    RunBackward(prob, dout, dfinal, &first);
+    RunBackward(prob, dout, dfinal, &second);
+    for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+  });
 }
 
 // Offsets past 2^31 elements: batch row 1 of u, delta, out (and dout, du, ddelta) starts
@@ -232,79 +240,81 @@ TEST(SelectiveScanGpu, BackwardIsDeterministic) {
 // indexing with 32-bit offsets reads or writes the wrong place and fails the comparison.
 TEST(SelectiveScanGpu, OffsetsPast2To31) {
   SSMKIT_REQUIRE_GPU();
-  size_t free_bytes = 0, total = 0;
-  SSMKIT_CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
-  const int64_t row_stride = (int64_t{1} << 31) + 64;
-  if (free_bytes < 7 * static_cast<size_t>(row_stride) * 2) {
-    GTEST_SKIP() << "needs ~30 GB of free GPU memory, " << (free_bytes >> 30) << " GB free";
-  }
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  ScanCase c;
-  c.batch = 2;
-  c.dim = 64;
-  c.seqlen = 256;
-  c.dstate = 16;
-  c.dtype = DType::kBF16;
-  c.has_z = false;
-  Rng rng(seed);
-  ScanProblem prob(c, rng);
-  const int64_t row = c.dim * c.seqlen;  // one batch row, compact
-  // A device (B, D, L) bf16 tensor whose batch rows lie row_stride apart; `host` compact.
-  struct Far {
-    void* data = nullptr;
-    ~Far() { cudaFree(data); }
-  };
-  auto far_tensor = [&](Far& f, const void* host) -> Tensor {
-    EXPECT_EQ(cudaMalloc(&f.data, (row_stride + row) * 2), cudaSuccess);
-    std::vector<uint16_t> nan(row, 0x7fc0);
-    for (int64_t b = 0; b < 2; ++b) {
-      const void* src = host ? static_cast<const uint16_t*>(host) + b * row : nan.data();
-      EXPECT_EQ(cudaMemcpy(static_cast<uint16_t*>(f.data) + b * row_stride, src, row * 2,
-                           cudaMemcpyHostToDevice),
-                cudaSuccess);
+  ForEachVariant(kScanVariants, [&] {
+    size_t free_bytes = 0, total = 0;
+    SSMKIT_CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+    const int64_t row_stride = (int64_t{1} << 31) + 64;
+    if (free_bytes < 7 * static_cast<size_t>(row_stride) * 2) {
+      GTEST_SKIP() << "needs ~30 GB of free GPU memory, " << (free_bytes >> 30) << " GB free";
     }
-    Tensor t = Tensor::Contiguous(f.data, DType::kBF16, {2, c.dim, c.seqlen}, Device::kCuda);
-    t.strides[0] = row_stride;
-    return t;
-  };
-  auto read_back = [&](const Far& f) {
-    std::vector<uint16_t> v(2 * row);
-    for (int64_t b = 0; b < 2; ++b) {
-      EXPECT_EQ(
-          cudaMemcpy(v.data() + b * row, static_cast<const uint16_t*>(f.data) + b * row_stride,
-                     row * 2, cudaMemcpyDeviceToHost),
-          cudaSuccess);
-    }
-    std::vector<double> d(2 * row);
-    for (int64_t i = 0; i < 2 * row; ++i) d[i] = Bf16ToF32(v[i]);
-    return d;
-  };
-  HostTensor u_h({2, c.dim, c.seqlen}, DType::kBF16), delta_h = u_h, dout_h = u_h;
-  u_h.Fill(prob.u_d);
-  delta_h.Fill(prob.delta_d);
-  const std::vector<double> dout_d = dout_h.Fill(rng.NormalVec(2 * row));
-  Far u, delta, out, dout, du, ddelta;
-  Mirrors m;
-  SelectiveScanInputs in = ToDevice(prob.Inputs(), m);
-  in.u = far_tensor(u, u_h.data());
-  in.delta = far_tensor(delta, delta_h.data());
-  const Tensor out_t = far_tensor(out, nullptr);
-  ASSERT_TRUE(SelectiveScanForward(in, out_t, Tensor{}).ok());
-  SelectiveScanGrads grads;
-  grads.du = far_tensor(du, nullptr);
-  grads.ddelta = far_tensor(ddelta, nullptr);
-  ASSERT_TRUE(SelectiveScanBackward(in, far_tensor(dout, dout_h.data()), Tensor{}, grads).ok());
-  SSMKIT_CUDA_OK(cudaDeviceSynchronize());
-  std::vector<double> ref_out(2 * row), ref_du(2 * row), ref_ddelta(2 * row);
-  ref::SelectiveScanForward(prob.Shape(), prob.RefInputs(), ref_out.data(), nullptr);
-  ref::ScanGrads rg;
-  rg.du = ref_du.data();
-  rg.ddelta = ref_ddelta.data();
-  ref::SelectiveScanBackward(prob.Shape(), prob.RefInputs(), dout_d.data(), nullptr, rg);
-  EXPECT_LE(RelativeError(read_back(out), ref_out), 1e-2);
-  EXPECT_LE(RelativeError(read_back(du), ref_du), 1e-2);
-  EXPECT_LE(RelativeError(read_back(ddelta), ref_ddelta), 1e-2);
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(SeedTrace(seed));
+    ScanCase c;
+    c.batch = 2;
+    c.dim = 64;
+    c.seqlen = 256;
+    c.dstate = 16;
+    c.dtype = DType::kBF16;
+    c.has_z = false;
+    Rng rng(seed);
+    ScanProblem prob(c, rng);
+    const int64_t row = c.dim * c.seqlen;  // one batch row, compact
+    // A device (B, D, L) bf16 tensor whose batch rows lie row_stride apart; `host` compact.
+    struct Far {
+      void* data = nullptr;
+      ~Far() { cudaFree(data); }
+    };
+    auto far_tensor = [&](Far& f, const void* host) -> Tensor {
+      EXPECT_EQ(cudaMalloc(&f.data, (row_stride + row) * 2), cudaSuccess);
+      std::vector<uint16_t> nan(row, 0x7fc0);
+      for (int64_t b = 0; b < 2; ++b) {
+        const void* src = host ? static_cast<const uint16_t*>(host) + b * row : nan.data();
+        EXPECT_EQ(cudaMemcpy(static_cast<uint16_t*>(f.data) + b * row_stride, src, row * 2,
+                             cudaMemcpyHostToDevice),
+                  cudaSuccess);
+      }
+      Tensor t = Tensor::Contiguous(f.data, DType::kBF16, {2, c.dim, c.seqlen}, Device::kCuda);
+      t.strides[0] = row_stride;
+      return t;
+    };
+    auto read_back = [&](const Far& f) {
+      std::vector<uint16_t> v(2 * row);
+      for (int64_t b = 0; b < 2; ++b) {
+        EXPECT_EQ(
+            cudaMemcpy(v.data() + b * row, static_cast<const uint16_t*>(f.data) + b * row_stride,
+                       row * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+      }
+      std::vector<double> d(2 * row);
+      for (int64_t i = 0; i < 2 * row; ++i) d[i] = Bf16ToF32(v[i]);
+      return d;
+    };
+    HostTensor u_h({2, c.dim, c.seqlen}, DType::kBF16), delta_h = u_h, dout_h = u_h;
+    u_h.Fill(prob.u_d);
+    delta_h.Fill(prob.delta_d);
+    const std::vector<double> dout_d = dout_h.Fill(rng.NormalVec(2 * row));
+    Far u, delta, out, dout, du, ddelta;
+    Mirrors m;
+    SelectiveScanInputs in = ToDevice(prob.Inputs(), m);
+    in.u = far_tensor(u, u_h.data());
+    in.delta = far_tensor(delta, delta_h.data());
+    const Tensor out_t = far_tensor(out, nullptr);
+    ASSERT_TRUE(SelectiveScanForward(in, out_t, Tensor{}).ok());
+    SelectiveScanGrads grads;
+    grads.du = far_tensor(du, nullptr);
+    grads.ddelta = far_tensor(ddelta, nullptr);
+    ASSERT_TRUE(SelectiveScanBackward(in, far_tensor(dout, dout_h.data()), Tensor{}, grads).ok());
+    SSMKIT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<double> ref_out(2 * row), ref_du(2 * row), ref_ddelta(2 * row);
+    ref::SelectiveScanForward(prob.Shape(), prob.RefInputs(), ref_out.data(), nullptr);
+    ref::ScanGrads rg;
+    rg.du = ref_du.data();
+    rg.ddelta = ref_ddelta.data();
+    ref::SelectiveScanBackward(prob.Shape(), prob.RefInputs(), dout_d.data(), nullptr, rg);
+    EXPECT_LE(RelativeError(read_back(out), ref_out), 1e-2);
+    EXPECT_LE(RelativeError(read_back(du), ref_du), 1e-2);
+    EXPECT_LE(RelativeError(read_back(ddelta), ref_ddelta), 1e-2);
+  });
 }
 
 }  // namespace

@@ -146,41 +146,49 @@ std::vector<SsdCase> Cases() {
 
 TEST(SsdGpu, ForwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  for (const SsdCase& c : Cases()) CheckForward(c, seed);
+  ForEachVariant(kSsdVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    for (const SsdCase& c : Cases()) CheckForward(c, seed);
+  });
 }
 
 TEST(SsdGpu, BackwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  for (const SsdCase& c : Cases()) CheckBackward(c, seed);
+  ForEachVariant(kSsdVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    for (const SsdCase& c : Cases()) CheckBackward(c, seed);
+  });
 }
 
 // L = 2^17 with 4 heads of P = 8 (2^22 elements of x per batch row).
 TEST(SsdGpu, LongSequence) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  SsdCase c;
-  c.batch = 1;
-  c.seqlen = 1 << 17;
-  c.nheads = 4;
-  c.headdim = 8;
-  c.ngroups = 1;
-  c.dstate = 16;
-  CheckForward(c, seed);
-  CheckBackward(c, seed);
+  ForEachVariant(kSsdVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    SsdCase c;
+    c.batch = 1;
+    c.seqlen = 1 << 17;
+    c.nheads = 4;
+    c.headdim = 8;
+    c.ngroups = 1;
+    c.dstate = 16;
+    CheckForward(c, seed);
+    CheckBackward(c, seed);
+  });
 }
 
 TEST(SsdGpu, BackwardIsDeterministic) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  SsdCase c;
-  c.seqlen = 300;
-  c.nheads = 8;
-  c.ngroups = 1;
-  const auto first = CheckBackward(c, seed, false);
-  const auto second = CheckBackward(c, seed, false);
-  for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+  ForEachVariant(kSsdVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    SsdCase c;
+    c.seqlen = 300;
+    c.nheads = 8;
+    c.ngroups = 1;
+    const auto first = CheckBackward(c, seed, false);
+    const auto second = CheckBackward(c, seed, false);
+    for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+  });
 }
 
 }  // namespace

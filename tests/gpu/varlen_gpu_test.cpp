@@ -140,78 +140,84 @@ void CheckScan(const PackedScan& c, uint64_t seed) {
 
 TEST(VarlenGpu, ScanCuSeqlens) {
   SSMKIT_REQUIRE_GPU();
-  CheckScan({}, FreshSeed());
+  ForEachVariant(kScanVariants, [&] { CheckScan({}, FreshSeed()); });
 }
 
 TEST(VarlenGpu, ScanCuSeqlensEightStatesPerLane) {
   SSMKIT_REQUIRE_GPU();
-  PackedScan c;
-  c.N = 130;
-  c.D = 12;
-  CheckScan(c, FreshSeed());
+  ForEachVariant(kScanVariants, [&] {
+    PackedScan c;
+    c.N = 130;
+    c.D = 12;
+    CheckScan(c, FreshSeed());
+  });
 }
 
 TEST(VarlenGpu, ScanSeqIdxTwoRows) {
   SSMKIT_REQUIRE_GPU();
-  PackedScan c;
-  c.cu = false;
-  c.B = 2;
-  CheckScan(c, FreshSeed());
+  ForEachVariant(kScanVariants, [&] {
+    PackedScan c;
+    c.cu = false;
+    c.B = 2;
+    CheckScan(c, FreshSeed());
+  });
 }
 
 TEST(VarlenGpu, Conv1dSeqIdx) {
   SSMKIT_REQUIRE_GPU();
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  Rng rng(seed);
-  const int64_t B = 2, D = 5, K = 4;
-  const std::vector<int64_t> lengths = {2, 1, 9, 3, 600};  // the last past one block tile
-  std::vector<int32_t> seq_v;
-  for (int64_t b = 0; b < B; ++b)
-    for (size_t k = 0; k < lengths.size(); ++k)
-      for (int64_t l = 0; l < lengths[k]; ++l) seq_v.push_back(int32_t(k));
-  const int64_t L = static_cast<int64_t>(seq_v.size()) / B;
-  HostTensor x({B, D, L}, DType::kF32), w({D, K}, DType::kF32), bias({D}, DType::kF32),
-      h0({B, D, K - 1}, DType::kF32), seq({B, L}, DType::kI32);
-  const auto x_d = x.Fill(rng.NormalVec(x.numel()));
-  const auto w_d = w.Fill(rng.NormalVec(w.numel(), 0.5));
-  const auto bias_d = bias.Fill(rng.NormalVec(D));
-  const auto h0_d = h0.Fill(rng.NormalVec(h0.numel()));
-  seq.Fill(std::vector<double>(seq_v.begin(), seq_v.end()));
-  HostTensor dout({B, D, L}, DType::kF32), dfin({B, D, K - 1}, DType::kF32);
-  const auto dout_d = dout.Fill(rng.NormalVec(dout.numel()));
-  const auto dfin_d = dfin.Fill(rng.NormalVec(dfin.numel()));
-  HostTensor out({B, D, L}, DType::kF32), fs({B, D, K - 1}, DType::kF32),
-      dx({B, D, L}, DType::kF32), dw({D, K}, DType::kF32), db({D}, DType::kF32),
-      dh0({B, D, K - 1}, DType::kF32);
-  for (HostTensor* t : {&out, &fs, &dx, &dw, &db, &dh0}) t->Poison();
-  Mirrors m;
-  CausalConv1dInputs in;
-  in.x = m.In(x.view());
-  in.weight = m.In(w.view());
-  in.bias = m.In(bias.view());
-  in.initial_states = m.In(h0.view());
-  in.activation = Conv1dActivation::kSilu;
-  in.seq_idx = m.In(seq.view());
-  ASSERT_TRUE(CausalConv1dForward(in, m.Out(out.view()), m.Out(fs.view())).ok());
-  const Status s = CausalConv1dBackward(
-      in, m.In(dout.view()), m.In(dfin.view()),
-      {m.Out(dx.view()), m.Out(dw.view()), m.Out(db.view()), m.Out(dh0.view())});
-  ASSERT_TRUE(s.ok()) << s.message();
-  SSMKIT_CUDA_OK(m.CopyBack());
-  const ref::Conv1dShape shape{B, D, L, K, true};
-  const ref::Conv1dInputs rin{x_d.data(), w_d.data(), bias_d.data(), h0_d.data(), seq_v.data()};
-  std::vector<double> ro(B * D * L), rf(B * D * (K - 1)), rdx(B * D * L), rdw(D * K), rdb(D),
-      rdh0(B * D * (K - 1));
-  ref::CausalConv1dForward(shape, rin, ro.data(), rf.data());
-  ref::CausalConv1dBackward(shape, rin, dout_d.data(), dfin_d.data(),
-                            {rdx.data(), rdw.data(), rdb.data(), rdh0.data()});
-  EXPECT_LE(RelativeError(out.ToDouble(), ro), 1e-5);
-  EXPECT_LE(RelativeError(fs.ToDouble(), rf), 1e-5);
-  EXPECT_LE(RelativeError(dx.ToDouble(), rdx), 1e-5);
-  EXPECT_LE(RelativeError(dw.ToDouble(), rdw), 1e-5);
-  EXPECT_LE(RelativeError(db.ToDouble(), rdb), 1e-5);
-  EXPECT_LE(RelativeError(dh0.ToDouble(), rdh0), 1e-5);
+  ForEachVariant(kConv1dVariants, [&] {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(SeedTrace(seed));
+    Rng rng(seed);
+    const int64_t B = 2, D = 5, K = 4;
+    const std::vector<int64_t> lengths = {2, 1, 9, 3, 600};  // the last past one block tile
+    std::vector<int32_t> seq_v;
+    for (int64_t b = 0; b < B; ++b)
+      for (size_t k = 0; k < lengths.size(); ++k)
+        for (int64_t l = 0; l < lengths[k]; ++l) seq_v.push_back(int32_t(k));
+    const int64_t L = static_cast<int64_t>(seq_v.size()) / B;
+    HostTensor x({B, D, L}, DType::kF32), w({D, K}, DType::kF32), bias({D}, DType::kF32),
+        h0({B, D, K - 1}, DType::kF32), seq({B, L}, DType::kI32);
+    const auto x_d = x.Fill(rng.NormalVec(x.numel()));
+    const auto w_d = w.Fill(rng.NormalVec(w.numel(), 0.5));
+    const auto bias_d = bias.Fill(rng.NormalVec(D));
+    const auto h0_d = h0.Fill(rng.NormalVec(h0.numel()));
+    seq.Fill(std::vector<double>(seq_v.begin(), seq_v.end()));
+    HostTensor dout({B, D, L}, DType::kF32), dfin({B, D, K - 1}, DType::kF32);
+    const auto dout_d = dout.Fill(rng.NormalVec(dout.numel()));
+    const auto dfin_d = dfin.Fill(rng.NormalVec(dfin.numel()));
+    HostTensor out({B, D, L}, DType::kF32), fs({B, D, K - 1}, DType::kF32),
+        dx({B, D, L}, DType::kF32), dw({D, K}, DType::kF32), db({D}, DType::kF32),
+        dh0({B, D, K - 1}, DType::kF32);
+    for (HostTensor* t : {&out, &fs, &dx, &dw, &db, &dh0}) t->Poison();
+    Mirrors m;
+    CausalConv1dInputs in;
+    in.x = m.In(x.view());
+    in.weight = m.In(w.view());
+    in.bias = m.In(bias.view());
+    in.initial_states = m.In(h0.view());
+    in.activation = Conv1dActivation::kSilu;
+    in.seq_idx = m.In(seq.view());
+    ASSERT_TRUE(CausalConv1dForward(in, m.Out(out.view()), m.Out(fs.view())).ok());
+    const Status s = CausalConv1dBackward(
+        in, m.In(dout.view()), m.In(dfin.view()),
+        {m.Out(dx.view()), m.Out(dw.view()), m.Out(db.view()), m.Out(dh0.view())});
+    ASSERT_TRUE(s.ok()) << s.message();
+    SSMKIT_CUDA_OK(m.CopyBack());
+    const ref::Conv1dShape shape{B, D, L, K, true};
+    const ref::Conv1dInputs rin{x_d.data(), w_d.data(), bias_d.data(), h0_d.data(), seq_v.data()};
+    std::vector<double> ro(B * D * L), rf(B * D * (K - 1)), rdx(B * D * L), rdw(D * K), rdb(D),
+        rdh0(B * D * (K - 1));
+    ref::CausalConv1dForward(shape, rin, ro.data(), rf.data());
+    ref::CausalConv1dBackward(shape, rin, dout_d.data(), dfin_d.data(),
+                              {rdx.data(), rdw.data(), rdb.data(), rdh0.data()});
+    EXPECT_LE(RelativeError(out.ToDouble(), ro), 1e-5);
+    EXPECT_LE(RelativeError(fs.ToDouble(), rf), 1e-5);
+    EXPECT_LE(RelativeError(dx.ToDouble(), rdx), 1e-5);
+    EXPECT_LE(RelativeError(dw.ToDouble(), rdw), 1e-5);
+    EXPECT_LE(RelativeError(db.ToDouble(), rdb), 1e-5);
+    EXPECT_LE(RelativeError(dh0.ToDouble(), rdh0), 1e-5);
+  });
 }
 
 }  // namespace
