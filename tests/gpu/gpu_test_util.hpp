@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/variant.hpp"
 #include "ssmkit/cuda.hpp"
 #include "ssmkit/tensor.hpp"
 
@@ -31,16 +32,12 @@
 
 namespace ssmkit::testing {
 
-// The kernel variants of each op with a new kernel beside the verified one (src/cuda/variant.hpp):
-// the environment variable that picks one, and every name it accepts. Each GPU test of such an
-// op runs its body once per name.
-struct OpVariants {
-  const char* env;
-  std::vector<const char*> names;
-};
-inline const OpVariants kScanVariants{"SSMKIT_CUDA_SCAN", {"verified", "parallel"}};
-inline const OpVariants kSsdVariants{"SSMKIT_CUDA_SSD", {"verified", "mma"}};
-inline const OpVariants kConv1dVariants{"SSMKIT_CUDA_CONV1D", {"verified", "vector"}};
+// The kernel variants of an op with a new kernel beside the verified one (cuda::OpVariants in
+// src/cuda/variant.hpp): each GPU test of such an op runs its body once per variant.
+using cuda::kConv1dVariants;
+using cuda::kScanVariants;
+using cuda::kSsdVariants;
+using cuda::OpVariants;
 
 // Sets a variant's environment variable for the scope, then restores what was there.
 class ScopedVariant {
@@ -70,9 +67,9 @@ class ScopedVariant {
 // Runs body() once under each of the op's variants, the variant named in failure messages.
 template <class Fn>
 void ForEachVariant(const OpVariants& op, Fn&& body) {
-  for (const char* name : op.names) {
-    SCOPED_TRACE(std::string(op.env) + "=" + name);
-    ScopedVariant variant(op.env, name);
+  for (int i = 0; i < op.count; ++i) {
+    SCOPED_TRACE(std::string(op.env) + "=" + op.names[i]);
+    ScopedVariant variant(op.env, op.names[i]);
     body();
   }
 }
