@@ -98,6 +98,36 @@ __device__ __forceinline__ void StoreF32(void* data, DType dtype, int64_t i, flo
   }
 }
 
+// The same conversions for a storage type known at compile time (the templated fast kernels).
+template <class E>
+__device__ __forceinline__ float ToF32(E v);
+template <>
+__device__ __forceinline__ float ToF32(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float ToF32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __forceinline__ float ToF32(__half v) {
+  return __half2float(v);
+}
+template <class E>
+__device__ __forceinline__ E FromF32(float v);
+template <>
+__device__ __forceinline__ float FromF32(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF32(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half FromF32(float v) {
+  return __float2half_rn(v);
+}
+
 // 2^v by the special-function unit, results below 2^-126 flushed to 0. exp2f adds a rescale
 // around the same instruction to keep such results; the scans' decay factors need none.
 __device__ __forceinline__ float Exp2Ftz(float v) {

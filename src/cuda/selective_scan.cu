@@ -35,6 +35,8 @@
 
 #include "cuda/backend.hpp"
 #include "cuda/common.cuh"
+#include "cuda/selective_scan_parallel.hpp"
+#include "cuda/variant.hpp"
 
 namespace ssmkit::cuda {
 namespace {
@@ -748,6 +750,12 @@ Status RunBackward(const SelectiveScanBwdParams& p) {
 }  // namespace
 
 Status SelectiveScanForward(const SelectiveScanParams& p) {
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(PickVariant(kScanVariants, &variant));
+  if (variant.index == 1) {
+    if (ScanForwardParallelApplies(p)) return ScanForwardParallel(p);
+    if (variant.required) return VariantDoesNotApply(kScanVariants, variant.index);
+  }
   const int ks = StatesPerLane(p.dstate);
   const ScanLayout lay = MakeLayout(p, ks);
   return ks == 4 ? LaunchForward<4>(p, lay, nullptr, 1) : LaunchForward<8>(p, lay, nullptr, 1);

@@ -181,6 +181,79 @@ std::vector<ScanCase> Cases() {
   return cases;
 }
 
+// Cases the "parallel" forward covers (variable B/C, rows 16-byte aligned: L a multiple of 8),
+// run with the variant required ("parallel!": the call fails rather than fall back), so they
+// prove that kernel ran: every lane layout (N = 1 .. 256), every dtype, L shorter than one
+// register segment, L not a multiple of the segment or the staged chunk, channels not filling
+// the last block, groups, options off, the m1-2.8b channel count.
+std::vector<ScanCase> ParallelForwardCases() {
+  std::vector<ScanCase> cases;
+  ScanCase base;
+  base.batch = 2;
+  base.dim = 40;
+  base.seqlen = 88;  // 5 segments of 16 steps and a tail of 8; two staged chunks of 64
+  base.dstate = 16;
+  for (int64_t n : {1, 16, 17, 33, 64, 129, 256}) {
+    ScanCase c = base;
+    c.dstate = n;
+    cases.push_back(c);
+  }
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    ScanCase c = base;
+    c.dtype = dtype;
+    cases.push_back(c);
+  }
+  for (int64_t L : {8, 16, 64, 200}) {
+    ScanCase c = base;
+    c.seqlen = L;
+    c.dtype = DType::kBF16;
+    cases.push_back(c);
+  }
+  ScanCase grouped = base;
+  grouped.dim = 96;
+  grouped.groups = 8;  // 12 channels per group: blocks of 64 channels cut at group boundaries
+  grouped.b_form = grouped.c_form = BCForm::kGrouped;
+  cases.push_back(grouped);
+  ScanCase grouped_mixed = grouped;
+  grouped_mixed.c_form = BCForm::kVariable;
+  cases.push_back(grouped_mixed);
+  ScanCase bare = base;
+  bare.has_D = bare.has_z = bare.has_delta_bias = bare.has_h0 = bare.softplus = false;
+  cases.push_back(bare);
+  ScanCase big_delta = base;
+  big_delta.big_delta_fraction = 0.1;
+  cases.push_back(big_delta);
+  ScanCase wide = base;  // the m1-2.8b layer's channels, a short sequence
+  wide.batch = 2;
+  wide.dim = 5120;
+  wide.seqlen = 136;
+  wide.dtype = DType::kBF16;
+  cases.push_back(wide);
+  return cases;
+}
+
+TEST(SelectiveScanGpu, ParallelForwardCoversAlignedRows) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_SCAN", "parallel!");
+  const uint64_t seed = FreshSeed();
+  for (const ScanCase& c : ParallelForwardCases()) CheckForward(c, seed);
+}
+
+// A required variant that does not cover a call says so instead of falling back.
+TEST(SelectiveScanGpu, RequiredVariantRefusesWhatItDoesNotCover) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_SCAN", "parallel!");
+  ScanCase c;  // L = 16 but constant B and C: not covered
+  c.b_form = c.c_form = BCForm::kConstant;
+  Rng rng(FreshSeed());
+  ScanProblem prob(c, rng);
+  PaddedTensor out(prob.SeqShape(), c.dtype);
+  Mirrors m;
+  const Status s = SelectiveScanForward(ToDevice(prob.Inputs(), m), m.Out(out.view()), Tensor{});
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("SSMKIT_CUDA_SCAN=parallel!"), std::string::npos) << s.message();
+}
+
 TEST(SelectiveScanGpu, ForwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
   ForEachVariant(kScanVariants, [&] {
