@@ -14,6 +14,7 @@
 // block (fixed order), written as partials per (b, tile), then summed in order (SumPartials).
 #include "cuda/backend.hpp"
 #include "cuda/common.cuh"
+#include "cuda/variant.hpp"
 #include "ssmkit/conv1d.hpp"
 
 namespace ssmkit::cuda {
@@ -54,6 +55,16 @@ __device__ __forceinline__ float PreActivation(const CausalConv1dParams& p, int6
   return acc;
 }
 
+// final_states[i] = xpad[L + i] (0 outside the last sequence), written once per row by the
+// first K - 1 threads of the row's first tile.
+__device__ __forceinline__ void WriteFinalState(const CausalConv1dParams& p, int64_t b, int64_t d) {
+  if (!p.final_states.data || blockIdx.y != 0 || threadIdx.x >= p.width - 1) return;
+  const SeqView& f = p.final_states;
+  const int64_t j = p.seqlen + threadIdx.x;
+  StoreF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + threadIdx.x,
+           SameSequence(p, b, j, p.seqlen - 1) ? Xpad(p, b, d, j) : 0.0f);
+}
+
 __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dParams p) {
   const int64_t row = blockIdx.x, b = row / p.dim, d = row % p.dim;
   const int64_t l0 = static_cast<int64_t>(blockIdx.y) * kTile + threadIdx.x * kPerThread;
@@ -64,13 +75,83 @@ __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dPara
     StoreF32(p.out.data, p.out.dtype, b * p.out.stride_batch + d * p.out.stride_dim + l,
              p.silu ? Silu(pre) : pre);
   }
-  // final_states[i] = xpad[L + i] (0 outside the last sequence), written once per row by the
-  // first tile.
-  if (p.final_states.data && blockIdx.y == 0 && threadIdx.x < p.width - 1) {
-    const SeqView& f = p.final_states;
-    const int64_t j = p.seqlen + threadIdx.x;
-    StoreF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + threadIdx.x,
-             SameSequence(p, b, j, p.seqlen - 1) ? Xpad(p, b, d, j) : 0.0f);
+  WriteFinalState(p, b, d);
+}
+
+// Variant "vector" of the forward (SSMKIT_CUDA_CONV1D=vector): each thread computes the
+// kVec outputs of one 16-byte vector of x from that vector and the kHistory = 8 inputs before
+// it (its neighbours' vectors: L1 hits), so x is read from memory once, in whole sectors, and
+// out is written the same way. Rows must be 16-byte aligned and there is no seq_idx
+// (Conv1dForwardVectorApplies); the verified kernel handles the other calls.
+constexpr int kHistory = 8;  // >= kMaxK - 1 inputs before the vector, a whole number of vectors
+
+template <class E>
+__global__ void __launch_bounds__(kThreads) Conv1dForwardVectorKernel(CausalConv1dParams p) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(E));  // outputs per thread
+  union Vector {
+    uint4 word;
+    E v[kVec];
+  };
+  const int64_t row = blockIdx.x, b = row / p.dim, d = row % p.dim;
+  const int64_t l = (static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x) * kVec;
+  WriteFinalState(p, b, d);
+  if (l >= p.seqlen) return;
+  const E* x = static_cast<const E*>(p.x.data) + b * p.x.stride_batch + d * p.x.stride_dim;
+  const int steps = p.seqlen - l < kVec ? static_cast<int>(p.seqlen - l) : kVec;
+  // win[m]: the input at position l - kHistory + m (initial state or 0 before position 0).
+  float win[kHistory + kVec];
+  Vector cur;
+  if (steps == kVec) {
+    cur.word = __ldg(reinterpret_cast<const uint4*>(x + l));
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) cur.v[i] = i < steps ? x[l + i] : FromF32<E>(0.0f);
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) win[kHistory + i] = ToF32(cur.v[i]);
+  if (l >= kHistory) {
+#pragma unroll
+    for (int q = 0; q < kHistory / kVec; ++q) {
+      Vector prev;
+      prev.word = __ldg(reinterpret_cast<const uint4*>(x + l - kHistory + q * kVec));
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) win[q * kVec + i] = ToF32(prev.v[i]);
+    }
+  } else {
+    // Position l - kHistory + m, as xpad index j = position + K - 1 (Xpad reads the initial
+    // state for j < K - 1, x after); positions before the initial state are never weighted.
+#pragma unroll
+    for (int m = 0; m < kHistory; ++m) {
+      const int64_t j = l - kHistory + m + p.width - 1;
+      win[m] = j >= 0 ? Xpad(p, b, d, j) : 0.0f;
+    }
+  }
+  // The K taps right-aligned in kMaxK slots: tap slot s weights position l + i + s - (kMaxK - 1).
+  float w[kMaxK];
+#pragma unroll
+  for (int s = 0; s < kMaxK; ++s) {
+    const int k = s - (kMaxK - static_cast<int>(p.width));
+    w[s] = k >= 0 ? p.weight.data[d * p.weight.stride_dim + k] : 0.0f;
+  }
+  const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
+  Vector out;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    float acc = bias;
+#pragma unroll
+    for (int s = 0; s < kMaxK; ++s) {
+      if (s >= kMaxK - p.width) acc += w[s] * win[kHistory + i + s - (kMaxK - 1)];
+    }
+    out.v[i] = FromF32<E>(p.silu ? Silu(acc) : acc);
+  }
+  E* y = static_cast<E*>(p.out.data) + b * p.out.stride_batch + d * p.out.stride_dim;
+  if (steps == kVec) {
+    *reinterpret_cast<uint4*>(y + l) = out.word;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (i < steps) y[l + i] = out.v[i];
+    }
   }
 }
 
@@ -184,9 +265,46 @@ Status TileGrid(const char* op, int64_t rows, int64_t seqlen, dim3* grid) {
   return Status::Ok();
 }
 
+bool Aligned16(const SeqView& v) {
+  const int64_t per_vector = 16 / DTypeSize(v.dtype);
+  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride_batch % per_vector == 0 &&
+         v.stride_dim % per_vector == 0;
+}
+
+bool Conv1dForwardVectorApplies(const CausalConv1dParams& p) {
+  return !p.seq_idx.data && p.out.dtype == p.x.dtype && Aligned16(p.x) && Aligned16(p.out);
+}
+
+template <class E>
+Status LaunchForwardVector(const CausalConv1dParams& p) {
+  constexpr int64_t kTileVec = kThreads * (16 / sizeof(E));
+  const int64_t rows = p.batch * p.dim, tiles = CeilDiv(p.seqlen, kTileVec);
+  if (rows > 0x7fffffff || tiles > 65535) {
+    return Status::Unsupported("causal_conv1d: B * D above 2^31 - 1 or L above " +
+                               std::to_string(65535 * kTileVec) + " on CUDA");
+  }
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(tiles));
+  Conv1dForwardVectorKernel<E><<<grid, kThreads, 0, CurrentStream()>>>(p);
+  return CheckLaunch("causal_conv1d", "Conv1dForwardVectorKernel");
+}
+
 }  // namespace
 
 Status CausalConv1dForward(const CausalConv1dParams& p) {
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(PickVariant(kConv1dVariants, &variant));
+  if (variant.index == 1 && !Conv1dForwardVectorApplies(p) && variant.required)
+    return VariantDoesNotApply(kConv1dVariants, variant.index);
+  if (variant.index == 1 && Conv1dForwardVectorApplies(p)) {
+    switch (p.x.dtype) {
+      case DType::kBF16:
+        return LaunchForwardVector<__nv_bfloat16>(p);
+      case DType::kF16:
+        return LaunchForwardVector<__half>(p);
+      default:
+        return LaunchForwardVector<float>(p);
+    }
+  }
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(TileGrid("causal_conv1d", p.batch * p.dim, p.seqlen, &grid));
   Conv1dForwardKernel<<<grid, kThreads, 0, CurrentStream()>>>(p);

@@ -108,6 +108,47 @@ TEST(Conv1dGpu, ForwardAndBackwardMatchTheOracle) {
   });
 }
 
+// Cases the "vector" forward covers (rows 16-byte aligned: L a multiple of 8), with the variant
+// required so they prove that kernel ran: every width, L shorter than K - 1 and than a
+// vector, L not a multiple of a vector or a block tile, f32 / bf16, options off, long L.
+TEST(Conv1dGpu, VectorForwardCoversAlignedRows) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_CONV1D", "vector!");
+  const uint64_t seed = FreshSeed();
+  for (int64_t k = 2; k <= 8; ++k) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      ConvCase c;
+      c.width = k;
+      c.seqlen = 40;
+      c.dtype = dtype;
+      Check(c, seed);
+    }
+  }
+  ConvCase bare;
+  bare.seqlen = 40;
+  bare.bias = bare.init = bare.silu = false;
+  Check(bare, seed);
+  ConvCase shorter;  // L < K - 1 and L < one vector
+  shorter.seqlen = 8;
+  shorter.width = 8;
+  shorter.dtype = DType::kBF16;
+  Check(shorter, seed);
+  ConvCase f32_short = shorter;
+  f32_short.seqlen = 4;
+  f32_short.dtype = DType::kF32;
+  Check(f32_short, seed);
+  ConvCase tiles;  // several tiles of 128 vectors, the last one partial
+  tiles.seqlen = 2056;
+  tiles.dim = 64;
+  tiles.dtype = DType::kBF16;
+  Check(tiles, seed);
+  ConvCase long_seq;
+  long_seq.batch = 1;
+  long_seq.dim = 8;
+  long_seq.seqlen = 1 << 17;
+  Check(long_seq, seed);
+}
+
 TEST(Conv1dGpu, UpdateMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
   const uint64_t seed = FreshSeed();
