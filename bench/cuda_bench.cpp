@@ -1,6 +1,8 @@
 // ssmkit's CUDA ops timed at the shapes of issue 6, one JSON object per line on stdout:
-//   {"case": ..., "ms": median milliseconds, "bytes": the fewest bytes the op must move,
-//    "gbps": bytes / time}
+//   {"case": ..., "variant": the kernel variant, "ms": median milliseconds, "bytes": the fewest
+//    bytes the op must move, "gbps": bytes / time}
+// Ops with a new kernel beside the verified one (src/cuda/variant.hpp) are timed once per
+// variant, picked through their environment variable.
 // plus a "copy" line: the device-to-device copy bandwidth (bytes read + written) that
 // bench/device/compare.py divides by. bench/device/peers.py times mamba_ssm and causal-conv1d
 // at the same cases and byte counts; compare.py prints both side by side.
@@ -14,11 +16,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "cuda/variant.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/cuda.hpp"
 #include "ssmkit/selective_scan.hpp"
@@ -99,10 +103,25 @@ double TimeMs(const std::function<void()>& fn) {
   return times[times.size() / 2];
 }
 
+// The variant being timed (the "variant" field of each line).
+std::string g_variant = "verified";
+
 void Report(const std::string& name, double ms, double bytes) {
-  std::printf("{\"case\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"gbps\": %.1f}\n", name.c_str(),
-              ms, bytes, bytes / (ms * 1e-3) / 1e9);
+  std::printf(
+      "{\"case\": \"%s\", \"variant\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"gbps\": %.1f}\n",
+      name.c_str(), g_variant.c_str(), ms, bytes, bytes / (ms * 1e-3) / 1e9);
   std::fflush(stdout);
+}
+
+// Runs fn once per variant of an op, with the variant's environment variable set.
+void ForEachVariant(const cuda::OpVariants& op, const std::function<void()>& fn) {
+  for (int i = 0; i < op.count; ++i) {
+    setenv(op.env, op.names[i], 1);
+    g_variant = op.names[i];
+    fn();
+  }
+  unsetenv(op.env);
+  g_variant = "verified";
 }
 
 void CopyBandwidth() {
@@ -249,16 +268,21 @@ int main() {
     return 1;
   }
   CopyBandwidth();
-  Scan("scan m1-2.8b B=8 D=5120 N=16 L=2048 bf16", 8, 5120, 16, 2048, DType::kBF16);
-  Scan("scan policy B=1 D=512 N=16 L=60 f32", 1, 512, 16, 60, DType::kF32);
-  Ssd("ssd m2-130m B=8 L=2048 H=24 P=64 N=128 bf16", 8, 2048, 24, 64, 128, DType::kBF16);
-  Ssd("ssd m2-2.7b B=8 L=2048 H=80 P=64 N=128 bf16", 8, 2048, 80, 64, 128, DType::kBF16);
+  ForEachVariant(ssmkit::cuda::kScanVariants, [] {
+    Scan("scan m1-2.8b B=8 D=5120 N=16 L=2048 bf16", 8, 5120, 16, 2048, DType::kBF16);
+    Scan("scan policy B=1 D=512 N=16 L=60 f32", 1, 512, 16, 60, DType::kF32);
+  });
+  ForEachVariant(ssmkit::cuda::kSsdVariants, [] {
+    Ssd("ssd m2-130m B=8 L=2048 H=24 P=64 N=128 bf16", 8, 2048, 24, 64, 128, DType::kBF16);
+    Ssd("ssd m2-2.7b B=8 L=2048 H=80 P=64 N=128 bf16", 8, 2048, 80, 64, 128, DType::kBF16);
+  });
   for (int64_t b : {1, 16}) {
     Step("step m1-130m B=" + std::to_string(b) + " D=1536 N=16", b, 1536, 0, 16);
     Step("step m2-130m B=" + std::to_string(b) + " H=24 P=64 N=128", b, 24, 64, 128);
     ConvUpdate("conv-update m1-130m B=" + std::to_string(b) + " D=1536 K=4", b, 1536, 4);
   }
-  Conv("conv m1-2.8b B=8 D=5120 L=2048 K=4 bf16", 8, 5120, 2048, 4);
+  ForEachVariant(ssmkit::cuda::kConv1dVariants,
+                 [] { Conv("conv m1-2.8b B=8 D=5120 L=2048 K=4 bf16", 8, 5120, 2048, 4); });
   for (void* p : g_buffers) cudaFree(p);
   return 0;
 }

@@ -3,10 +3,12 @@
 # shapes: the long-sequence, > 2^31 and decode-shape cases are filtered out, since the tools
 # slow kernels 10-100x. Needs a GPU and a build with the CUDA backend (cmake --preset release).
 # Runs every tool on every test, then exits non-zero if any reported an error. Usage: scripts/sanitize_gpu.sh [build dir]
+# SSMKIT_SANITIZE_ONLY (a gtest filter, e.g. '*Parallel*:*Vector*') narrows the run to some
+# tests, for a device call that has time for the new kernels' tests only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
-small='-*LongSequence*:*OffsetsPast2To31*:*DecodeShapes*'
+small="${SSMKIT_SANITIZE_ONLY:-}-*LongSequence*:*OffsetsPast2To31*:*DecodeShapes*"
 failed=()
 for test in "$build"/tests/gpu/*_gpu_test; do
   for tool in memcheck racecheck synccheck; do

@@ -14,7 +14,10 @@
 # $OUT gets build.log, gpu_tests.log, sanitize.log, ours.jsonl, peers.jsonl, peers.err,
 # peers_build.log and table.txt (the tool returns at most 8 files); the table is printed last.
 # Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds scripts/sanitize_gpu.sh,
-# a few minutes), SSMKIT_ARCH (default 90-real).
+# a few minutes; SSMKIT_SANITIZE_ONLY='*Parallel*' narrows it to some tests), SSMKIT_ARCH
+# (default 90-real), SSMKIT_SKIP_PEERS=1 (ssmkit alone: no peers' build, no comparison),
+# SSMKIT_PREBUILT=1 (run the binaries bench/device/pack_prebuilt.sh packed here into
+# .prebuilt/, carried instead of .deps/: no configure or build there).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ssmkit-out}
@@ -27,30 +30,47 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm 
 nvcc --version | tail -1
 
 peer_wheels=/tmp/wheels
-if compgen -G ".whl/*.whl" > /dev/null; then
+if [ "${SSMKIT_SKIP_PEERS:-0}" = 1 ]; then
+  :
+elif compgen -G ".whl/*.whl" > /dev/null; then
   peer_wheels=.whl
 elif ! compgen -G "$peer_wheels/*.whl" > /dev/null && compgen -G ".whl/src/*.tar.gz" > /dev/null; then
   stamp "building the peers' wheels in the background (bench/device/build_peers.sh)"
   OUT=/tmp/peer-out bash bench/device/build_peers.sh > /tmp/peer-build.log 2>&1 &
   peer_build=$!
+  # Meanwhile mamba_ssm's Triton SSD kernels compile from its unpacked Python files (the first
+  # call of each takes tens of seconds, which would otherwise land in the timing phase).
+  mkdir -p /tmp/peer-py && tar xzf .whl/src/mamba_ssm-*.tar.gz -C /tmp/peer-py
+  (PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) timeout 400 python3 bench/device/compare.py --warm \
+     > /tmp/triton-warm.log 2>&1) &
 fi
 
-source bench/device/deps.sh
-build=build/device
-stamp "configure"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSMKIT_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 \
-  || { tail -30 "$OUT/build.log"; stamp "configure failed (log in \$OUT/build.log)"; exit 1; }
-stamp "build"
-targets=(ssmkit_cuda_bench)
-for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$OUT/build.log" 2>&1 \
-  || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
+if [ "${SSMKIT_PREBUILT:-0}" = 1 ]; then
+  # Binaries built here by bench/device/pack_prebuilt.sh, carried in .prebuilt/.
+  build=/tmp/ssmkit-prebuilt
+  mkdir -p "$build" && tar -C "$build" -xJf .prebuilt/prebuilt.tar.xz
+  export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  "$build/tests/gpu/conv1d_gpu_test" --gtest_list_tests > /dev/null \
+    || { stamp "the prebuilt binaries do not start here: run without SSMKIT_PREBUILT"; exit 1; }
+  stamp "prebuilt binaries unpacked"
+else
+  source bench/device/deps.sh
+  build=build/device
+  stamp "configure"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSSMKIT_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log"; stamp "configure failed (log in \$OUT/build.log)"; exit 1; }
+  stamp "build"
+  targets=(ssmkit_cuda_bench)
+  for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$OUT/build.log" 2>&1 \
+    || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
+fi
 
 if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
   stamp "GPU tests"
   for t in "$build"/tests/gpu/*_gpu_test; do
-    timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed" | head -40
+    timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed|SSMKIT_CUDA" | head -40
   done
 fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
@@ -62,6 +82,10 @@ fi
 stamp "ssmkit benchmark"
 "$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
 
+if [ "${SSMKIT_SKIP_PEERS:-0}" = 1 ]; then
+  stamp "done (SSMKIT_SKIP_PEERS: no comparison)"
+  exit 0
+fi
 if [ -n "${peer_build:-}" ]; then
   stamp "waiting for the peers' wheels"
   wait "$peer_build"
