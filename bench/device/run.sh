@@ -75,7 +75,7 @@ if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
 fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"
-  timeout 300 scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"
+  timeout "${SSMKIT_SANITIZE_TIMEOUT:-300}" scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"
   grep -E "SUMMARY|reported errors|clean on every" "$OUT/sanitize.log" | sort | uniq -c
 fi
 
