@@ -83,6 +83,11 @@ __device__ __forceinline__ float LoadF32(const void* data, DType dtype, int64_t 
   }
 }
 
+// Bytes per element of the dtypes the kernels read (f32, bf16, f16, i32).
+__device__ __forceinline__ int DTypeSizeOnDevice(DType dtype) {
+  return dtype == DType::kBF16 || dtype == DType::kF16 ? 2 : 4;
+}
+
 // Stores v rounded to `dtype` (round to nearest even).
 __device__ __forceinline__ void StoreF32(void* data, DType dtype, int64_t i, float v) {
   switch (dtype) {

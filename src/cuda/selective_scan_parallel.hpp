@@ -11,6 +11,7 @@ namespace ssmkit::cuda {
 // sequences, N <= 256, u / delta / z / out of one dtype with 16-byte aligned rows); the
 // verified kernel runs the rest.
 bool ScanForwardParallelApplies(const SelectiveScanParams& p);
-Status ScanForwardParallel(const SelectiveScanParams& p);
+// states_per_lane: 16 (variant "parallel") or 8 ("parallel8").
+Status ScanForwardParallel(const SelectiveScanParams& p, int states_per_lane);
 
 }  // namespace ssmkit::cuda

@@ -24,9 +24,9 @@ struct OpVariants {
   int count;
 };
 
-inline constexpr const char* kScanVariantNames[] = {"verified", "parallel"};
+inline constexpr const char* kScanVariantNames[] = {"verified", "parallel", "parallel8"};
 inline constexpr OpVariants kScanVariants{"selective_scan", "SSMKIT_CUDA_SCAN", kScanVariantNames,
-                                          2};
+                                          3};
 inline constexpr const char* kSsdVariantNames[] = {"verified"};
 inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 1};
 inline constexpr const char* kConv1dVariantNames[] = {"verified", "vector"};
