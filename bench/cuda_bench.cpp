@@ -104,7 +104,7 @@ double TimeMs(const std::function<void()>& fn) {
 }
 
 // The variant being timed (the "variant" field of each line).
-std::string g_variant = "verified";
+std::string g_variant = "default";
 
 void Report(const std::string& name, double ms, double bytes) {
   std::printf(
@@ -113,15 +113,25 @@ void Report(const std::string& name, double ms, double bytes) {
   std::fflush(stdout);
 }
 
-// Runs fn once per variant of an op, with the variant's environment variable set.
-void ForEachVariant(const cuda::OpVariants& op, const std::function<void()>& fn) {
-  for (int i = 0; i < op.count; ++i) {
-    setenv(op.env, op.names[i], 1);
-    g_variant = op.names[i];
+// Runs fn once per combination of the ops' variants, their environment variables set; the
+// "variant" field names the combination ("parallel+original").
+void ForEachVariant(std::initializer_list<const cuda::OpVariants*> ops,
+                    const std::function<void()>& fn) {
+  std::vector<const cuda::OpVariants*> list(ops);
+  std::vector<int> pick(list.size(), 0);
+  while (true) {
+    g_variant.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      setenv(list[i]->env, list[i]->names[pick[i]], 1);
+      g_variant += (i ? "+" : "") + std::string(list[i]->names[pick[i]]);
+    }
     fn();
+    size_t i = 0;
+    while (i < list.size() && ++pick[i] == list[i]->count) pick[i++] = 0;
+    if (i == list.size()) break;
   }
-  unsetenv(op.env);
-  g_variant = "verified";
+  for (const cuda::OpVariants* op : list) unsetenv(op->env);
+  g_variant = "default";
 }
 
 void CopyBandwidth() {
@@ -268,11 +278,11 @@ int main() {
     return 1;
   }
   CopyBandwidth();
-  ForEachVariant(ssmkit::cuda::kScanVariants, [] {
+  ForEachVariant({&ssmkit::cuda::kScanVariants, &ssmkit::cuda::kScanBackwardVariants}, [] {
     Scan("scan m1-2.8b B=8 D=5120 N=16 L=2048 bf16", 8, 5120, 16, 2048, DType::kBF16);
     Scan("scan policy B=1 D=512 N=16 L=60 f32", 1, 512, 16, 60, DType::kF32);
   });
-  ForEachVariant(ssmkit::cuda::kSsdVariants, [] {
+  ForEachVariant({&ssmkit::cuda::kSsdVariants}, [] {
     Ssd("ssd m2-130m B=8 L=2048 H=24 P=64 N=128 bf16", 8, 2048, 24, 64, 128, DType::kBF16);
     Ssd("ssd m2-2.7b B=8 L=2048 H=80 P=64 N=128 bf16", 8, 2048, 80, 64, 128, DType::kBF16);
   });
@@ -281,7 +291,7 @@ int main() {
     Step("step m2-130m B=" + std::to_string(b) + " H=24 P=64 N=128", b, 24, 64, 128);
     ConvUpdate("conv-update m1-130m B=" + std::to_string(b) + " D=1536 K=4", b, 1536, 4);
   }
-  ForEachVariant(ssmkit::cuda::kConv1dVariants,
+  ForEachVariant({&ssmkit::cuda::kConv1dVariants},
                  [] { Conv("conv m1-2.8b B=8 D=5120 L=2048 K=4 bf16", 8, 5120, 2048, 4); });
   for (void* p : g_buffers) cudaFree(p);
   return 0;

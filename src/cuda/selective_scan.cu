@@ -752,8 +752,8 @@ Status RunBackward(const SelectiveScanBwdParams& p) {
 Status SelectiveScanForward(const SelectiveScanParams& p) {
   Variant variant;
   SSMKIT_RETURN_IF_ERROR(PickVariant(kScanVariants, &variant));
-  if (variant.index > 0) {  // "parallel" (16 states per lane) or "parallel8"
-    if (ScanForwardParallelApplies(p)) return ScanForwardParallel(p, variant.index == 1 ? 16 : 8);
+  if (variant.index == 1) {
+    if (ScanForwardParallelApplies(p)) return ScanForwardParallel(p);
     if (variant.required) return VariantDoesNotApply(kScanVariants, variant.index);
   }
   const int ks = StatesPerLane(p.dstate);
@@ -762,6 +762,8 @@ Status SelectiveScanForward(const SelectiveScanParams& p) {
 }
 
 Status SelectiveScanBackward(const SelectiveScanBwdParams& p) {
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(PickVariant(kScanBackwardVariants, &variant));
   return StatesPerLane(p.dstate) == 4 ? RunBackward<4>(p) : RunBackward<8>(p);
 }
 

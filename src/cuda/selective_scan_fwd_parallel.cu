@@ -1,5 +1,7 @@
-// The Mamba-1 selective scan forward, variant "parallel" (SSMKIT_CUDA_SCAN=parallel; the
-// verified kernel in selective_scan.cu stays the default until a GPU run decides).
+// The Mamba-1 selective scan forward, variant "parallel": the default since its first GPU runs
+// (H200, 2026-11-28: 0.886 ms at m1-2.8b against the original kernel's 3.88; docs/cuda.md).
+// SSMKIT_CUDA_SCAN=original picks the first kernel (selective_scan.cu), which also runs the
+// calls this one does not cover.
 //
 // Dimension legend: B batch, D channels, L length, N state size, G groups of B/C.
 //
@@ -8,19 +10,18 @@
 // channels) the channels alone fill the GPU, so nothing is gained by also splitting time
 // across threads, and everything a time split costs (a block scan per state, a second pass
 // applying the prefixes) is saved. So a lane holds KS states of one channel in registers and
-// walks time sequentially: KS = 16 (variant "parallel": N <= 16 is the whole channel, y = C . h
-// with no shuffle) or KS = 8 (variant "parallel8": twice the warps to hide latency with, one
-// shuffle per step); larger N spreads a channel over tpc = ceil(N / KS) lanes, summed by a
-// butterfly. The per-step activations use the special-function unit's approximations (softplus
-// as log(1 + e^x), silu through a fast division): a few ulp, no slow paths.
-// Memory: u, delta, z and out are read and written by each lane straight from its own row,
-// kSub = 16 steps at a time as whole 16-byte vectors (a bf16 row segment of 16 steps is one
-// 32-byte sector: every sector fetched is used in full), the next segment loaded before the
-// current one is computed. B and C rows (shared by all channels of a group) are staged per
-// kChunk steps in shared memory, transposed to [step][state] so a lane reads its states of
-// a step as broadcast float4 loads. Where B and C are rows of u's dtype contiguous in time
-// (mamba_ssm's layout), each chunk arrives as 16-byte vectors loaded into registers one chunk
-// ahead, so the staging barrier never waits on memory.
+// walks time sequentially: KS = 16 where B * D fills the GPU (N <= 16 is the whole channel,
+// y = C . h with no shuffle), KS = 8 below that (twice the lanes, one shuffle per step); larger
+// N spreads a channel over tpc = ceil(N / KS) lanes, summed by a butterfly. The per-step
+// activations use the special-function unit's approximations (softplus as log(1 + e^x), silu
+// through a fast division): a few ulp, no slow paths. Memory: u, delta, z and out are read and
+// written by each lane straight from its own row, kSub = 16 steps at a time as whole 16-byte
+// vectors (a bf16 row segment of 16 steps is one 32-byte sector: every sector fetched is used in
+// full), the next segment loaded before the current one is computed. B and C rows (shared by all
+// channels of a group) are staged per kChunk steps in shared memory, transposed to [step][state] so
+// a lane reads its states of a step as broadcast float4 loads. Where B and C are rows of u's dtype
+// contiguous in time (mamba_ssm's layout), each chunk arrives as 16-byte vectors loaded into
+// registers one chunk ahead, so the staging barrier never waits on memory.
 //
 // Taken only where it applies (ScanForwardParallelApplies): variable B and C, no packed
 // sequences, N <= 256, u / delta / z / out of one dtype with 16-byte aligned rows. Otherwise
@@ -43,6 +44,7 @@ constexpr int kBCVectors = 4;  // B/C 16-byte vectors a thread prefetches per ch
 // m1-2.8b grid has ~4.9 blocks per SM of an H100, and they should all run in one wave.
 constexpr int kMinBlocks = 6;
 constexpr int kMaxStates = 256;
+constexpr int64_t kWideChannels = 32768;  // see ScanForwardParallel: tuned for speed, no effect
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct ParallelLayout {
@@ -375,8 +377,11 @@ bool ScanForwardParallelApplies(const SelectiveScanParams& p) {
          Aligned16(p.out, e) && (!p.z.data || Aligned16(p.z, e));
 }
 
-Status ScanForwardParallel(const SelectiveScanParams& p, int states_per_lane) {
-  return states_per_lane == 8 ? LaunchForDtype<8>(p) : LaunchForDtype<16>(p);
+Status ScanForwardParallel(const SelectiveScanParams& p) {
+  // 16 states per lane where the channels alone fill the GPU (B * D >= kWideChannels), else 8:
+  // twice the lanes for a small problem. On an H200: m1-2.8b (B * D = 40960) 0.886 ms with 16,
+  // 0.962 with 8; policy (B * D = 512) 0.0426 ms with 16, 0.0355 with 8.
+  return p.batch * p.dim >= kWideChannels ? LaunchForDtype<16>(p) : LaunchForDtype<8>(p);
 }
 
 }  // namespace ssmkit::cuda

@@ -1,5 +1,6 @@
-// The "parallel" variant of the Mamba-1 selective scan on CUDA (SSMKIT_CUDA_SCAN=parallel):
-// entry points called by selective_scan.cu's dispatch when the variant is picked and applies.
+// The "parallel" variant of the Mamba-1 selective scan forward on CUDA (the default since the
+// H200 run of 2026-11-28; SSMKIT_CUDA_SCAN=original picks the first kernel): entry points called
+// by selective_scan.cu's dispatch when the variant is picked and applies.
 #pragma once
 
 #include "ops/selective_scan_params.hpp"
@@ -11,7 +12,6 @@ namespace ssmkit::cuda {
 // sequences, N <= 256, u / delta / z / out of one dtype with 16-byte aligned rows); the
 // verified kernel runs the rest.
 bool ScanForwardParallelApplies(const SelectiveScanParams& p);
-// states_per_lane: 16 (variant "parallel") or 8 ("parallel8").
-Status ScanForwardParallel(const SelectiveScanParams& p, int states_per_lane);
+Status ScanForwardParallel(const SelectiveScanParams& p);
 
 }  // namespace ssmkit::cuda

@@ -8,7 +8,7 @@
 namespace ssmkit::cuda {
 
 Status PickVariant(const OpVariants& op, Variant* variant) {
-  *variant = Variant{};
+  *variant = Variant{op.default_index, false};
   const char* value = std::getenv(op.env);
   if (!value || !*value) return Status::Ok();
   std::string name = value;

@@ -1,7 +1,8 @@
 // Kernel variants. An op whose CUDA kernels are being replaced keeps the verified kernel as its
 // default and offers the new one beside it, picked per call by an environment variable. The
 // GPU tests run every variant and bench/device/run.sh times every variant; once a GPU run shows
-// a new kernel correct and faster, it becomes the default and the loser is deleted.
+// a new kernel correct and faster, it becomes the default, and the old one is deleted once the
+// new one covers every call the old one did (until then the old one runs the rest).
 //
 // A new kernel may cover only some arguments (dtypes, layouts, options) and leave the rest to
 // the verified one. A name followed by '!' (SSMKIT_CUDA_SCAN=parallel!) requires the variant:
@@ -15,30 +16,37 @@
 
 namespace ssmkit::cuda {
 
-// An op's variants: the environment variable that picks one and the names it accepts, the
-// verified kernel's first.
+// An op's variants: the environment variable that picks one, the names it accepts (the first
+// kernel written, "original", first) and the one that runs when the variable is unset.
 struct OpVariants {
   const char* op;
   const char* env;
   const char* const* names;
   int count;
+  int default_index;
 };
 
-inline constexpr const char* kScanVariantNames[] = {"verified", "parallel", "parallel8"};
+// Selective scan forward: "parallel" (selective_scan_fwd_parallel.cu) replaced "original" where
+// it applies after the H200 run of 2026-11-28 (docs/cuda.md).
+inline constexpr const char* kScanVariantNames[] = {"original", "parallel"};
 inline constexpr OpVariants kScanVariants{"selective_scan", "SSMKIT_CUDA_SCAN", kScanVariantNames,
-                                          3};
-inline constexpr const char* kSsdVariantNames[] = {"verified"};
-inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 1};
-inline constexpr const char* kConv1dVariantNames[] = {"verified", "vector"};
+                                          2, 1};
+inline constexpr const char* kScanBackwardVariantNames[] = {"original"};
+inline constexpr OpVariants kScanBackwardVariants{"selective_scan", "SSMKIT_CUDA_SCAN_BWD",
+                                                  kScanBackwardVariantNames, 1, 0};
+inline constexpr const char* kSsdVariantNames[] = {"original"};
+inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 1, 0};
+// Causal conv1d forward: "vector" replaced "original" where it applies (H200, 2026-11-28).
+inline constexpr const char* kConv1dVariantNames[] = {"original", "vector"};
 inline constexpr OpVariants kConv1dVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D",
-                                            kConv1dVariantNames, 2};
+                                            kConv1dVariantNames, 2, 1};
 
 struct Variant {
-  int index = 0;          // in OpVariants::names; 0 is the verified kernel
+  int index = 0;          // in OpVariants::names
   bool required = false;  // the name ended in '!'
 };
 
-// The variant the op's environment variable names; index 0 when it is unset or empty. Any other
+// The variant the op's environment variable names; the default when it is unset or empty. Any other
 // value is an InvalidArgument naming the variable, the value given and the names accepted.
 Status PickVariant(const OpVariants& op, Variant* variant);
 

@@ -35,6 +35,7 @@ namespace ssmkit::testing {
 // The kernel variants of an op with a new kernel beside the verified one (cuda::OpVariants in
 // src/cuda/variant.hpp): each GPU test of such an op runs its body once per variant.
 using cuda::kConv1dVariants;
+using cuda::kScanBackwardVariants;
 using cuda::kScanVariants;
 using cuda::kSsdVariants;
 using cuda::OpVariants;
@@ -64,14 +65,30 @@ class ScopedVariant {
   std::string old_;
 };
 
-// Runs body() once under each of the op's variants, the variant named in failure messages.
+// Runs body() once under each combination of the ops' variants (each op's variable set to one
+// of its names), the combination named in failure messages.
+template <class Fn>
+void ForEachVariant(std::initializer_list<const OpVariants*> ops, Fn&& body) {
+  std::vector<const OpVariants*> list(ops);
+  std::vector<int> pick(list.size(), 0);
+  while (true) {
+    std::string names;
+    std::vector<std::unique_ptr<ScopedVariant>> set;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const char* name = list[i]->names[pick[i]];
+      names += std::string(names.empty() ? "" : " ") + list[i]->env + "=" + name;
+      set.push_back(std::make_unique<ScopedVariant>(list[i]->env, name));
+    }
+    SCOPED_TRACE(names);
+    body();
+    size_t i = 0;  // the next combination, first op fastest
+    while (i < list.size() && ++pick[i] == list[i]->count) pick[i++] = 0;
+    if (i == list.size()) return;
+  }
+}
 template <class Fn>
 void ForEachVariant(const OpVariants& op, Fn&& body) {
-  for (int i = 0; i < op.count; ++i) {
-    SCOPED_TRACE(std::string(op.env) + "=" + op.names[i]);
-    ScopedVariant variant(op.env, op.names[i]);
-    body();
-  }
+  ForEachVariant({&op}, std::forward<Fn>(body));
 }
 
 // Elements from a view's first element to its last, inclusive: what a kernel may touch.

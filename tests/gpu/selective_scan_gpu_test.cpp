@@ -264,7 +264,7 @@ TEST(SelectiveScanGpu, ForwardMatchesTheOracle) {
 
 TEST(SelectiveScanGpu, BackwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant(kScanBackwardVariants, [&] {
     const uint64_t seed = FreshSeed();
     for (const ScanCase& c : Cases()) CheckBackward(c, seed);
   });
@@ -274,7 +274,7 @@ TEST(SelectiveScanGpu, BackwardMatchesTheOracle) {
 // failure): forward and backward against the oracle.
 TEST(SelectiveScanGpu, LongSequence) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant({&kScanVariants, &kScanBackwardVariants}, [&] {
     const uint64_t seed = FreshSeed();
     ScanCase c;
     c.batch = 1;
@@ -288,7 +288,7 @@ TEST(SelectiveScanGpu, LongSequence) {
 
 TEST(SelectiveScanGpu, BackwardIsDeterministic) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant(kScanBackwardVariants, [&] {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(SeedTrace(seed));
     ScanCase c;
@@ -313,7 +313,7 @@ TEST(SelectiveScanGpu, BackwardIsDeterministic) {
 // indexing with 32-bit offsets reads or writes the wrong place and fails the comparison.
 TEST(SelectiveScanGpu, OffsetsPast2To31) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant({&kScanVariants, &kScanBackwardVariants}, [&] {
     size_t free_bytes = 0, total = 0;
     SSMKIT_CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
     const int64_t row_stride = (int64_t{1} << 31) + 64;

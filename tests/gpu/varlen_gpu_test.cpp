@@ -140,12 +140,12 @@ void CheckScan(const PackedScan& c, uint64_t seed) {
 
 TEST(VarlenGpu, ScanCuSeqlens) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] { CheckScan({}, FreshSeed()); });
+  ForEachVariant({&kScanVariants, &kScanBackwardVariants}, [&] { CheckScan({}, FreshSeed()); });
 }
 
 TEST(VarlenGpu, ScanCuSeqlensEightStatesPerLane) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant({&kScanVariants, &kScanBackwardVariants}, [&] {
     PackedScan c;
     c.N = 130;
     c.D = 12;
@@ -155,7 +155,7 @@ TEST(VarlenGpu, ScanCuSeqlensEightStatesPerLane) {
 
 TEST(VarlenGpu, ScanSeqIdxTwoRows) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kScanVariants, [&] {
+  ForEachVariant({&kScanVariants, &kScanBackwardVariants}, [&] {
     PackedScan c;
     c.cu = false;
     c.B = 2;
