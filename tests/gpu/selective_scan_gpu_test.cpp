@@ -183,9 +183,10 @@ std::vector<ScanCase> Cases() {
 
 // Cases the "parallel" forward covers (variable B/C, rows 16-byte aligned: L a multiple of 8),
 // run with the variant required ("parallel!": the call fails rather than fall back), so they
-// prove that kernel ran: every lane layout (N = 1 .. 256), every dtype, L shorter than one
-// register segment, L not a multiple of the segment or the staged chunk, channels not filling
-// the last block, groups, options off, the m1-2.8b channel count.
+// prove that kernel ran: both states-per-lane layouts (16 where B * D >= 32768, else 8) and
+// every lane count (N = 1 .. 256), every dtype, L shorter than one register segment, L not a
+// multiple of the segment or the staged chunk, channels not filling the last block, groups,
+// options off, the m1-2.8b channel count, B and C staged from vectors and from scalars (f32).
 std::vector<ScanCase> ParallelForwardCases() {
   std::vector<ScanCase> cases;
   ScanCase base;
@@ -223,12 +224,19 @@ std::vector<ScanCase> ParallelForwardCases() {
   ScanCase big_delta = base;
   big_delta.big_delta_fraction = 0.1;
   cases.push_back(big_delta);
-  ScanCase wide = base;  // the m1-2.8b layer's channels, a short sequence
-  wide.batch = 2;
+  // B * D >= 32768: the 16-states-per-lane layout (the cases above use 8): the m1-2.8b
+  // layer's channels on a short sequence, and N = 33 over four lanes per channel.
+  ScanCase wide = base;
+  wide.batch = 7;
   wide.dim = 5120;
   wide.seqlen = 136;
   wide.dtype = DType::kBF16;
   cases.push_back(wide);
+  ScanCase wide_n33 = wide;
+  wide_n33.seqlen = 72;
+  wide_n33.dstate = 33;
+  wide_n33.dtype = DType::kF32;
+  cases.push_back(wide_n33);
   return cases;
 }
 
