@@ -251,8 +251,19 @@ void Conv(const std::string& name, int64_t B, int64_t D, int64_t L, int64_t K) {
   in.bias = Random({D}, DType::kF32, -0.5f, 0.5f);
   in.activation = Conv1dActivation::kSilu;
   const Tensor out = Empty({B, D, L}, DType::kBF16);
+  const double bdl = 2.0 * B * D * L;  // bytes of one (B, D, L) bf16 tensor
   Report(name + " fwd", TimeMs([&] { Check(CausalConv1dForward(in, out, Tensor{}), "conv fwd"); }),
-         2.0 * B * D * L * 2);
+         2 * bdl);
+  const Tensor dout = Random({B, D, L}, DType::kBF16, -1, 1);
+  CausalConv1dGrads g;
+  g.dx = Empty({B, D, L}, DType::kBF16);
+  g.dweight = Empty({D, K}, DType::kF32);
+  g.dbias = Empty({D}, DType::kF32);
+  const double ms = TimeMs([&] {
+    Check(CausalConv1dForward(in, out, Tensor{}), "conv fwd");
+    Check(CausalConv1dBackward(in, dout, Tensor{}, g), "conv bwd");
+  });
+  Report(name + " fwd+bwd", ms, 2 * bdl + 3 * bdl);  // + x and dout read, dx written
 }
 
 void ConvUpdate(const std::string& name, int64_t B, int64_t D, int64_t K) {
@@ -291,7 +302,7 @@ int main() {
     Step("step m2-130m B=" + std::to_string(b) + " H=24 P=64 N=128", b, 24, 64, 128);
     ConvUpdate("conv-update m1-130m B=" + std::to_string(b) + " D=1536 K=4", b, 1536, 4);
   }
-  ForEachVariant({&ssmkit::cuda::kConv1dVariants},
+  ForEachVariant({&ssmkit::cuda::kConv1dVariants, &ssmkit::cuda::kConv1dBackwardVariants},
                  [] { Conv("conv m1-2.8b B=8 D=5120 L=2048 K=4 bf16", 8, 5120, 2048, 4); });
   for (void* p : g_buffers) cudaFree(p);
   return 0;

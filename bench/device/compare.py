@@ -128,11 +128,23 @@ def step_case(B, H, P, N):
     return lambda: fn(state, x, dt, A, Bm, Cm, D=Dv, z=z, dt_bias=bias, dt_softplus=True)
 
 
-def conv_case(B, D, L, K):
+def conv_cases(B, D, L, K):
     from causal_conv1d import causal_conv1d_fn
-    x = uniform((B, D, L), -1, 1, torch.bfloat16)
-    w, bias = uniform((D, K), -0.5, 0.5), uniform((D,), -0.5, 0.5)
-    return lambda: causal_conv1d_fn(x, w, bias, activation="silu")
+    x = uniform((B, D, L), -1, 1, torch.bfloat16).requires_grad_()
+    w = uniform((D, K), -0.5, 0.5).requires_grad_()
+    bias = uniform((D,), -0.5, 0.5).requires_grad_()
+    dout = uniform((B, D, L), -1, 1, torch.bfloat16)
+
+    def fwd():
+        with torch.no_grad():
+            causal_conv1d_fn(x, w, bias, activation="silu")
+
+    def fwd_bwd():
+        for p in (x, w, bias):
+            p.grad = None
+        causal_conv1d_fn(x, w, bias, activation="silu").backward(dout)
+
+    return fwd, fwd_bwd
 
 
 def conv_update_case(B, D, K):
@@ -169,7 +181,7 @@ def peer_plan():
         plan.append((f"conv-update m1-130m B={b} D=1536 K=4", "causal-conv1d causal_conv1d_update",
                      lambda b=b: {"": conv_update_case(b, 1536, 4)}))
     plan.append(("conv m1-2.8b B=8 D=5120 L=2048 K=4 bf16", "causal-conv1d causal_conv1d_fn",
-                 lambda: {" fwd": conv_case(8, 5120, 2048, 4)}))
+                 lambda: dict(zip([" fwd", " fwd+bwd"], conv_cases(8, 5120, 2048, 4)))))
     return plan
 
 

@@ -13,9 +13,9 @@
 // each thread computes kPerThread consecutive positions. dweight and dbias are reduced per
 // block (fixed order), written as partials per (b, tile), then summed in order (SumPartials).
 #include "cuda/backend.hpp"
-#include "cuda/common.cuh"
+#include "cuda/conv1d_common.cuh"
+#include "cuda/conv1d_vector.hpp"
 #include "cuda/variant.hpp"
-#include "ssmkit/conv1d.hpp"
 
 namespace ssmkit::cuda {
 namespace {
@@ -23,47 +23,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kPerThread = 4;  // outputs per thread: tuned for speed, no effect on results
 constexpr int kTile = kThreads * kPerThread;
-constexpr int kMaxK = static_cast<int>(kMaxConvWidth);
-
-// xpad[b, d, j] for j in [0, K-1+L): the initial state (zeros when absent), then x.
-__device__ __forceinline__ float Xpad(const CausalConv1dParams& p, int64_t b, int64_t d,
-                                      int64_t j) {
-  const int64_t k1 = p.width - 1;
-  if (j >= k1)
-    return LoadF32(p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim + j - k1);
-  if (!p.initial_states.data) return 0.0f;
-  const SeqView& h = p.initial_states;
-  return LoadF32(h.data, h.dtype, b * h.stride_batch + d * h.stride_dim + j);
-}
-
-// Whether xpad[b, :, j] (an initial value for j < K-1) is in the sequence of position l.
-__device__ __forceinline__ bool SameSequence(const CausalConv1dParams& p, int64_t b, int64_t j,
-                                             int64_t l) {
-  if (!p.seq_idx.data) return true;
-  const int64_t input = j - (p.width - 1);
-  const int32_t* row = p.seq_idx.data + b * p.seq_idx.stride_batch;
-  return row[(input < 0 ? 0 : input) * p.seq_idx.stride_seq] == row[l * p.seq_idx.stride_seq];
-}
-
-__device__ __forceinline__ float PreActivation(const CausalConv1dParams& p, int64_t b, int64_t d,
-                                               int64_t l) {
-  float acc = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
-  const float* w = p.weight.data + d * p.weight.stride_dim;
-  for (int k = 0; k < p.width; ++k) {
-    if (SameSequence(p, b, l + k, l)) acc += w[k] * Xpad(p, b, d, l + k);
-  }
-  return acc;
-}
-
-// final_states[i] = xpad[L + i] (0 outside the last sequence), written once per row by the
-// first K - 1 threads of the row's first tile.
-__device__ __forceinline__ void WriteFinalState(const CausalConv1dParams& p, int64_t b, int64_t d) {
-  if (!p.final_states.data || blockIdx.y != 0 || threadIdx.x >= p.width - 1) return;
-  const SeqView& f = p.final_states;
-  const int64_t j = p.seqlen + threadIdx.x;
-  StoreF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + threadIdx.x,
-           SameSequence(p, b, j, p.seqlen - 1) ? Xpad(p, b, d, j) : 0.0f);
-}
 
 __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dParams p) {
   const int64_t row = blockIdx.x, b = row / p.dim, d = row % p.dim;
@@ -76,110 +35,6 @@ __global__ void __launch_bounds__(kThreads) Conv1dForwardKernel(CausalConv1dPara
              p.silu ? Silu(pre) : pre);
   }
   WriteFinalState(p, b, d);
-}
-
-// Variant "vector" of the forward, the default since its first GPU run (H200, 2026-11-28:
-// 0.204 ms at m1-2.8b against the original kernel's 1.07; SSMKIT_CUDA_CONV1D=original picks
-// the first kernel, which also runs the calls this one does not cover): each thread computes the
-// kVec outputs of one 16-byte vector of x from that vector and the kHistory = 8 inputs before
-// it (its neighbours' vectors: L1 hits), so x is read from memory once, in whole sectors, and
-// out is written the same way. Rows must be 16-byte aligned and there is no seq_idx
-// (Conv1dForwardVectorApplies); the verified kernel handles the other calls.
-constexpr int kHistory = 8;  // >= kMaxK - 1 inputs before the vector, a whole number of vectors
-
-template <class E>
-__global__ void __launch_bounds__(kThreads) Conv1dForwardVectorKernel(CausalConv1dParams p) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(E));  // outputs per thread
-  union Vector {
-    uint4 word;
-    E v[kVec];
-  };
-  const int64_t row = blockIdx.x, b = row / p.dim, d = row % p.dim;
-  const int64_t l = (static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x) * kVec;
-  WriteFinalState(p, b, d);
-  if (l >= p.seqlen) return;
-  const E* x = static_cast<const E*>(p.x.data) + b * p.x.stride_batch + d * p.x.stride_dim;
-  const int steps = p.seqlen - l < kVec ? static_cast<int>(p.seqlen - l) : kVec;
-  // win[m]: the input at position l - kHistory + m (initial state or 0 before position 0).
-  float win[kHistory + kVec];
-  Vector cur;
-  if (steps == kVec) {
-    cur.word = __ldg(reinterpret_cast<const uint4*>(x + l));
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) cur.v[i] = i < steps ? x[l + i] : FromF32<E>(0.0f);
-  }
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) win[kHistory + i] = ToF32(cur.v[i]);
-  if (l >= kHistory) {
-#pragma unroll
-    for (int q = 0; q < kHistory / kVec; ++q) {
-      Vector prev;
-      prev.word = __ldg(reinterpret_cast<const uint4*>(x + l - kHistory + q * kVec));
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) win[q * kVec + i] = ToF32(prev.v[i]);
-    }
-  } else {
-    // Position l - kHistory + m, as xpad index j = position + K - 1 (Xpad reads the initial
-    // state for j < K - 1, x after); positions before the initial state are never weighted.
-#pragma unroll
-    for (int m = 0; m < kHistory; ++m) {
-      const int64_t j = l - kHistory + m + p.width - 1;
-      win[m] = j >= 0 ? Xpad(p, b, d, j) : 0.0f;
-    }
-  }
-  // The K taps right-aligned in kMaxK slots: tap slot s weights position l + i + s - (kMaxK - 1).
-  float w[kMaxK];
-#pragma unroll
-  for (int s = 0; s < kMaxK; ++s) {
-    const int k = s - (kMaxK - static_cast<int>(p.width));
-    w[s] = k >= 0 ? p.weight.data[d * p.weight.stride_dim + k] : 0.0f;
-  }
-  const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
-  Vector out;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    float acc = bias;
-#pragma unroll
-    for (int s = 0; s < kMaxK; ++s) {
-      if (s >= kMaxK - p.width) acc += w[s] * win[kHistory + i + s - (kMaxK - 1)];
-    }
-    out.v[i] = FromF32<E>(p.silu ? Silu(acc) : acc);
-  }
-  E* y = static_cast<E*>(p.out.data) + b * p.out.stride_batch + d * p.out.stride_dim;
-  if (steps == kVec) {
-    *reinterpret_cast<uint4*>(y + l) = out.word;
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      if (i < steps) y[l + i] = out.v[i];
-    }
-  }
-}
-
-// g[j] = dout[j] act'(pre[j]) for j in [0, L); 0 outside.
-__device__ __forceinline__ float OutGrad(const CausalConv1dBwdParams& p, int64_t b, int64_t d,
-                                         int64_t j) {
-  if (j < 0 || j >= p.seqlen) return 0.0f;
-  const float dout =
-      LoadF32(p.dout.data, p.dout.dtype, b * p.dout.stride_batch + d * p.dout.stride_dim + j);
-  return p.silu ? dout * SiluGrad(PreActivation(p, b, d, j)) : dout;
-}
-
-// dxpad[j] for j in [0, K-1+L).
-__device__ __forceinline__ float PaddedGrad(const CausalConv1dBwdParams& p, int64_t b, int64_t d,
-                                            int64_t j) {
-  const float* w = p.weight.data + d * p.weight.stride_dim;
-  float acc = 0.0f;
-  for (int k = 0; k < p.width; ++k) {
-    if (j - k < p.seqlen && SameSequence(p, b, j, j - k < 0 ? 0 : j - k))
-      acc += w[k] * OutGrad(p, b, d, j - k);
-  }
-  if (j >= p.seqlen && p.dfinal_states.data && SameSequence(p, b, j, p.seqlen - 1)) {
-    const SeqView& f = p.dfinal_states;
-    acc += LoadF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + j - p.seqlen);
-  }
-  return acc;
 }
 
 // partial_w: (B * tiles, D, K), partial_b: (B * tiles, D); part = b * tiles + tile.
@@ -267,29 +122,6 @@ Status TileGrid(const char* op, int64_t rows, int64_t seqlen, dim3* grid) {
   return Status::Ok();
 }
 
-bool Aligned16(const SeqView& v) {
-  const int64_t per_vector = 16 / DTypeSize(v.dtype);
-  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride_batch % per_vector == 0 &&
-         v.stride_dim % per_vector == 0;
-}
-
-bool Conv1dForwardVectorApplies(const CausalConv1dParams& p) {
-  return !p.seq_idx.data && p.out.dtype == p.x.dtype && Aligned16(p.x) && Aligned16(p.out);
-}
-
-template <class E>
-Status LaunchForwardVector(const CausalConv1dParams& p) {
-  constexpr int64_t kTileVec = kThreads * (16 / sizeof(E));
-  const int64_t rows = p.batch * p.dim, tiles = CeilDiv(p.seqlen, kTileVec);
-  if (rows > 0x7fffffff || tiles > 65535) {
-    return Status::Unsupported("causal_conv1d: B * D above 2^31 - 1 or L above " +
-                               std::to_string(65535 * kTileVec) + " on CUDA");
-  }
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(tiles));
-  Conv1dForwardVectorKernel<E><<<grid, kThreads, 0, CurrentStream()>>>(p);
-  return CheckLaunch("causal_conv1d", "Conv1dForwardVectorKernel");
-}
-
 }  // namespace
 
 Status CausalConv1dForward(const CausalConv1dParams& p) {
@@ -297,16 +129,7 @@ Status CausalConv1dForward(const CausalConv1dParams& p) {
   SSMKIT_RETURN_IF_ERROR(PickVariant(kConv1dVariants, &variant));
   if (variant.index == 1 && !Conv1dForwardVectorApplies(p) && variant.required)
     return VariantDoesNotApply(kConv1dVariants, variant.index);
-  if (variant.index == 1 && Conv1dForwardVectorApplies(p)) {
-    switch (p.x.dtype) {
-      case DType::kBF16:
-        return LaunchForwardVector<__nv_bfloat16>(p);
-      case DType::kF16:
-        return LaunchForwardVector<__half>(p);
-      default:
-        return LaunchForwardVector<float>(p);
-    }
-  }
+  if (variant.index == 1 && Conv1dForwardVectorApplies(p)) return Conv1dForwardVector(p);
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(TileGrid("causal_conv1d", p.batch * p.dim, p.seqlen, &grid));
   Conv1dForwardKernel<<<grid, kThreads, 0, CurrentStream()>>>(p);
@@ -315,17 +138,27 @@ Status CausalConv1dForward(const CausalConv1dParams& p) {
 
 Status CausalConv1dBackward(const CausalConv1dBwdParams& p) {
   const char* op = "causal_conv1d";
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(PickVariant(kConv1dBackwardVariants, &variant));
+  const bool vector = variant.index == 1 && Conv1dBackwardVectorApplies(p);
+  if (variant.index == 1 && !vector && variant.required)
+    return VariantDoesNotApply(kConv1dBackwardVariants, variant.index);
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(TileGrid(op, p.batch * p.dim, p.seqlen, &grid));
-  const int64_t parts = p.batch * grid.y;
+  const int64_t tiles = vector ? Conv1dBackwardVectorTiles(p) : grid.y;
+  const int64_t parts = p.batch * tiles;
   const int64_t w_count = p.dim * p.width;
   Workspace partial;
   const bool want_w = p.dweight.data != nullptr, want_b = p.dbias.data != nullptr;
   if (want_w || want_b) SSMKIT_RETURN_IF_ERROR(partial.Allocate(op, parts * (w_count + p.dim) * 4));
   float* partial_w = want_w ? partial.as<float>() : nullptr;
   float* partial_b = want_b ? partial.as<float>() + parts * w_count : nullptr;
-  Conv1dBackwardKernel<<<grid, kThreads, 0, CurrentStream()>>>(p, partial_w, partial_b);
-  SSMKIT_RETURN_IF_ERROR(CheckLaunch(op, "Conv1dBackwardKernel"));
+  if (vector) {
+    SSMKIT_RETURN_IF_ERROR(Conv1dBackwardVector(p, partial_w, partial_b));
+  } else {
+    Conv1dBackwardKernel<<<grid, kThreads, 0, CurrentStream()>>>(p, partial_w, partial_b);
+    SSMKIT_RETURN_IF_ERROR(CheckLaunch(op, "Conv1dBackwardKernel"));
+  }
   if (want_w) {
     StridedOut out;
     out.data = p.dweight.data;

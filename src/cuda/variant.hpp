@@ -40,6 +40,8 @@ inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNa
 inline constexpr const char* kConv1dVariantNames[] = {"original", "vector"};
 inline constexpr OpVariants kConv1dVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D",
                                             kConv1dVariantNames, 2, 1};
+inline constexpr OpVariants kConv1dBackwardVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D_BWD",
+                                                    kConv1dVariantNames, 2, 0};
 
 struct Variant {
   int index = 0;          // in OpVariants::names

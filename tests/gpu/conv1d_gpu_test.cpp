@@ -79,7 +79,7 @@ void Check(const ConvCase& c, uint64_t seed) {
 
 TEST(Conv1dGpu, ForwardAndBackwardMatchTheOracle) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kConv1dVariants, [&] {
+  ForEachVariant({&kConv1dVariants, &kConv1dBackwardVariants}, [&] {
     const uint64_t seed = FreshSeed();
     for (int64_t k = 2; k <= 8; ++k) {
       ConvCase c;
@@ -108,12 +108,14 @@ TEST(Conv1dGpu, ForwardAndBackwardMatchTheOracle) {
   });
 }
 
-// Cases the "vector" forward covers (rows 16-byte aligned: L a multiple of 8), with the variant
-// required so they prove that kernel ran: every width, L shorter than K - 1 and than a
-// vector, L not a multiple of a vector or a block tile, f32 / bf16, options off, long L.
-TEST(Conv1dGpu, VectorForwardCoversAlignedRows) {
+// Cases the "vector" kernels cover (rows 16-byte aligned: L a multiple of 8), forward and
+// backward, with the variants required so they prove those kernels ran: every width, L shorter
+// than K - 1 and than a vector, L not a multiple of a vector or a block tile, f32 / bf16,
+// options off, long L.
+TEST(Conv1dGpu, VectorKernelsCoverAlignedRows) {
   SSMKIT_REQUIRE_GPU();
-  ScopedVariant variant("SSMKIT_CUDA_CONV1D", "vector!");
+  ScopedVariant forward("SSMKIT_CUDA_CONV1D", "vector!");
+  ScopedVariant backward("SSMKIT_CUDA_CONV1D_BWD", "vector!");
   const uint64_t seed = FreshSeed();
   for (int64_t k = 2; k <= 8; ++k) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {

@@ -34,6 +34,7 @@ namespace ssmkit::testing {
 
 // The kernel variants of an op with a new kernel beside the verified one (cuda::OpVariants in
 // src/cuda/variant.hpp): each GPU test of such an op runs its body once per variant.
+using cuda::kConv1dBackwardVariants;
 using cuda::kConv1dVariants;
 using cuda::kScanBackwardVariants;
 using cuda::kScanVariants;

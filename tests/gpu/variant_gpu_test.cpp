@@ -52,8 +52,9 @@ TEST(KernelVariant, UnknownNameIsAnErrorNamingTheChoices) {
 
 // Every op's list: a default inside the list, names unique.
 TEST(KernelVariant, OpListsAreWellFormed) {
-  for (const cuda::OpVariants* op : {&cuda::kScanVariants, &cuda::kScanBackwardVariants,
-                                     &cuda::kSsdVariants, &cuda::kConv1dVariants}) {
+  for (const cuda::OpVariants* op :
+       {&cuda::kScanVariants, &cuda::kScanBackwardVariants, &cuda::kSsdVariants,
+        &cuda::kConv1dVariants, &cuda::kConv1dBackwardVariants}) {
     SCOPED_TRACE(op->env);
     EXPECT_GE(op->count, 1);
     EXPECT_GE(op->default_index, 0);

@@ -165,7 +165,7 @@ TEST(VarlenGpu, ScanSeqIdxTwoRows) {
 
 TEST(VarlenGpu, Conv1dSeqIdx) {
   SSMKIT_REQUIRE_GPU();
-  ForEachVariant(kConv1dVariants, [&] {
+  ForEachVariant({&kConv1dVariants, &kConv1dBackwardVariants}, [&] {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(SeedTrace(seed));
     Rng rng(seed);
