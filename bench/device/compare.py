@@ -214,25 +214,32 @@ def main():
             if line.startswith("{"):
                 ours.append(json.loads(line))
     peers = {}
+    # Each result is written as soon as it is measured: a call cut short keeps what it timed.
+    peers_out = open(args.peers_out, "w") if args.peers_out else None
+
+    def record(key, entry):
+        peers[key] = entry
+        if peers_out:
+            peers_out.write(json.dumps({"case": key, **entry}) + "\n")
+            peers_out.flush()
+
     for case, peer, build in peer_plan():
         try:
             fns = build()
         except Exception as e:  # the peer is missing or refused the shapes: say so
             print(f"peer {peer} for {case}: {type(e).__name__}: {e}", file=sys.stderr)
             for suffix in ("", " fwd", " fwd+bwd"):
-                peers[case + suffix] = {"peer": peer, "error": f"{type(e).__name__}: {e}"}
+                record(case + suffix, {"peer": peer, "error": f"{type(e).__name__}: {e}"})
             continue
         for suffix, fn in fns.items():
             try:
-                peers[case + suffix] = {"peer": peer, "ms": time_ms(fn)}
+                record(case + suffix, {"peer": peer, "ms": time_ms(fn)})
             except Exception as e:
                 traceback.print_exc()
-                peers[case + suffix] = {"peer": peer, "error": f"{type(e).__name__}: {e}"}
+                record(case + suffix, {"peer": peer, "error": f"{type(e).__name__}: {e}"})
         torch.cuda.empty_cache()
-    if args.peers_out:
-        with open(args.peers_out, "w") as f:
-            for k, v in peers.items():
-                f.write(json.dumps({"case": k, **v}) + "\n")
+    if peers_out:
+        peers_out.close()
 
     copy_ours = next((r["gbps"] for r in ours if r["case"] == "copy"), None)
     copy_peer = peers.get("copy", {}).get("ms")
