@@ -12,6 +12,7 @@ Dimension legend: B batch, D channels, L length, N state size, H heads, P head d
 """
 import argparse
 import json
+import re
 import sys
 import traceback
 import types
@@ -204,6 +205,10 @@ def main():
                     help="only run mamba_ssm's Triton SSD once at each shape (compiles its kernels "
                          "into Triton's cache while the peers' CUDA extensions build) and exit")
     ap.add_argument("--peers-out", default=None)
+    ap.add_argument("--peers-in", action="append", default=[],
+                    help="peers.jsonl of an earlier run in the same call: its cases are not timed again")
+    ap.add_argument("--cases", default="",
+                    help="time only the peers of cases matching this regular expression")
     args = ap.parse_args()
     if args.warm:
         warm_triton()
@@ -223,7 +228,15 @@ def main():
             peers_out.write(json.dumps({"case": key, **entry}) + "\n")
             peers_out.flush()
 
+    for path in args.peers_in:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    record(r.pop("case"), r)
     for case, peer, build in peer_plan():
+        if case in peers or (case + " fwd") in peers or not re.search(args.cases, case):
+            continue
         try:
             fns = build()
         except Exception as e:  # the peer is missing or refused the shapes: say so

@@ -30,6 +30,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm 
 nvcc --version | tail -1
 
 peer_wheels=/tmp/wheels
+peers_in=()
 if [ "${SSMKIT_SKIP_PEERS:-0}" = 1 ]; then
   :
 elif compgen -G ".whl/*.whl" > /dev/null; then
@@ -43,6 +44,7 @@ elif ! compgen -G "$peer_wheels/*.whl" > /dev/null && compgen -G ".whl/src/*.tar
   mkdir -p /tmp/peer-py && tar xzf .whl/src/mamba_ssm-*.tar.gz -C /tmp/peer-py
   (PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) timeout 400 python3 bench/device/compare.py --warm \
      > /tmp/triton-warm.log 2>&1) &
+  triton_warm=$!
 fi
 
 if [ "${SSMKIT_PREBUILT:-0}" = 1 ]; then
@@ -79,6 +81,11 @@ if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   grep -E "SUMMARY|reported errors|clean on every" "$OUT/sanitize.log" | sort | uniq -c
 fi
 
+if [ -n "${triton_warm:-}" ]; then  # its GPU work must not overlap our timings
+  stamp "waiting for mamba_ssm's Triton compilation"
+  wait "$triton_warm"
+  tail -2 /tmp/triton-warm.log
+fi
 stamp "ssmkit benchmark"
 "$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
 
@@ -87,6 +94,12 @@ if [ "${SSMKIT_SKIP_PEERS:-0}" = 1 ]; then
   exit 0
 fi
 if [ -n "${peer_build:-}" ]; then
+  # mamba_ssm's Triton ops need no compiled extension: timed while the wheels build.
+  stamp "mamba_ssm's Triton ops (while the peers' wheels build)"
+  PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) PYTHONUNBUFFERED=1 timeout 240 python3 bench/device/compare.py \
+    --ours "$OUT/ours.jsonl" --cases '^(ssd|step)' --peers-out "$OUT/peers_triton.jsonl" \
+    > /dev/null 2> "$OUT/peers_triton.err"
+  peers_in=(--peers-in "$OUT/peers_triton.jsonl")
   stamp "waiting for the peers' wheels"
   wait "$peer_build"
   cat /tmp/peer-out/*.log /tmp/peer-build.log > "$OUT/peers_build.log" 2>/dev/null
@@ -99,8 +112,8 @@ else
   stamp "no peers' wheels: their columns will say so"
 fi
 stamp "peers and the table"
-PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" --peers-out "$OUT/peers.jsonl" \
-  2> "$OUT/peers.err" > "$OUT/table.txt"
+PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" \
+  "${peers_in[@]}" --peers-out "$OUT/peers.jsonl" 2> "$OUT/peers.err" > "$OUT/table.txt"
 tail -5 "$OUT/peers.err"
 stamp "done"
 cat "$OUT/table.txt"
