@@ -187,4 +187,11 @@ struct StridedOut {
 // reduction of per-block partial gradients without float atomics.
 Status SumPartials(const char* op, const float* partial, int64_t parts, const StridedOut& out);
 
+// The same per group: group g's output (out's element (i0, i1, i2) plus g * group_stride) is
+// sum_{p < parts} partial[(g * parts + p) * count + i], in order of p, for g < groups. Sums the
+// per-block partials of a grouped gradient (B/C of the scans) when a group's blocks are
+// consecutive.
+Status SumGroupedPartials(const char* op, const float* partial, int64_t groups, int64_t parts,
+                          int64_t group_stride, const StridedOut& out);
+
 }  // namespace ssmkit::cuda

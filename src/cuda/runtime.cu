@@ -97,16 +97,18 @@ Status Workspace::Allocate(const char* op, int64_t bytes) {
 
 namespace {
 
-__global__ void SumPartialsKernel(const float* __restrict__ partial, int64_t parts,
-                                  StridedOut out) {
+__global__ void SumPartialsKernel(const float* __restrict__ partial, int64_t groups, int64_t parts,
+                                  int64_t group_stride, StridedOut out) {
   const int64_t count = out.count();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < groups * count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t g = i / count, r = i % count;
     float sum = 0.0f;
-    for (int64_t p = 0; p < parts; ++p) sum += partial[p * count + i];
-    const int64_t i2 = i % out.dims[2], i1 = (i / out.dims[2]) % out.dims[1];
-    const int64_t i0 = i / (out.dims[2] * out.dims[1]);
-    StoreF32(out.data, out.dtype, i0 * out.strides[0] + i1 * out.strides[1] + i2 * out.strides[2],
+    for (int64_t p = 0; p < parts; ++p) sum += partial[(g * parts + p) * count + r];
+    const int64_t i2 = r % out.dims[2], i1 = (r / out.dims[2]) % out.dims[1];
+    const int64_t i0 = r / (out.dims[2] * out.dims[1]);
+    StoreF32(out.data, out.dtype,
+             g * group_stride + i0 * out.strides[0] + i1 * out.strides[1] + i2 * out.strides[2],
              sum);
   }
 }
@@ -114,12 +116,17 @@ __global__ void SumPartialsKernel(const float* __restrict__ partial, int64_t par
 }  // namespace
 
 Status SumPartials(const char* op, const float* partial, int64_t parts, const StridedOut& out) {
-  const int64_t count = out.count();
+  return SumGroupedPartials(op, partial, 1, parts, 0, out);
+}
+
+Status SumGroupedPartials(const char* op, const float* partial, int64_t groups, int64_t parts,
+                          int64_t group_stride, const StridedOut& out) {
+  const int64_t count = groups * out.count();
   if (!out.data || count == 0) return Status::Ok();
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>(CeilDiv(count, threads), 65535);
-  SumPartialsKernel<<<static_cast<unsigned>(blocks), threads, 0, CurrentStream()>>>(partial, parts,
-                                                                                    out);
+  SumPartialsKernel<<<static_cast<unsigned>(blocks), threads, 0, CurrentStream()>>>(
+      partial, groups, parts, group_stride, out);
   return CheckLaunch(op, "SumPartialsKernel");
 }
 
