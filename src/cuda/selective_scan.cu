@@ -35,6 +35,7 @@
 
 #include "cuda/backend.hpp"
 #include "cuda/common.cuh"
+#include "cuda/selective_scan_bwd_parallel.hpp"
 #include "cuda/selective_scan_parallel.hpp"
 #include "cuda/variant.hpp"
 
@@ -764,6 +765,10 @@ Status SelectiveScanForward(const SelectiveScanParams& p) {
 Status SelectiveScanBackward(const SelectiveScanBwdParams& p) {
   Variant variant;
   SSMKIT_RETURN_IF_ERROR(PickVariant(kScanBackwardVariants, &variant));
+  if (variant.index == 1) {
+    if (ScanBackwardParallelApplies(p)) return ScanBackwardParallel(p);
+    if (variant.required) return VariantDoesNotApply(kScanBackwardVariants, variant.index);
+  }
   return StatesPerLane(p.dstate) == 4 ? RunBackward<4>(p) : RunBackward<8>(p);
 }
 

@@ -31,9 +31,10 @@ struct OpVariants {
 inline constexpr const char* kScanVariantNames[] = {"original", "parallel"};
 inline constexpr OpVariants kScanVariants{"selective_scan", "SSMKIT_CUDA_SCAN", kScanVariantNames,
                                           2, 1};
-inline constexpr const char* kScanBackwardVariantNames[] = {"original"};
+// Selective scan backward: "parallel" (selective_scan_bwd_parallel.cu) has not run on a GPU yet.
+inline constexpr const char* kScanBackwardVariantNames[] = {"original", "parallel"};
 inline constexpr OpVariants kScanBackwardVariants{"selective_scan", "SSMKIT_CUDA_SCAN_BWD",
-                                                  kScanBackwardVariantNames, 1, 0};
+                                                  kScanBackwardVariantNames, 2, 0};
 inline constexpr const char* kSsdVariantNames[] = {"original"};
 inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 1, 0};
 // Causal conv1d forward: "vector" replaced "original" where it applies (H200, 2026-11-28).
