@@ -178,6 +178,36 @@ std::vector<ScanCase> Cases() {
   policy.dim = 512;
   policy.seqlen = 60;
   cases.push_back(policy);
+  // Paths of the parallel backward (selective_scan_bwd_parallel.cu; checkpoints every 8 steps,
+  // the checkpoint kernel stages 32 at once, 64-channel blocks, 16-byte row moves where rows
+  // are 16-byte aligned) the cases above miss: L = 77 rows are not aligned, so they take the
+  // element-by-element path.
+  for (int64_t seqlen : {8, 9, 33}) {  // one chunk; one step past it; past a forward stage
+    ScanCase c = base;
+    c.seqlen = seqlen;
+    cases.push_back(c);
+  }
+  ScanCase n9 = base;  // the second lane of a channel holds one state
+  n9.dstate = 9;
+  cases.push_back(n9);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    ScanCase aligned = base;  // aligned rows (stride 64) with the last vector part past L
+    aligned.seqlen = 61;
+    aligned.pad = 3;
+    aligned.dtype = dtype;
+    cases.push_back(aligned);
+  }
+  ScanCase m28 = base;  // the m1-2.8b layer's channels (80 blocks a row) at a short L, aligned
+  m28.dim = 5120;
+  m28.seqlen = 40;
+  m28.dtype = DType::kBF16;
+  cases.push_back(m28);
+  ScanCase tiles = base;  // two groups of 96 channels: a full and a partial block each
+  tiles.dim = 192;
+  tiles.groups = 2;
+  tiles.seqlen = 64;
+  tiles.b_form = tiles.c_form = BCForm::kGrouped;
+  cases.push_back(tiles);
   return cases;
 }
 
