@@ -18,25 +18,28 @@
 // (a_l = exp(dt_l A), x_l = dt_l B_l u_l) over the sequence and writes the state entering every
 // kChunk-th step to a workspace (B, L / kChunk, D, 16).
 //
-// Reverse. ScanReverseKernel walks the chunks from the last. Per chunk of kChunk steps:
+// Reverse. ScanReverseKernel walks the chunks from the last. Per chunk of kChunk = 8 steps:
 //   1. the per (channel, step) scalars are derived once into shared memory: dt, u, dy (the
 //      gradient reaching y: dout silu(z)), dout silu'(z) and d dt / d delta;
-//   2. from the chunk's checkpoint each lane steps its states to the middle of the chunk;
-//   3. per half chunk, the last first: its kHalf states are recomputed into registers (from the
-//      middle state, or the checkpoint), then the adjoint runs backwards over them:
+//   2. from the chunk's checkpoint each lane steps its states to the middle of the chunk and
+//      keeps that state;
+//   3. per sub-chunk of kSub = 2 steps, the last first: the state entering it is stepped anew
+//      from the nearest kept one (the middle, or the checkpoint), its 2 states are recomputed
+//      into registers, then the adjoint runs backwards over them:
 //        G = g + dy C,  dB_l = G dt u,  dC_l = dy h_l,  w = G a_l h_{l-1} = G (h_l - x_l),
 //        du = dt sum_n G B + D dy,  ddt = u sum_n G B + sum_n w A,  dA += w dt,  g = a_l G.
 //      a_l h_{l-1} is h_l - x_l, so a step needs only its own state, never the one before.
-// The state is recomputed from the checkpoint twice (pass 2 and 3), so each state costs three
-// exp2 in all (checkpoints, middle state or recompute, adjoint) and registers hold kHalf states.
+// Each state step costs up to four exp2 in all (checkpoints; middle state or stepping anew;
+// recompute; adjoint, which the compiler may share with the recompute) for registers that hold
+// 3 states a lane (the middle one and a sub-chunk's 2): 96 registers, 5 blocks a multiprocessor.
 //
 // Sums, all in a fixed order: no float atomics, the same bits every run. Over n: the lane's 8
 // states, then the other lane by a shuffle. Variable dB and dC are sums over channels: each lane
 // has 16 values per step (dB and dC of its 8 states), a reduce-scatter over the warp's 16
 // channels (15 shuffles) leaves lane (c, j) the warp's sum of one of them, and the block's warps
 // are added in shared memory: one partial per block, summed over each group's blocks by
-// SumGroupedPartials. dA, dD, ddelta_bias: per-lane registers over the sequence, partials per
-// batch row, SumPartials.
+// SumGroupedPartials. dA (per-lane registers), dD and ddelta_bias (per-channel slots in shared
+// memory, added chunk by chunk) over the sequence: partials per batch row, SumPartials.
 #include <algorithm>
 #include <numeric>
 
@@ -56,25 +59,25 @@ constexpr int kThreads = kChannels * kLanes;
 constexpr int kWarps = kThreads / 32;
 // Checkpoint interval, the reverse kernel's chunk: tuned for speed, does not affect results.
 constexpr int kChunk = 8;
-constexpr int kHalf = kChunk / 2;  // steps whose states the reverse kernel holds at once
+constexpr int kMid = kChunk / 2;  // the step whose entering state the reverse kernel keeps
+constexpr int kSub = 2;           // steps whose states the reverse kernel holds at once
 // Steps the checkpoint kernel stages at once: tuned for speed, does not affect results.
 constexpr int kFwdSteps = 32;
-// Reverse kernel blocks per multiprocessor the registers must allow: tuned for speed, does not
-// affect results. sm_90: 5 (96 registers a thread; m1-2.8b's 640 blocks fit an H100's 132
-// multiprocessors at once). sm_80's compiler spills at 96, so 4 (128 registers) there.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr int kReverseMinBlocks = 4;
-#else
-constexpr int kReverseMinBlocks = 5;
-#endif
+// Blocks per multiprocessor the registers of both kernels must allow (5: 96 registers a thread;
+// m1-2.8b's 640 blocks of the reverse kernel then fit an H100's 132 multiprocessors at once):
+// tuned for speed, does not affect results.
+constexpr int kMinBlocks = 5;
+// The same for the checkpoint kernel (4: 128 registers; at 5 the compiler spills, in some
+// dtypes and architectures): tuned for speed, does not affect results.
+constexpr int kCheckpointMinBlocks = 4;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 static_assert(32 / kLanes == 2 * kStates,
               "the reduce-scatter leaves each lane one of its warp's 2 x 16 dB/dC sums");
-static_assert(kHalf == 4, "a half chunk's scalars are read as one float4");
-static_assert(kFwdSteps % kChunk == 0 && kFwdSteps % 4 == 0, "checkpoints fall on staged steps");
+static_assert(kMid % kSub == 0, "sub-chunks do not straddle the middle of the chunk");
+static_assert(kFwdSteps % kChunk == 0 && kChunk % 4 == 0, "checkpoints fall on staged steps");
 
 __host__ __device__ constexpr int Align16(int64_t bytes) {
   return static_cast<int>((bytes + 15) / 16 * 16);
@@ -84,16 +87,6 @@ __host__ __device__ constexpr int Align16(int64_t bytes) {
 // padding put the float4 reads of a quarter warp (4 channels) in distinct banks.
 template <int kSteps>
 inline constexpr int kRow = kSteps + 4;
-
-// The decay exp(dt A) = 2^(dt a2) of one state (Exp2Ftz's instruction). volatile: without it
-// the compiler keeps the decays a half chunk's recompute made for the adjoint to reuse, 32 more
-// registers a thread (128 and a spill, 4 blocks a multiprocessor, instead of 96 and 5 blocks);
-// making each again costs one MUFU instruction.
-__device__ __forceinline__ float Decay(float dt, float a2) {
-  float r;
-  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(dt * a2));
-  return r;
-}
 
 // ---- placement
 
@@ -196,16 +189,33 @@ __device__ __forceinline__ void StageBC(T* dst, const BCView& v, const Selective
 template <class T, int kSteps>
 __device__ __forceinline__ void TransposeBC(float* dst, const T* raw) {
   static_assert(kMaxState * kSteps % kThreads == 0, "whole rounds of the block");
+  // The thread index read anew (volatile): otherwise the compiler keeps this address from one
+  // chunk to the next in a register the reverse kernel does not have, and spills it.
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
 #pragma unroll
   for (int base = 0; base < kMaxState * kSteps; base += kThreads) {
-    const int i = base + static_cast<int>(threadIdx.x), n = i / kSteps, t = i % kSteps;
-    dst[t * kMaxState + n] = ToF32(raw[i]);
+    const int i = base + tid, t = i / kMaxState, n = i % kMaxState;
+    dst[i] = ToF32(raw[n * kSteps + t]);
   }
 }
 
-// dt from delta + delta_bias.
+// dt from x = delta + delta_bias: softplus(x) = log1p(e^x), or x above 20 or without softplus.
 __device__ __forceinline__ float TimeStepOf(float x, bool softplus) {
   return softplus ? Softplus(x) : x;
+}
+
+// The same dt (the same bits) and d dt / dx = sigmoid(x) = e^x / (1 + e^x) (1 where dt = x),
+// from one exponential.
+__device__ __forceinline__ void TimeStepAndSlope(float x, bool softplus, float* dt, float* slope) {
+  if (!softplus || x > 20.0f) {
+    *dt = x;
+    *slope = 1.0f;
+    return;
+  }
+  const float e = __expf(x);
+  *dt = log1pf(e);
+  *slope = __fdividef(e, 1.0f + e);
 }
 
 // delta_bias of the lane's channel (0 where absent or idle).
@@ -258,7 +268,7 @@ __device__ __forceinline__ void StepStates(float (&h)[kStates], const float (&a2
   Load8(bv, B_row);
   const float dtu = dt * u;
 #pragma unroll
-  for (int k = 0; k < kStates; ++k) h[k] = fmaf(Decay(dt, a2[k]), h[k], dtu * bv[k]);
+  for (int k = 0; k < kStates; ++k) h[k] = fmaf(Exp2Ftz(dt * a2[k]), h[k], dtu * bv[k]);
 }
 
 // ---- checkpoint kernel
@@ -289,7 +299,7 @@ struct CheckpointSmem {
 // Writes checkpoints[((b * nchunks + k) * D + d) * 16 + n] = the state entering step k * kChunk
 // (0 for n >= N). Nothing else.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kCheckpointMinBlocks)
     ScanCheckpointKernel(SelectiveScanParams p, TileMap map, float* __restrict__ checkpoints,
                          int64_t nchunks, bool vec) {
   extern __shared__ float4 smem[];
@@ -323,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // stage i landed for every thread; stage i - 1's scalars are consumed
     // Each lane derives half of its channel's steps. dt = 0 past the sequence and the block's
     // channels: those steps leave the state as it is.
-#pragma unroll
+#pragma unroll 4
     for (int q = 0; q < kFwdSteps / kLanes; ++q) {
       const int t = ln.j * (kFwdSteps / kLanes) + q, e = ln.c * kFwdSteps + t;
       const bool valid = ln.active && l0 + t < p.seqlen;
@@ -333,22 +343,24 @@ __global__ void __launch_bounds__(kThreads)
     }
     TransposeBC<T, kFwdSteps>(s.B(), s.raw_B(buf));
     __syncthreads();
+    // Not unrolled over the chunks: unrolled, the compiler takes twice the registers.
+#pragma unroll 1
+    for (int t0 = 0; t0 < kFwdSteps; t0 += kChunk) {
+      if (ln.active && l0 + t0 < p.seqlen) {
+        float* to = checkpoints +
+                    ((tile.b * nchunks + (l0 + t0) / kChunk) * p.dim + ln.d) * kMaxState +
+                    ln.j * kStates;
+        *reinterpret_cast<float4*>(to) = make_float4(h[0], h[1], h[2], h[3]);
+        *reinterpret_cast<float4*>(to + 4) = make_float4(h[4], h[5], h[6], h[7]);
+      }
 #pragma unroll
-    for (int t4 = 0; t4 < kFwdSteps; t4 += 4) {
-      float dt[4], u[4];
-      Load4(dt, s.dt() + ln.c * row + t4);
-      Load4(u, s.u() + ln.c * row + t4);
+      for (int t4 = t0; t4 < t0 + kChunk; t4 += 4) {
+        float dt[4], u[4];
+        Load4(dt, s.dt() + ln.c * row + t4);
+        Load4(u, s.u() + ln.c * row + t4);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int t = t4 + q;
-        if (t % kChunk == 0 && ln.active && l0 + t < p.seqlen) {
-          float* to = checkpoints +
-                      ((tile.b * nchunks + (l0 + t) / kChunk) * p.dim + ln.d) * kMaxState +
-                      ln.j * kStates;
-          *reinterpret_cast<float4*>(to) = make_float4(h[0], h[1], h[2], h[3]);
-          *reinterpret_cast<float4*>(to + 4) = make_float4(h[4], h[5], h[6], h[7]);
-        }
-        StepStates(h, a2, s.B() + t * kMaxState + ln.j * kStates, dt[q], u[q]);
+        for (int q = 0; q < 4; ++q)
+          StepStates(h, a2, s.B() + (t4 + q) * kMaxState + ln.j * kStates, dt[q], u[q]);
       }
     }
   }
@@ -356,20 +368,37 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- reverse kernel
 
-// Shared memory of ScanReverseKernel (byte offsets; the host sizes it from kBytes).
+// The per (channel, step) scalars of a chunk: 0 dt (then du), 1 u, 2 dy, 3 dout silu'(z) (then
+// dz), 4 d dt / d delta (then ddelta). The u row's padding past the chunk holds the channel's
+// constants and sums over the sequence, out of registers (as the A record below): D,
+// delta_bias, dD so far, ddelta_bias so far.
+enum Scalar { kDt = 0, kU = 1, kDy = 2, kZf = 3, kDdx = 4, kScalars = 5 };
+enum ChannelSlot { kSkip = kChunk, kBias = kChunk + 1, kDSum = kChunk + 2, kBiasSum = kChunk + 3 };
+static_assert(kRow<kChunk> >= kChunk + 4, "the row padding holds the channel's slots");
+
+// Thread-private 8-float records of the reverse kernel: A log2(e) (read where used rather than
+// held in 8 registers through the loop: the registers that let 5 blocks share a multiprocessor)
+// and the two checkpoint buffers.
+enum Record { kA2 = 0, kCk0 = 1 };
+
+// Shared memory of ScanReverseKernel (byte offsets; the host sizes it from kBytes). Layouts keep
+// one address register per thread for all its per-thread and per-channel reads (the rest are
+// immediate offsets) and a quarter warp's float4 reads in distinct banks.
 template <class T>
 struct ReverseSmem {
   static constexpr int kSeqTile = kChannels * kChunk, kBCTile = kMaxState * kChunk;
   // u, delta, z, dout, B, C
   static constexpr int kRawBytes = Align16((4 * kSeqTile + 2 * kBCTile) * sizeof(T));
-  static constexpr int kCkFloats = kThreads * kStates;  // a checkpoint: [thread][8]
-  static constexpr int kPrep = kChannels * kRow<kChunk>;
+  static constexpr int kRecords = 3;  // A log2(e), checkpoint buffers 0 and 1
+  // A channel's scalars: [kScalars][kRow] (60 floats: 4 consecutive channels' float4 reads
+  // fall in distinct banks).
+  static constexpr int kChanFloats = kScalars * kRow<kChunk>;
   static constexpr int kRedRow =
       kChunk + 1;                    // odd: the per-step writes of 32 slots are distinct banks
   static constexpr int kRawOff = 0;  // 2 buffers
-  static constexpr int kCkOff = kRawOff + 2 * kRawBytes;  // 2 buffers
-  static constexpr int kPrepOff = kCkOff + 2 * Align16(kCkFloats * 4);
-  static constexpr int kBCOff = kPrepOff + 5 * Align16(kPrep * 4);
+  static constexpr int kRecordOff = kRawOff + 2 * kRawBytes;  // [record][2][thread][4]
+  static constexpr int kScalarOff = kRecordOff + kRecords * 2 * kThreads * 16;
+  static constexpr int kBCOff = kScalarOff + Align16(kChannels * kChanFloats * 4);
   static constexpr int kRedOff = kBCOff + 2 * Align16(kChunk * kMaxState * 4);
   static constexpr int kBytes = kRedOff + Align16(kWarps * 32 * kRedRow * 4);
 
@@ -380,13 +409,14 @@ struct ReverseSmem {
   __device__ T* raw_bc(int buf, int i) const {  // i: 0 B, 1 C
     return raw(buf, 4) + i * kBCTile;
   }
-  __device__ float* ck(int buf) const {
-    return reinterpret_cast<float*>(base + kCkOff + buf * Align16(kCkFloats * 4));
+  // This thread's record r: floats 0-3 here, 4-7 at + kRecordHalf.
+  __device__ float* record(int r) const {
+    return reinterpret_cast<float*>(base + kRecordOff + r * 2 * kThreads * 16) + threadIdx.x * 4;
   }
-  // The per (channel, step) scalars, [c][kRow]: 0 dt, 1 u (then du), 2 dy, 3 dout silu'(z)
-  // (then dz), 4 d dt / d delta (then ddelta).
-  __device__ float* prep(int i) const {
-    return reinterpret_cast<float*>(base + kPrepOff + i * Align16(kPrep * 4));
+  static constexpr int kRecordHalf = kThreads * 4;
+  // Channel c's scalar i, [kRow] along the chunk's steps.
+  __device__ float* scalar(int c, int i) const {
+    return reinterpret_cast<float*>(base + kScalarOff) + c * kChanFloats + i * kRow<kChunk>;
   }
   __device__ float* bc(int i) const {  // [t][16] f32: 0 B, 1 C
     return reinterpret_cast<float*>(base + kBCOff + i * Align16(kChunk * kMaxState * 4));
@@ -395,7 +425,13 @@ struct ReverseSmem {
   __device__ float* red() const { return reinterpret_cast<float*>(base + kRedOff); }
 };
 
-enum PrepSlot { kDt = 0, kU = 1, kDy = 2, kZf = 3, kDdx = 4 };
+template <class T>
+__device__ __forceinline__ void LoadRecord(float (&v)[kStates], const float* record) {
+  const float4 lo = *reinterpret_cast<const float4*>(record);
+  const float4 hi = *reinterpret_cast<const float4*>(record + ReverseSmem<T>::kRecordHalf);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+  v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
 
 // Partial sums the reverse kernel writes, reduced afterwards in a fixed order.
 struct Partials {
@@ -426,28 +462,39 @@ __device__ __forceinline__ float ReduceScatterRest(float (&r)[kStates], int lane
   return r[0];
 }
 
-// The adjoint over the chunk's steps [s0, s0 + kHalf), from the last: recomputes their states
-// from h_in (the state entering step s0), then steps g back through them (see the file comment),
-// accumulating dA, dD and ddelta_bias, writing each step's dB/dC warp sums to red and its du,
-// ddelta, dz over the scalars it no longer needs.
+// One step of the lane's states from the chunk's scalars at step t.
 template <class T>
-__device__ __forceinline__ void ReverseHalf(const ReverseSmem<T>& s, const Lane& ln, int s0,
-                                            const float (&h_in)[kStates],
-                                            const float (&a2)[kStates], float d_skip,
-                                            float (&g)[kStates], float (&dA)[kStates], float& dD,
-                                            float& dbias) {
-  const int at0 = ln.c * kRow<kChunk> + s0;
-  const float* dt = s.prep(kDt) + at0;
-  const float* dy = s.prep(kDy) + at0;
-  float u[kHalf];
-  Load4(u, s.prep(kU) + at0);
-  __syncwarp();  // both lanes of a channel hold u before lane 0 overwrites it with du
+__device__ __forceinline__ void AdvanceStates(float (&h)[kStates], const ReverseSmem<T>& s,
+                                              const Lane& ln, int t) {
+  float a2[kStates];
+  LoadRecord<T>(a2, s.record(kA2));
+  StepStates(h, a2, s.bc(0) + t * kMaxState + ln.j * kStates, s.scalar(ln.c, kDt)[t],
+             s.scalar(ln.c, kU)[t]);
+}
 
-  float hs[kHalf][kStates];  // hs[t]: the state after step s0 + t
+// The adjoint over the chunk's steps [s0, s0 + kSub), from the last: recomputes their states
+// from h_in (the state entering step s0), then steps g back through them (see the file comment),
+// accumulating dA, writing each step's dB/dC warp sums to red and its du, ddelta, dz over the
+// scalars it no longer needs.
+template <class T>
+__device__ __forceinline__ void ReverseSub(const ReverseSmem<T>& s, const Lane& ln, int s0,
+                                           const float (&h_in)[kStates], float (&g)[kStates],
+                                           float (&dA)[kStates]) {
+  const float* a2_record = s.record(kA2);
+  const float* u = s.scalar(ln.c, kU) + s0;
+  const float* dy = s.scalar(ln.c, kDy) + s0;
+  float dt[kSub];
 #pragma unroll
-  for (int t = 0; t < kHalf; ++t) {
+  for (int t = 0; t < kSub; ++t) dt[t] = s.scalar(ln.c, kDt)[s0 + t];
+  __syncwarp();  // both lanes of a channel hold dt before lane 0 overwrites it with du
+
+  float hs[kSub][kStates];  // hs[t]: the state after step s0 + t
+#pragma unroll
+  for (int t = 0; t < kSub; ++t) {
 #pragma unroll
     for (int k = 0; k < kStates; ++k) hs[t][k] = t == 0 ? h_in[k] : hs[t - 1][k];
+    float a2[kStates];
+    LoadRecord<T>(a2, a2_record);
     StepStates(hs[t], a2, s.bc(0) + (s0 + t) * kMaxState + ln.j * kStates, dt[t], u[t]);
   }
 
@@ -455,8 +502,9 @@ __device__ __forceinline__ void ReverseHalf(const ReverseSmem<T>& s, const Lane&
   const int cw = ln.lane / kLanes;  // channel within the warp
   const int slot = (cw / kStates) * kMaxState + ln.j * kStates + cw % kStates;
 #pragma unroll
-  for (int t = kHalf - 1; t >= 0; --t) {
-    float bv[kStates], cv[kStates];
+  for (int t = kSub - 1; t >= 0; --t) {
+    float a2[kStates], bv[kStates], cv[kStates];
+    LoadRecord<T>(a2, a2_record);
     Load8(bv, s.bc(0) + (s0 + t) * kMaxState + ln.j * kStates);
     Load8(cv, s.bc(1) + (s0 + t) * kMaxState + ln.j * kStates);
     const float dtu = dt[t] * u[t];
@@ -471,7 +519,7 @@ __device__ __forceinline__ void ReverseHalf(const ReverseSmem<T>& s, const Lane&
       y = fmaf(cv[k], hs[t][k], y);
       const float db = G * dtu, dc = dy[t] * hs[t][k];
       r[k] = (upper16 ? dc : db) + __shfl_xor_sync(kFullMask, upper16 ? db : dc, 16);
-      g[k] = G * Decay(dt[t], a2[k]);  // dLoss/dh_{l-1} through this step
+      g[k] = G * Exp2Ftz(dt[t] * a2[k]);  // dLoss/dh_{l-1} through this step
     }
     s.red()[(ln.warp * 32 + slot) * ReverseSmem<T>::kRedRow + s0 + t] =
         ReduceScatterRest(r, ln.lane);
@@ -479,22 +527,20 @@ __device__ __forceinline__ void ReverseHalf(const ReverseSmem<T>& s, const Lane&
     sum_wa += __shfl_xor_sync(kFullMask, sum_wa, 1);
     y += __shfl_xor_sync(kFullMask, y, 1);
     if (ln.j == 0 && ln.active) {
-      // The scalars are 0 past the sequence, so those steps add nothing to dD and dbias.
-      const int at = at0 + t;
-      s.prep(kU)[at] = fmaf(dt[t], sum_gb, d_skip * dy[t]);  // du
-      const float ddelta = fmaf(u[t], sum_gb, sum_wa * kLn2) * s.prep(kDdx)[at];
-      s.prep(kDdx)[at] = ddelta;
-      s.prep(kZf)[at] *= fmaf(d_skip, u[t], y);  // dz = dout silu'(z) y
-      dD = fmaf(dy[t], u[t], dD);
-      dbias += ddelta;
+      const int at = s0 + t;
+      const float d_skip = s.scalar(ln.c, kU)[kSkip];
+      s.scalar(ln.c, kDt)[at] = fmaf(dt[t], sum_gb, d_skip * dy[t]);  // du
+      float* ddx = s.scalar(ln.c, kDdx);
+      ddx[at] *= fmaf(u[t], sum_gb, sum_wa * kLn2);      // ddelta = d dt / d delta ddt
+      s.scalar(ln.c, kZf)[at] *= fmaf(d_skip, u[t], y);  // dz = dout silu'(z) y
     }
   }
 }
 
-// Writes a chunk's (B, D, L) gradient from the scalars' slot `from` ([c][kRow] f32).
+// Writes a chunk's (B, D, L) gradient from the channels' scalar `slot`.
 template <class T>
-__device__ __forceinline__ void StoreSeq(const SeqView& v, const float* from, const Tile& tile,
-                                         int64_t l0, int64_t seqlen, bool vec) {
+__device__ __forceinline__ void StoreSeq(const SeqView& v, const ReverseSmem<T>& s, int slot,
+                                         const Tile& tile, int64_t l0, int64_t seqlen, bool vec) {
   if (!v.data) return;
   constexpr int kV = kVec16<T>, kVecs = kChunk / kV;
   static_assert(kChunk % kV == 0, "a chunk's row is whole 16-byte vectors");
@@ -505,7 +551,7 @@ __device__ __forceinline__ void StoreSeq(const SeqView& v, const float* from, co
     float vals[kV];
 #pragma unroll
     for (int q = 0; q < kV; q += 4) {
-      const float4 f = *reinterpret_cast<const float4*>(from + c * kRow<kChunk> + vi * kV + q);
+      const float4 f = *reinterpret_cast<const float4*>(s.scalar(c, slot) + vi * kV + q);
       vals[q] = f.x, vals[q + 1] = f.y, vals[q + 2] = f.z, vals[q + 3] = f.w;
     }
     T* to = base + c * v.stride_dim + l;
@@ -524,22 +570,31 @@ __device__ __forceinline__ void StoreSeq(const SeqView& v, const float* from, co
 // checkpoints ScanCheckpointKernel wrote. vec_in: every staged input 16-byte aligned; vec_out:
 // du, ddelta, dz.
 template <class T>
-__global__ void __launch_bounds__(kThreads, kReverseMinBlocks)
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     ScanReverseKernel(SelectiveScanBwdParams p, TileMap map, const float* __restrict__ checkpoints,
                       int64_t nchunks, Partials part, bool vec_in, bool vec_out) {
   extern __shared__ float4 smem[];
   const ReverseSmem<T> s{reinterpret_cast<char*>(smem)};
-  constexpr int row = kRow<kChunk>;
   const Tile tile = TileOf(map);
   const Lane ln = LaneOf(tile);
-  const float bias = LoadBias(p, ln);
-  float a2[kStates], g[kStates], dA[kStates];
-  LoadA2(a2, p, ln);
+  float g[kStates], dA[kStates];
+  {
+    float a2[kStates];
+    LoadA2(a2, p, ln);
+    float* to = s.record(kA2);  // read back by this thread only
+    *reinterpret_cast<float4*>(to) = make_float4(a2[0], a2[1], a2[2], a2[3]);
+    *reinterpret_cast<float4*>(to + ReverseSmem<T>::kRecordHalf) =
+        make_float4(a2[4], a2[5], a2[6], a2[7]);
+  }
   LoadStates(g, p.dfinal_state, p, ln, tile.b);
 #pragma unroll
   for (int k = 0; k < kStates; ++k) dA[k] = 0.0f;
-  const float d_skip = ln.active && p.D.data ? p.D.data[ln.d * p.D.stride_dim] : 0.0f;
-  float dD = 0.0f, dbias = 0.0f;
+  if (ln.j == 0) {  // read after the loop's first barrier
+    float* slots = s.scalar(ln.c, kU);
+    slots[kSkip] = ln.active && p.D.data ? p.D.data[ln.d * p.D.stride_dim] : 0.0f;
+    slots[kBias] = LoadBias(p, ln);
+    slots[kDSum] = slots[kBiasSum] = 0.0f;
+  }
 
   auto stage = [&](int64_t k, int buf) {
     const int64_t l0 = k * kChunk;
@@ -550,13 +605,14 @@ __global__ void __launch_bounds__(kThreads, kReverseMinBlocks)
     StageBC<T, kChunk>(s.raw_bc(buf, 0), p.B, p, tile, l0, vec_in);
     StageBC<T, kChunk>(s.raw_bc(buf, 1), p.C, p, tile, l0, vec_in);
     // The thread's 8 states of the checkpoint entering step l0 (the workspace is aligned).
-    float* to = s.ck(buf) + threadIdx.x * kStates;
+    float* to = s.record(kCk0 + buf);
     const float* from =
         ln.active
             ? checkpoints + ((tile.b * nchunks + k) * p.dim + ln.d) * kMaxState + ln.j * kStates
             : checkpoints;
     CopyAsync16(to, from, ln.active ? 16 : 0);
-    CopyAsync16(to + 4, ln.active ? from + 4 : checkpoints, ln.active ? 16 : 0);
+    CopyAsync16(to + ReverseSmem<T>::kRecordHalf, ln.active ? from + 4 : checkpoints,
+                ln.active ? 16 : 0);
     CopyAsyncCommit();
   };
 
@@ -579,42 +635,62 @@ __global__ void __launch_bounds__(kThreads, kReverseMinBlocks)
     for (int q = 0; q < kChunk / kLanes; ++q) {
       const int c = ln.c, t = ln.j * (kChunk / kLanes) + q, e = c * kChunk + t;
       const bool valid = ln.active && l0 + t < p.seqlen;
-      const float x = ToF32(s.raw(buf, 1)[e]) + bias;
+      const float x = ToF32(s.raw(buf, 1)[e]) + s.scalar(c, kU)[kBias];
       const float dout = ToF32(s.raw(buf, 3)[e]);
-      float dy = dout, zf = 0.0f;
+      float dy = dout, zf = 0.0f, dt, slope;
       if (p.z.data) {
-        const float z = ToF32(s.raw(buf, 2)[e]), sig = Sigmoid(z);
+        // sigmoid(z); 1 / inf = 0 where e^-z overflows, as the limit.
+        const float z = ToF32(s.raw(buf, 2)[e]), sig = __fdividef(1.0f, 1.0f + __expf(-z));
         dy = dout * z * sig;                          // dout silu(z)
         zf = dout * sig * (1.0f + z * (1.0f - sig));  // dout silu'(z)
       }
-      const int at = c * row + t;
-      s.prep(kDt)[at] = valid ? TimeStepOf(x, p.delta_softplus) : 0.0f;
-      s.prep(kU)[at] = valid ? ToF32(s.raw(buf, 0)[e]) : 0.0f;
-      s.prep(kDy)[at] = valid ? dy : 0.0f;
-      s.prep(kZf)[at] = valid ? zf : 0.0f;
-      s.prep(kDdx)[at] = !valid ? 0.0f : (p.delta_softplus && x <= 20.0f ? Sigmoid(x) : 1.0f);
+      TimeStepAndSlope(x, p.delta_softplus, &dt, &slope);
+      s.scalar(c, kDt)[t] = valid ? dt : 0.0f;
+      s.scalar(c, kU)[t] = valid ? ToF32(s.raw(buf, 0)[e]) : 0.0f;
+      s.scalar(c, kDy)[t] = valid ? dy : 0.0f;
+      s.scalar(c, kZf)[t] = valid ? zf : 0.0f;
+      s.scalar(c, kDdx)[t] = valid ? slope : 0.0f;
     }
     TransposeBC<T, kChunk>(s.bc(0), s.raw_bc(buf, 0));
     TransposeBC<T, kChunk>(s.bc(1), s.raw_bc(buf, 1));
     __syncthreads();
 
-    // 2. The state entering the second half; 3. the halves, the last first.
-    float h[kStates];
-    Load8(h, s.ck(buf) + threadIdx.x * kStates);
+    // 2. The state entering the middle of the chunk. 3. The sub-chunks, the last first, each
+    // entering state stepped anew from the nearest kept one (the middle, or the checkpoint).
+    float h_mid[kStates];
+    LoadRecord<T>(h_mid, s.record(kCk0 + buf));
 #pragma unroll
-    for (int t = 0; t < kHalf; ++t) {
-      StepStates(h, a2, s.bc(0) + t * kMaxState + ln.j * kStates, s.prep(kDt)[ln.c * row + t],
-                 s.prep(kU)[ln.c * row + t]);
+    for (int t = 0; t < kMid; ++t) AdvanceStates(h_mid, s, ln, t);
+#pragma unroll 1
+    for (int s0 = kChunk - kSub; s0 >= 0; s0 -= kSub) {  // unrolled, the sub-chunks spill
+      const int from = s0 >= kMid ? kMid : 0;
+      float h[kStates];
+      LoadRecord<T>(h, s.record(kCk0 + buf));
+#pragma unroll
+      for (int k = 0; k < kStates; ++k) h[k] = from == kMid ? h_mid[k] : h[k];
+#pragma unroll
+      for (int r = 0; r < kMid - kSub; ++r) {  // s0 - from steps, uniform over the block
+        if (from + r < s0) AdvanceStates(h, s, ln, from + r);
+      }
+      ReverseSub<T>(s, ln, s0, h, g, dA);
     }
-    ReverseHalf<T>(s, ln, kHalf, h, a2, d_skip, g, dA, dD, dbias);
-    Load8(h, s.ck(buf) + threadIdx.x * kStates);
-    ReverseHalf<T>(s, ln, 0, h, a2, d_skip, g, dA, dD, dbias);
     __syncthreads();
 
     // du, ddelta, dz, and the block's share of dB / dC: the sum over its warps, in warp order.
-    StoreSeq<T>(p.du, s.prep(kU), tile, l0, p.seqlen, vec_out);
-    StoreSeq<T>(p.ddelta, s.prep(kDdx), tile, l0, p.seqlen, vec_out);
-    StoreSeq<T>(p.dz, s.prep(kZf), tile, l0, p.seqlen, vec_out);
+    StoreSeq<T>(p.du, s, kDt, tile, l0, p.seqlen, vec_out);
+    StoreSeq<T>(p.ddelta, s, kDdx, tile, l0, p.seqlen, vec_out);
+    StoreSeq<T>(p.dz, s, kZf, tile, l0, p.seqlen, vec_out);
+    if (ln.j == 0) {  // dD += dy u, ddelta_bias += ddelta (both 0 past the sequence)
+      float* u = s.scalar(ln.c, kU);  // and the channel's slots past the chunk
+      float d_sum = u[kDSum], bias_sum = u[kBiasSum];
+#pragma unroll
+      for (int t = 0; t < kChunk; ++t) {
+        d_sum = fmaf(s.scalar(ln.c, kDy)[t], u[t], d_sum);
+        bias_sum += s.scalar(ln.c, kDdx)[t];
+      }
+      u[kDSum] = d_sum;
+      u[kBiasSum] = bias_sum;
+    }
     for (int e = threadIdx.x; e < 2 * kMaxState * kChunk; e += kThreads) {
       const int slot = e / kChunk, t = e % kChunk;
       const int n = slot % kMaxState;
@@ -640,8 +716,9 @@ __global__ void __launch_bounds__(kThreads, kReverseMinBlocks)
     if (part.dA) part.dA[(tile.b * p.dim + ln.d) * p.dstate + n] = dA[k];
   }
   if (ln.j == 0 && ln.active) {
-    if (part.dD) part.dD[tile.b * p.dim + ln.d] = dD;
-    if (part.ddelta_bias) part.ddelta_bias[tile.b * p.dim + ln.d] = dbias;
+    const float* slots = s.scalar(ln.c, kU);  // this thread's writes: no barrier needed
+    if (part.dD) part.dD[tile.b * p.dim + ln.d] = slots[kDSum];
+    if (part.ddelta_bias) part.ddelta_bias[tile.b * p.dim + ln.d] = slots[kBiasSum];
   }
 }
 
