@@ -292,6 +292,37 @@ TEST(SelectiveScanGpu, RequiredVariantRefusesWhatItDoesNotCover) {
   EXPECT_NE(s.message().find("SSMKIT_CUDA_SCAN=parallel!"), std::string::npos) << s.message();
 }
 
+// The cases of Cases() the "parallel" backward covers (N <= 16, variable or grouped B and C):
+// every dtype, option set and row alignment there, run with the variant required ("parallel!":
+// the call fails rather than fall back), so they prove that kernel ran.
+TEST(SelectiveScanGpu, ParallelBackwardCoversItsCases) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_SCAN_BWD", "parallel!");
+  const uint64_t seed = FreshSeed();
+  for (const ScanCase& c : Cases()) {
+    if (c.dstate <= 16 && c.b_form != BCForm::kConstant && c.c_form != BCForm::kConstant)
+      CheckBackward(c, seed);
+  }
+}
+
+TEST(SelectiveScanGpu, RequiredBackwardVariantRefusesWhatItDoesNotCover) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_SCAN_BWD", "parallel!");
+  ScanCase c;  // N = 17: not covered
+  c.dstate = 17;
+  Rng rng(FreshSeed());
+  ScanProblem prob(c, rng);
+  PaddedTensor dout(prob.SeqShape(), c.dtype), du(prob.SeqShape(), c.dtype);
+  dout.Fill(rng.NormalVec(prob.SeqSize()));
+  Mirrors m;
+  SelectiveScanGrads grads;
+  grads.du = m.Out(du.view());
+  const Status s =
+      SelectiveScanBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), Tensor{}, grads);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
+  EXPECT_NE(s.message().find("SSMKIT_CUDA_SCAN_BWD=parallel!"), std::string::npos) << s.message();
+}
+
 TEST(SelectiveScanGpu, ForwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
   ForEachVariant(kScanVariants, [&] {
