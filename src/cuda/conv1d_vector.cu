@@ -16,6 +16,7 @@
 // in order, then over the block (BlockSum, fixed order) into one partial per (b, tile).
 #include "cuda/conv1d_common.cuh"
 #include "cuda/conv1d_vector.hpp"
+#include "cuda/typed_io.cuh"
 
 namespace ssmkit::cuda {
 namespace {
@@ -264,10 +265,8 @@ __global__ void __launch_bounds__(kVecThreads)
   if (partial_b && threadIdx.x == 0) partial_b[part * p.dim + d] = total;
 }
 
-bool Aligned16(const SeqView& v) {
-  const int64_t per_vector = 16 / DTypeSize(v.dtype);
-  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride_batch % per_vector == 0 &&
-         v.stride_dim % per_vector == 0;
+bool RowsAligned16(const SeqView& v) {
+  return Aligned16(v.data, DTypeSize(v.dtype), {v.stride_batch, v.stride_dim});
 }
 
 // The grid of a vector kernel covering vecs_per_block vectors of a row per block.
@@ -302,7 +301,7 @@ Status LaunchBackward(const CausalConv1dBwdParams& p, float* partial_w, float* p
 }  // namespace
 
 bool Conv1dForwardVectorApplies(const CausalConv1dParams& p) {
-  return !p.seq_idx.data && p.out.dtype == p.x.dtype && Aligned16(p.x) && Aligned16(p.out);
+  return !p.seq_idx.data && p.out.dtype == p.x.dtype && RowsAligned16(p.x) && RowsAligned16(p.out);
 }
 
 Status Conv1dForwardVector(const CausalConv1dParams& p) {
@@ -318,8 +317,8 @@ Status Conv1dForwardVector(const CausalConv1dParams& p) {
 
 bool Conv1dBackwardVectorApplies(const CausalConv1dBwdParams& p) {
   const DType e = p.x.dtype;
-  return !p.seq_idx.data && Aligned16(p.x) && p.dout.dtype == e && Aligned16(p.dout) &&
-         (!p.dx.data || (p.dx.dtype == e && Aligned16(p.dx)));
+  return !p.seq_idx.data && RowsAligned16(p.x) && p.dout.dtype == e && RowsAligned16(p.dout) &&
+         (!p.dx.data || (p.dx.dtype == e && RowsAligned16(p.dx)));
 }
 
 int64_t Conv1dBackwardVectorTiles(const CausalConv1dBwdParams& p) {

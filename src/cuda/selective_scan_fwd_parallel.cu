@@ -30,6 +30,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/selective_scan_parallel.hpp"
+#include "cuda/typed_io.cuh"
 
 namespace ssmkit::cuda {
 namespace {
@@ -304,10 +305,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-bool Aligned16(const SeqView& v, DType dtype) {
-  const int64_t per_vector = 16 / DTypeSize(dtype);
-  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride_batch % per_vector == 0 &&
-         v.stride_dim % per_vector == 0;
+bool RowsAligned16(const SeqView& v) {
+  return Aligned16(v.data, DTypeSize(v.dtype), {v.stride_batch, v.stride_dim});
 }
 
 ParallelLayout MakeParallelLayout(const SelectiveScanParams& p, int ks) {
@@ -324,8 +323,8 @@ ParallelLayout MakeParallelLayout(const SelectiveScanParams& p, int ks) {
   const int64_t v = 16 / DTypeSize(e);
   auto vector_rows = [&](const BCView& bcv) {
     return bcv.dtype == e && bcv.stride_time == 1 &&
-           reinterpret_cast<uintptr_t>(bcv.data) % 16 == 0 && bcv.stride_batch % v == 0 &&
-           bcv.stride_group % v == 0 && bcv.stride_state % v == 0;
+           Aligned16(bcv.data, DTypeSize(e),
+                     {bcv.stride_batch, bcv.stride_group, bcv.stride_state});
   };
   lay.vector_bc = vector_rows(p.B) && vector_rows(p.C) && p.B.stride_state == p.C.stride_state &&
                   p.seqlen % v == 0 &&
@@ -373,8 +372,8 @@ bool ScanForwardParallelApplies(const SelectiveScanParams& p) {
   const DType e = p.u.dtype;
   const bool same_dtype = p.delta.dtype == e && p.out.dtype == e && (!p.z.data || p.z.dtype == e);
   return p.B.is_variable && p.C.is_variable && !p.seq_idx.data && !p.cu_seqlens.data &&
-         p.dstate <= kMaxStates && same_dtype && Aligned16(p.u, e) && Aligned16(p.delta, e) &&
-         Aligned16(p.out, e) && (!p.z.data || Aligned16(p.z, e));
+         p.dstate <= kMaxStates && same_dtype && RowsAligned16(p.u) && RowsAligned16(p.delta) &&
+         RowsAligned16(p.out) && (!p.z.data || RowsAligned16(p.z));
 }
 
 Status ScanForwardParallel(const SelectiveScanParams& p) {
