@@ -66,6 +66,22 @@ class Workspace {
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Consecutive pieces of one f32 workspace: Take(want, n) is the next n floats, nullptr (and no
+// space) when not wanted. The first piece starts where the workspace does (256-byte aligned).
+class FloatCarver {
+ public:
+  explicit FloatCarver(float* base) : next_(base) {}
+  float* Take(bool want, int64_t count) {
+    if (!want) return nullptr;
+    float* piece = next_;
+    next_ += count;
+    return piece;
+  }
+
+ private:
+  float* next_;
+};
+
 // ---- device side ------------------------------------------------------------------------------
 
 // Element i of a buffer of `dtype` as f32. The switch is uniform across a launch, so it costs a

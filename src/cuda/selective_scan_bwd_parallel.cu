@@ -759,19 +759,14 @@ Status RunParallelBackward(const SelectiveScanBwdParams& p) {
                         (p.D.data && p.dD.data ? bd : 0) + (p.ddelta_bias.data ? bd : 0);
   Workspace ws;
   SSMKIT_RETURN_IF_ERROR(ws.Allocate(kOp, total * 4));
-  float* next = ws.as<float>();
-  auto take = [&](bool want, int64_t size) {
-    float* ptr = want ? next : nullptr;
-    if (want) next += size;
-    return ptr;
-  };
-  float* checkpoints = take(true, ck_size);  // first: 256-byte aligned, as cp.async needs
+  FloatCarver pieces(ws.as<float>());
+  float* checkpoints = pieces.Take(true, ck_size);  // first: 256-byte aligned, as cp.async needs
   Partials part;
-  part.dB = take(p.dB.data != nullptr, dB_size);
-  part.dC = take(p.dC.data != nullptr, dC_size);
-  part.dA = take(p.dA.data != nullptr, bdn);
-  part.dD = take(p.D.data && p.dD.data, bd);
-  part.ddelta_bias = take(p.ddelta_bias.data != nullptr, bd);
+  part.dB = pieces.Take(p.dB.data != nullptr, dB_size);
+  part.dC = pieces.Take(p.dC.data != nullptr, dC_size);
+  part.dA = pieces.Take(p.dA.data != nullptr, bdn);
+  part.dD = pieces.Take(p.D.data && p.dD.data, bd);
+  part.ddelta_bias = pieces.Take(p.ddelta_bias.data != nullptr, bd);
 
   const bool vec_fwd = SeqAligned<T>(p.u) && SeqAligned<T>(p.delta) && BCAligned<T>(p.B);
   const bool vec_in = vec_fwd && SeqAligned<T>(p.z) && SeqAligned<T>(p.dout) && BCAligned<T>(p.C);

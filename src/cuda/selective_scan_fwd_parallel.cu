@@ -131,28 +131,37 @@ struct BCPrefetch {
   static constexpr int kV = 16 / static_cast<int>(sizeof(E));  // steps per vector
   uint4 vec[kBCVectors];
 
+  // The vector register r of this thread holds: state n, steps [q kV, q kV + kV), of B or C.
+  struct Slot {
+    bool used, is_b;
+    int n, q;
+  };
+  static __device__ Slot SlotOf(int r, const ParallelLayout& lay) {
+    const int slots = lay.tpc * lay.ks, per_op = slots * (kChunk / kV);
+    const int i = threadIdx.x + r * kThreads, rem = i % per_op;
+    return {i < 2 * per_op, i < per_op, rem % slots, rem / slots};
+  }
+
   __device__ void Load(const E* b_row, const E* c_row, int64_t stride_state, int dstate,
                        const ParallelLayout& lay, int64_t l0, int steps) {
-    const int slots = lay.tpc * lay.ks, per_op = slots * (kChunk / kV);
 #pragma unroll
     for (int r = 0; r < kBCVectors; ++r) {
-      const int i = threadIdx.x + r * kThreads;
-      if (i >= 2 * per_op) break;
-      const int rem = i % per_op, n = rem % slots, q = rem / slots;
-      const E* row = i < per_op ? b_row : c_row;
+      const Slot slot = SlotOf(r, lay);
+      if (!slot.used) break;
+      const int n = slot.n, q = slot.q;
+      const E* row = slot.is_b ? b_row : c_row;
       vec[r] = n < dstate && q * kV < steps
                    ? __ldg(reinterpret_cast<const uint4*>(row + n * stride_state + l0 + q * kV))
                    : make_uint4(0, 0, 0, 0);
     }
   }
   __device__ void Store(float* s_B, float* s_C, const ParallelLayout& lay) const {
-    const int slots = lay.tpc * lay.ks, per_op = slots * (kChunk / kV);
 #pragma unroll
     for (int r = 0; r < kBCVectors; ++r) {
-      const int i = threadIdx.x + r * kThreads;
-      if (i >= 2 * per_op) break;
-      const int rem = i % per_op, n = rem % slots, q = rem / slots;
-      float* tile = (i < per_op ? s_B : s_C) + (n / lay.ks) * (lay.ks + kStatePad) + n % lay.ks;
+      const Slot slot = SlotOf(r, lay);
+      if (!slot.used) break;
+      const int n = slot.n, q = slot.q;
+      float* tile = (slot.is_b ? s_B : s_C) + (n / lay.ks) * (lay.ks + kStatePad) + n % lay.ks;
       const E* v = reinterpret_cast<const E*>(&vec[r]);
 #pragma unroll
       for (int e = 0; e < kV; ++e) tile[(q * kV + e) * lay.bc_row] = ToF32(v[e]);
