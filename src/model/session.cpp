@@ -77,14 +77,7 @@ void Session::Impl::Embed(const int32_t* ids, int64_t n, float* hidden) const {
 }
 
 Status Session::Impl::LmHead(const float* normed, int64_t rows, float* logits) const {
-  const int64_t d = config().d_model, V = config().vocab_size;
-  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, rows, d, d), weights().lm_head, {}},
-                                       model::Rows(logits, rows, V, V)));
-  const float m = config().multipliers.logits;
-  if (m != 1.0f) {
-    for (int64_t i = 0; i < rows * V; ++i) logits[i] *= m;
-  }
-  return Status::Ok();
+  return model::LmHead(config(), weights(), model::HostF32(normed), rows, model::HostF32(logits));
 }
 
 Status Session::Impl::Reserve(const model::SeqBatch& batch) {
@@ -103,7 +96,7 @@ void Session::Impl::Reset(int64_t slot) {
 
 Status Session::Impl::Run(const model::SeqBatch& batch, float* base) {
   const model::ForwardBuffers buf = model::CarveForward(batch.T, config().d_model, base);
-  Embed(packed_tokens.data(), batch.T, buf.hidden);
+  Embed(packed_tokens.data(), batch.T, buf.hidden.f32());
   // The slots' block-table rows and new lengths, shared by every attention block.
   const int64_t Bk = kv.blocks_per_slot();
   for (int64_t i = 0; i < batch.n && kv.layers() > 0; ++i) {
@@ -307,7 +300,7 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
   const model::ForwardBuffers buf = model::CarveForward(T, d, base);
   float* last = base + model::ForwardFloats(config(), weights(), T, false);
   for (int64_t i = 0; i < n; ++i)
-    std::copy_n(buf.normed + (offset[i + 1] - 1) * d, d, last + i * d);
+    std::copy_n(buf.normed.f32() + (offset[i + 1] - 1) * d, d, last + i * d);
   SSMKIT_RETURN_IF_ERROR(LmHead(last, n, logits.data()));
   if (!all_logits.empty()) {
     std::vector<float> every;
@@ -316,7 +309,7 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("prefill: out of memory for all_logits");
     }
-    SSMKIT_RETURN_IF_ERROR(LmHead(buf.normed, T, every.data()));
+    SSMKIT_RETURN_IF_ERROR(LmHead(buf.normed.f32(), T, every.data()));
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(every.data() + offset[i] * V, (offset[i + 1] - offset[i]) * V,
                   all_logits.data() + i * L * V);
@@ -378,7 +371,7 @@ Status Session::DecodeSlots(std::span<const int32_t> slot_ids, std::span<const i
   SSMKIT_RETURN_IF_ERROR(s.Reserve(batch));
   float* base = s.decode_buffer.data();
   SSMKIT_RETURN_IF_ERROR(s.Run(batch, base));
-  return s.LmHead(model::CarveForward(n, s.config().d_model, base).normed, n, logits.data());
+  return s.LmHead(model::CarveForward(n, s.config().d_model, base).normed.f32(), n, logits.data());
 }
 
 }  // namespace ssmkit
