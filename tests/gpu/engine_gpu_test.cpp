@@ -10,9 +10,11 @@
 // dt_proj and out_proj outputs, the conv and state-update outputs, the norms' outputs, about
 // eight roundings of 2^-9 relative error each per layer, and the weights of an f32 checkpoint
 // once. Through the fixtures' two layers and the LM head that is at most ~16 * 2^-9 = 3% of the
-// logits' scale if every error lined up; they do not, so a pass is expected with room to spare
-// (the SSM and conv states stay f32 on both). Greedy ids must be equal wherever the CPU's best
-// logit beats the runner-up by more than twice the bound; elsewhere the GPU's choice must be
+// logits' scale if every error lined up; they do not: transformers' own bf16 run of
+// mamba1-hf-bf16 (the same rounding points) differs from its f32 run of mamba1-hf by at most
+// 0.4% of the logits' scale (their expected.safetensors), so a pass is expected with ~8x to
+// spare (the SSM and conv states stay f32 on both). Greedy ids must be equal wherever the CPU's
+// best logit beats the runner-up by more than twice the bound; elsewhere the GPU's choice must be
 // within the bound of the CPU's best. Graph replay and eager launches run the same kernels on
 // the same inputs: they must agree to 1e-6 of the row's scale.
 #include <algorithm>
