@@ -98,7 +98,7 @@ Graph::~Graph() {
 }
 
 Status Graph::BeginCapture(void* stream) {
-  return FromCuda(cudaStreamBeginCapture(AsStream(stream), cudaStreamCaptureModeGlobal), kOp,
+  return FromCuda(cudaStreamBeginCapture(AsStream(stream), cudaStreamCaptureModeThreadLocal), kOp,
                   "cudaStreamBeginCapture");
 }
 

@@ -79,8 +79,8 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
   ~Graph();
 
-  // Starts recording `stream` (global mode: a call that could synchronise, such as cudaMalloc,
-  // fails on this thread until EndCapture).
+  // Starts recording `stream` (thread-local mode: a call that could synchronise, such as
+  // cudaMalloc, fails on this thread until EndCapture; other threads are not affected).
   static Status BeginCapture(void* stream);
   // Ends the recording of `stream` and instantiates it into this graph (replacing any). Always
   // ends the capture, even when instantiating fails, so the stream is usable again.
