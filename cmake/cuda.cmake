@@ -37,6 +37,13 @@ if(SSMKIT_HAS_CUDA)
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SSMKIT_CUDA_PTXAS_VERBOSE}>>:-Xptxas=-v>)
   target_link_libraries(ssmkit PUBLIC CUDA::cudart_static)
+  # The engine's GEMMs (src/cuda/linear.cu). Shared: the static cuBLAS is hundreds of MB; the
+  # GPU machine has the toolkit (bench/device/run.sh puts its lib64 on LD_LIBRARY_PATH). As
+  # needed: a binary that never reaches LinearForward (the op GPU tests) does not load it.
+  # Plain linker flags rather than a $<LINK_LIBRARY> feature, so that the projects linking the
+  # static library (the Python module's, an installed package's consumers) need no definition.
+  target_link_libraries(ssmkit PRIVATE "-Wl,--push-state,--as-needed" CUDA::cublas
+                                       "-Wl,--pop-state")
   message(STATUS "ssmkit: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   target_sources(ssmkit PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/stubs.cpp)

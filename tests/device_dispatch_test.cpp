@@ -8,6 +8,7 @@
 
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/cuda.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/norm.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/ssd.hpp"
@@ -101,6 +102,12 @@ TEST_F(AllOnCuda, StateUpdateConvAndNorms) {
   ai.x = OnCuda(nx);
   ai.weight = OnCuda(nw);
   ExpectRefused(AddRmsNormForward(ai, OnCuda(nout), OnCuda(rout)), "add_rmsnorm");
+}
+
+// The engine's GEMM: bf16 x and weight, f32 out (cuBLAS on CUDA).
+TEST_F(AllOnCuda, Linear) {
+  HostTensor x({2, 8}, DType::kBF16), w({4, 8}, DType::kBF16), out({2, 4}, DType::kF32);
+  ExpectRefused(LinearForward({OnCuda(x), OnCuda(w), Tensor{}}, OnCuda(out)), "linear");
 }
 
 // Most tensors on the GPU, one on the CPU: the CPU one is named.

@@ -119,13 +119,28 @@ TEST_F(LinearErrors, XOnCuda) {
   ExpectError({"x", "CPU"});
 }
 
-// Every tensor on the device: a valid request this op cannot serve (no CUDA kernel).
-TEST_F(LinearErrors, AllOnCudaIsUnsupported) {
+// Every tensor on the device: cuBLAS multiplies x in the weight's 16-bit dtype (the CPU's f32
+// x is an error there; a valid CUDA call is tests/device_dispatch_test.cpp's).
+TEST_F(LinearErrors, OnCudaXIsInTheWeightsDtype) {
   for (Tensor* t : {&in_.x, &in_.weight, &in_.bias, &out_view_}) t->device = Device::kCuda;
+  ExpectError({"x", "dtype bf16", "f32"});
+}
+
+// An f32 (or quantized) weight on the device: a valid request the GPU does not serve.
+TEST_F(LinearErrors, OnCudaAnF32WeightIsUnsupported) {
+  for (Tensor* t : {&in_.x, &in_.weight, &in_.bias, &out_view_}) t->device = Device::kCuda;
+  in_.weight.dtype = DType::kF32;
   const Status s = LinearForward(in_, out_view_);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.message();
   EXPECT_NE(s.message().find("CPU only"), std::string::npos) << s.message();
   EXPECT_EQ(out_.bytes(), before_) << "out written on error";
+}
+
+TEST_F(LinearErrors, OnCudaOutIsF32OrTheWeightsDtype) {
+  for (Tensor* t : {&in_.x, &in_.weight, &in_.bias, &out_view_}) t->device = Device::kCuda;
+  in_.x.dtype = DType::kBF16;
+  out_view_.dtype = DType::kF16;
+  ExpectError({"out", "f32", "bf16", "f16"});
 }
 
 TEST_F(LinearErrors, BiasShape) {

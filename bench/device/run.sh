@@ -11,8 +11,8 @@
 # are built into wheels by build_peers.sh in the background while ssmkit builds and tests (the
 # wheels stay in /tmp/wheels for later calls on the same warm machine).
 #
-# $OUT gets build.log, gpu_tests.log, sanitize.log, ours.jsonl, peers.jsonl, peers.err,
-# peers_build.log and table.txt (the tool returns at most 8 files); the table is printed last.
+# $OUT gets build.log, gpu_tests.log, sanitize.log, generate_cuda.txt, ours.jsonl, peers.jsonl,
+# peers.err, peers_build.log and table.txt; the table is printed last.
 # Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds scripts/sanitize_gpu.sh,
 # a few minutes; SSMKIT_SANITIZE_ONLY='*Parallel*' narrows it to some tests), SSMKIT_ARCH
 # (default 90-real), SSMKIT_SKIP_PEERS=1 (ssmkit alone: no peers' build, no comparison),
@@ -47,11 +47,18 @@ elif ! compgen -G "$peer_wheels/*.whl" > /dev/null && compgen -G ".whl/src/*.tar
   triton_warm=$!
 fi
 
+# cuBLAS (the engine's GEMMs) is linked as a shared library from the toolkit, too large to
+# carry: the machine's own CUDA lib directory, wherever the toolkit put it.
+for cuda_lib in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$cuda_lib" ] && export LD_LIBRARY_PATH="$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+
 if [ "${SSMKIT_PREBUILT:-0}" = 1 ]; then
   # Binaries built here by bench/device/pack_prebuilt.sh, carried in .prebuilt/.
   build=/tmp/ssmkit-prebuilt
   mkdir -p "$build" && tar -C "$build" -xJf .prebuilt/prebuilt.tar.xz
   export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cli="$build/bin/ssmkit"
   "$build/tests/gpu/conv1d_gpu_test" --gtest_list_tests > /dev/null \
     || { stamp "the prebuilt binaries do not start here: run without SSMKIT_PREBUILT"; exit 1; }
   stamp "prebuilt binaries unpacked"
@@ -63,7 +70,8 @@ else
     -DCMAKE_CUDA_ARCHITECTURES="${SSMKIT_ARCH:-90-real}" "${SSMKIT_DEPS_CMAKE_ARGS[@]}" > "$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log"; stamp "configure failed (log in \$OUT/build.log)"; exit 1; }
   stamp "build"
-  targets=(ssmkit_cuda_bench)
+  cli="$build/ssmkit"
+  targets=(ssmkit_cuda_bench ssmkit_cli)
   for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$OUT/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
@@ -74,6 +82,19 @@ if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
   for t in "$build"/tests/gpu/*_gpu_test; do
     timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed|SSMKIT_CUDA" | head -40
   done
+fi
+if [ -x "$cli" ] && ! "$cli" --help > /dev/null 2>&1; then
+  stamp "the ssmkit CLI does not start here (a library missing?):"
+  ldd "$cli" | grep "not found"
+elif [ -x "$cli" ]; then
+  # The engine on the GPU (docs/cuda.md): decode tokens/s at batch 1 and 64, m1-130m and
+  # m2-130m, bf16 random weights; if the graph-replayed step fails, the eager one's numbers.
+  stamp "ssmkit bench generate --device cuda"
+  timeout 240 "$cli" bench generate --device cuda 2>&1 | tee "$OUT/generate_cuda.txt"
+  if [ "${PIPESTATUS[0]}" != 0 ]; then
+    stamp "again with SSMKIT_CUDA_GRAPHS=0 (every step launched eagerly)"
+    SSMKIT_CUDA_GRAPHS=0 timeout 240 "$cli" bench generate --device cuda 2>&1 | tee -a "$OUT/generate_cuda.txt"
+  fi
 fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"

@@ -22,6 +22,10 @@
 // inputs and thread count give the same bits. No heap allocation once warm (per-thread panel
 // buffers are kept between calls).
 //
+// On the GPU (every tensor a CUDA one; forward only) it is one cuBLAS GEMM with f32 accumulation:
+// W bf16 or f16, x in W's dtype, out f32 or W's dtype, both row-major; f32 and quantized weights
+// are Unsupported there (the engine uploads its matrices as bf16: docs/cuda.md).
+//
 // The backward (F.linear's): dx = dout W, dW = dout^T x, dbias = sum over rows of dout, each an
 // OpenBLAS sgemm (or a sum) split over threads by output rows, each output element computed by
 // one thread: deterministic for a thread count.
@@ -37,12 +41,13 @@ namespace ssmkit {
 inline constexpr int64_t kLinearGemvMaxRows = 64;
 
 struct LinearInputs {
-  Tensor x;       // (T, K) f32; strides (ldx, 1) or (1, ldx)
+  Tensor x;       // (T, K) f32 (on CUDA: the weight's dtype); strides (ldx, 1) or (1, ldx)
   Tensor weight;  // (M, K) f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q5_k | q6_k, contiguous
   Tensor bias;    // optional (M) f32
 };
 
-// out: (T, M) f32, strides (ldo, 1) or (1, ldo); must not overlap x.
+// out: (T, M) f32 (on CUDA: f32 or the weight's dtype), strides (ldo, 1) or (1, ldo); must not
+// overlap x.
 Status LinearForward(const LinearInputs& inputs, const Tensor& out);
 
 // Gradients of LinearForward, each optional (absent: not computed), overwritten.

@@ -229,6 +229,12 @@ struct SessionOptions {
   // blocks are used.
   int64_t max_context = 0;
   int64_t kv_block_size = 32;  // tokens per KV block
+  // Where the session runs. kCuda: the engine on the GPU (docs/cuda.md, "The engine on the
+  // GPU"): pure Mamba-1 and Mamba-2 models (a hybrid is Unsupported, naming its first other
+  // block), the weights uploaded to the device as bf16 once per model, every decode step a
+  // replayed CUDA graph. A CUDA session serves Prefill (the prompt one token at a time, no
+  // all_logits), Decode and DecodeGreedy; the slot calls are Unsupported there.
+  Device device = Device::kCpu;
 };
 
 // The state of up to max_batch sequences, one per slot: per Mamba block a conv state
@@ -266,6 +272,10 @@ class Session {
 
   // One token for each of the B sequences of the last Prefill: logits (B, V) f32.
   Status Decode(std::span<const int32_t> tokens, std::span<float> logits);
+  // The same step, returning each sequence's greedy next token instead of its logits: next (B),
+  // the first largest of the first config_vocab_size logits (Sampler's greedy choice). On a CUDA
+  // session the argmax runs on the GPU and only the B ids come back.
+  Status DecodeGreedy(std::span<const int32_t> tokens, std::span<int32_t> next);
 
   // Continues slots[i] by chunks[i] (each at least one token; distinct slots in
   // [0, max_batch)), from whatever state the slot holds (empty after ResetSlot). logits and

@@ -421,6 +421,14 @@ SSMKIT_API ssmkit_status ssmkit_model_get_config(const ssmkit_model* model,
 /* A session over `model` for up to max_batch (>= 1) sequences; its caches are allocated here. */
 SSMKIT_API ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch,
                                                ssmkit_session** session);
+/* added: the same on a chosen device (an ssmkit_device). SSMKIT_CUDA: the engine on the GPU
+ * (docs/cuda.md, "The engine on the GPU"): pure Mamba-1 and Mamba-2 models, the weights uploaded
+ * to the device as bf16 once per model, each decode step a replayed CUDA graph; prefill, decode
+ * and ssmkit_generate work as on the CPU, except prefill's all_logits (SSMKIT_UNSUPPORTED). A
+ * hybrid model, a build without the CUDA backend, or no usable GPU: SSMKIT_UNSUPPORTED, the
+ * message naming why (a hybrid's first non-Mamba block). */
+SSMKIT_API ssmkit_status ssmkit_session_create_on(const ssmkit_model* model, int64_t max_batch,
+                                                  int32_t device, ssmkit_session** session);
 SSMKIT_API void ssmkit_session_free(ssmkit_session* session);
 
 typedef struct ssmkit_prefill_args {

@@ -109,13 +109,22 @@ nb::dict ConfigDict(const ModelConfig& c) {
   return d;
 }
 
-void CreateSession(SessionHandle* self, const ModelHandle& model, int64_t max_batch) {
+// device: "cpu" or "cuda" (the engine on the GPU: docs/cuda.md).
+void CreateSession(SessionHandle* self, const ModelHandle& model, int64_t max_batch,
+                   const std::string& device) {
+  if (device != "cpu" && device != "cuda") {
+    ThrowIfError(Status::InvalidArgument("session: device: expected 'cpu' or 'cuda', given '" +
+                                         device + "'"));
+  }
   auto state = std::make_shared<SessionState>();
   state->model = model.model;
+  SessionOptions options;
+  options.max_batch = max_batch;
+  options.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   Status status;
   {
     nb::gil_scoped_release release;
-    status = Session::Create(*state->model, max_batch, &state->session);
+    status = Session::Create(*state->model, options, &state->session);
   }
   ThrowIfError(status);
   new (self) SessionHandle{std::move(state)};
@@ -189,7 +198,8 @@ void RegisterModel(nb::module_& m) {
       .def_prop_ro("source", [](const ModelHandle& h) { return h.model->source(); });
 
   nb::class_<SessionHandle>(m, "_Session")
-      .def("__init__", &CreateSession, nb::arg("model"), nb::arg("max_batch"))
+      .def("__init__", &CreateSession, nb::arg("model"), nb::arg("max_batch"),
+           nb::arg("device") = "cpu")
       .def("prefill", &Prefill, nb::arg("tokens").noconvert(), nb::arg("lengths").noconvert(),
            nb::arg("logits").noconvert(), nb::arg("all_logits").noconvert().none())
       .def("decode", &Decode, nb::arg("tokens").noconvert(), nb::arg("logits").noconvert())

@@ -14,11 +14,18 @@ from ._ssmkit import InvalidArgumentError, _Model, _Session
 
 class Session:
     """The state of up to `max_batch` sequences: a prefill of prompts, then one token per
-    sequence per decode step. Not for two threads at once (calls are serialised)."""
+    sequence per decode step. Not for two threads at once (calls are serialised).
+    device="cuda" runs the engine on the GPU (pure Mamba-1 / Mamba-2 models; all_logits is
+    not available there: docs/cuda.md)."""
 
-    def __init__(self, model, max_batch=1):
+    def __init__(self, model, max_batch=1, device="cpu"):
         self._model = model
-        self._session = _Session(model._handle, max_batch)
+        self._device = device
+        self._session = _Session(model._handle, max_batch, device)
+
+    @property
+    def device(self):
+        return self._device
 
     @property
     def model(self):
@@ -70,7 +77,7 @@ class Session:
     def reset(self):
         """Forgets the sequences (decode needs a new prefill). A prefill always starts from a
         fresh state, so this is only needed to drop the state early."""
-        self._session = _Session(self._model._handle, self.max_batch)
+        self._session = _Session(self._model._handle, self.max_batch, self._device)
 
 
 class Model:
@@ -122,9 +129,9 @@ class Model:
             self._tokenizer = Tokenizer._for_model(self._handle)
         return self._tokenizer
 
-    def session(self, batch=1):
-        """A Session for up to `batch` sequences."""
-        return Session(self, batch)
+    def session(self, batch=1, device="cpu"):
+        """A Session for up to `batch` sequences, on the CPU or the GPU ("cuda")."""
+        return Session(self, batch, device)
 
     def logits(self, ids):
         """Every position's logits of prompts (as Session.prefill takes them): (B, L, V)."""
@@ -132,7 +139,7 @@ class Model:
         return Session(self, tokens.shape[0]).prefill(ids, all_logits=True)
 
     def stream(self, prompt="", max_new_tokens=128, *, temperature=0.0, top_k=0, top_p=1.0,
-               seed=0, stop=None, ignore_eos=False, skip_special=True):
+               seed=0, stop=None, ignore_eos=False, skip_special=True, device="cpu"):
         """Generates token by token: an iterator of Token(id, text) (see generate for the
         arguments); its .generation holds the result once it has ended."""
         tokenizer = self._tokenizer_if_any(prompt)
@@ -142,20 +149,21 @@ class Model:
             ids = _ids.sequence(prompt, "prompt")
         options = generation_options(self.config, max_new_tokens, temperature, top_k, top_p,
                                      seed, ignore_eos)
-        return TokenStream(_Session(self._handle, 1), ids, options, tokenizer, skip_special,
-                           stop)
+        return TokenStream(_Session(self._handle, 1, device), ids, options, tokenizer,
+                           skip_special, stop)
 
     def generate(self, prompt="", max_new_tokens=128, *, temperature=0.0, top_k=0, top_p=1.0,
-                 seed=0, stop=None, callback=None, ignore_eos=False, skip_special=True):
+                 seed=0, stop=None, callback=None, ignore_eos=False, skip_special=True,
+                 device="cpu"):
         """Continues `prompt` (text, or a list of token ids; empty: the beginning of text) by
         at most max_new_tokens tokens. temperature 0 is greedy; else sampling with top_k (0:
         off), top_p (1: off) and seed. Stops at the model's end-of-sequence token (unless
         ignore_eos), at the first of the `stop` strings (the text ends before it), or when
-        callback(token_id, text) returns True. Returns a Generation (text, ids, finish_reason,
-        timings)."""
+        callback(token_id, text) returns True. device="cuda" generates on the GPU. Returns a
+        Generation (text, ids, finish_reason, timings)."""
         stream = self.stream(prompt, max_new_tokens, temperature=temperature, top_k=top_k,
                              top_p=top_p, seed=seed, stop=stop, ignore_eos=ignore_eos,
-                             skip_special=skip_special)
+                             skip_special=skip_special, device=device)
         for token in stream:
             if callback is not None and callback(token.id, token.text):
                 stream.stop()

@@ -173,6 +173,23 @@ def test_session_keeps_model_alive():
     assert_close(session.prefill(e["ids"])[0], e["prefill"][-1], TOLERANCE, "model freed")
 
 
+def test_session_device():
+    """device="cpu" is the default; an unknown device is refused; "cuda" without a GPU (or a
+    build without the CUDA backend) is Unsupported (the GPU itself: tests/gpu/engine_gpu_test)."""
+    model = ssmkit.Model.load(os.path.join(MODELS, "mamba2-hf"))
+    assert model.session().device == "cpu"
+    with pytest.raises(ssmkit.InvalidArgumentError, match="device"):
+        model.session(device="tpu")
+    try:
+        session = model.session(device="cuda")
+    except ssmkit.UnsupportedError as e:
+        assert "device cuda" in str(e)
+    else:
+        e = expected("mamba2-hf")[0]
+        last = session.prefill(e["ids"])[0]
+        assert np.abs(last - e["prefill"][-1]).max() <= 3e-2 * max(1.0, np.abs(last).max())
+
+
 def test_concurrent_use_of_one_session():
     """Calls on one session from two threads (GIL released while computing) are serialised:
     each prefill gives its own prompt's logits."""

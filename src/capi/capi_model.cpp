@@ -115,19 +115,40 @@ ssmkit_status ssmkit_model_get_config(const ssmkit_model* model, ssmkit_model_co
   });
 }
 
-ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch,
-                                    ssmkit_session** session) {
-  constexpr const char* kFn = "ssmkit_session_create";
-  return Guarded(kFn, [&]() -> Status {
-    SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "model", model, "a model from ssmkit_model_load"));
-    SSMKIT_RETURN_IF_ERROR(NotNull(kFn, "session", session, "a place for the session handle"));
+namespace {
+
+ssmkit_status CreateSession(const char* fn, const ssmkit_model* model, int64_t max_batch,
+                            int32_t device, ssmkit_session** session) {
+  return Guarded(fn, [&]() -> Status {
+    SSMKIT_RETURN_IF_ERROR(NotNull(fn, "model", model, "a model from ssmkit_model_load"));
+    SSMKIT_RETURN_IF_ERROR(NotNull(fn, "session", session, "a place for the session handle"));
+    if (device != SSMKIT_CPU && device != SSMKIT_CUDA) {
+      return Status::InvalidArgument(
+          std::string(fn) + ": device: expected SSMKIT_CPU (0) or SSMKIT_CUDA (1), given " +
+          std::to_string(device));
+    }
     auto handle = std::make_unique<ssmkit_session>();
     handle->model = model->model;
-    SSMKIT_RETURN_IF_ERROR(Session::Create(*handle->model, max_batch, &handle->session));
+    SessionOptions options;
+    options.max_batch = max_batch;
+    options.device = device == SSMKIT_CUDA ? Device::kCuda : Device::kCpu;
+    SSMKIT_RETURN_IF_ERROR(Session::Create(*handle->model, options, &handle->session));
     handle->prefill_logits.resize(static_cast<size_t>(max_batch * handle->session->vocab_size()));
     *session = handle.release();
     return Status::Ok();
   });
+}
+
+}  // namespace
+
+ssmkit_status ssmkit_session_create(const ssmkit_model* model, int64_t max_batch,
+                                    ssmkit_session** session) {
+  return CreateSession("ssmkit_session_create", model, max_batch, SSMKIT_CPU, session);
+}
+
+ssmkit_status ssmkit_session_create_on(const ssmkit_model* model, int64_t max_batch, int32_t device,
+                                       ssmkit_session** session) {
+  return CreateSession("ssmkit_session_create_on", model, max_batch, device, session);
 }
 
 void ssmkit_session_free(ssmkit_session* session) { delete session; }

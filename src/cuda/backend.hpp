@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/conv1d_params.hpp"
+#include "ops/linear_params.hpp"
 #include "ops/norm_params.hpp"
 #include "ops/selective_scan_params.hpp"
 #include "ops/ssd_params.hpp"
@@ -34,6 +35,8 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateParams& p);
 // the public op in messages ("rmsnorm" or "add_rmsnorm").
 Status RmsNormForward(const char* op, const NormParams& p);
 Status RmsNormBackward(const char* op, const NormBwdParams& p);
+// out = x W^T (+ bias) by cuBLAS (f32 accumulation), on the calling thread's stream.
+Status LinearForward(const LinearCudaParams& p);
 
 }  // namespace cuda
 }  // namespace ssmkit

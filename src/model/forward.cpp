@@ -50,15 +50,16 @@ void Scaled(const float* src, int64_t n, float m, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * m;
 }
 
-Status RunMamba2(const ForwardContext& ctx, const Block& block, const SeqBatch& batch,
-                 const float* in, float* acts, float* out) {
+Status RunMamba2(const ForwardContext& ctx, const Block& block, const SeqBatch& batch, ActBuffer in,
+                 ActBuffer acts, ActBuffer out) {
   const ModelConfig& c = ctx.config;
   if (batch.decode) {
     return Mamba2MixerDecode(c, block.mamba2, batch, in, CarveMamba2Decode(c, batch.T, acts),
                              ctx.states, block.ssm_cache, out);
   }
-  return Mamba2MixerPrefill(c, block.mamba2, batch, in, CarveMamba2Prefill(c, batch.T, acts),
-                            ctx.states, block.ssm_cache, out);
+  return Mamba2MixerPrefill(c, block.mamba2, batch, in.f32(),
+                            CarveMamba2Prefill(c, batch.T, acts.f32()), ctx.states, block.ssm_cache,
+                            out.f32());
 }
 
 Status RunAttention(const ForwardContext& ctx, const Block& block, const SeqBatch& batch,
@@ -77,7 +78,7 @@ Status RunParallel(const ForwardContext& ctx, const Block& block, const SeqBatch
   float* att = x + n;
   float* inner = att + n;
   Scaled(in, n, m.ssm_in, x);
-  SSMKIT_RETURN_IF_ERROR(RunMamba2(ctx, block, batch, x, inner, out));
+  SSMKIT_RETURN_IF_ERROR(RunMamba2(ctx, block, batch, HostF32(x), HostF32(inner), HostF32(out)));
   Scaled(in, n, m.attention_in, x);
   SSMKIT_RETURN_IF_ERROR(RunAttention(ctx, block, batch, x, inner, att));
   for (int64_t i = 0; i < n; ++i) out[i] = out[i] * m.ssm_out + att[i] * m.attention_out;
@@ -89,15 +90,15 @@ Status RunShared(const ForwardContext& ctx, const Block& block, const SeqBatch& 
                  const ForwardBuffers& buf, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t T = batch.T, d = c.d_model;
-  float* cat = buf.acts;           // (T, 2d)
+  float* cat = buf.acts.f32();     // (T, 2d)
   float* cat_n = cat + 2 * T * d;  // (T, 2d)
   float* att = cat_n + 2 * T * d;  // (T, d)
   float* att_n = att + T * d;      // (T, d)
   float* mlp = att_n + T * d;      // (T, d)
   float* inner = mlp + T * d;
   for (int64_t t = 0; t < T; ++t) {
-    std::copy_n(buf.residual + t * d, d, cat + t * 2 * d);
-    std::copy_n(buf.embedding + t * d, d, cat + t * 2 * d + d);
+    std::copy_n(buf.residual.f32() + t * d, d, cat + t * 2 * d);
+    std::copy_n(buf.embedding.f32() + t * d, d, cat + t * 2 * d + d);
   }
   RmsNormOptions o;
   o.eps = c.norm_eps;
@@ -110,47 +111,53 @@ Status RunShared(const ForwardContext& ctx, const Block& block, const SeqBatch& 
   return LinearForward({Rows(mlp, T, d, d), block.out_linear, Tensor{}}, Rows(out, T, d, d));
 }
 
-// out = block(in): the block's own computation, (T, d) -> (T, d).
+// out = block(in): the block's own computation, (T, d) -> (T, d). Only the Mamba mixers' decode
+// runs on either device; the rest reads and writes host f32.
 Status RunBlock(const ForwardContext& ctx, const Block& block, const SeqBatch& batch,
-                const ForwardBuffers& buf, const float* in, float* out) {
+                const ForwardBuffers& buf, ActBuffer in, ActBuffer out) {
   const ModelConfig& c = ctx.config;
   const int64_t T = batch.T;
+  float* acts = buf.acts.f32();
   switch (block.spec.kind) {
     case BlockKind::kMamba1:
       if (batch.decode) {
         return Mamba1MixerDecode(c, block.mamba1, batch, in, CarveMamba1Decode(c, T, buf.acts),
                                  ctx.states, block.ssm_cache, out);
       }
-      return Mamba1MixerPrefill(c, block.mamba1, batch, in, CarveMamba1Prefill(c, T, buf.acts),
-                                ctx.states, block.ssm_cache, out);
+      return Mamba1MixerPrefill(c, block.mamba1, batch, in.f32(), CarveMamba1Prefill(c, T, acts),
+                                ctx.states, block.ssm_cache, out.f32());
     case BlockKind::kMamba2:
       return RunMamba2(ctx, block, batch, in, buf.acts, out);
     case BlockKind::kAttention:
-      return RunAttention(ctx, block, batch, in, buf.acts, out);
+      return RunAttention(ctx, block, batch, in.f32(), acts, out.f32());
     case BlockKind::kMlp:
-      return MlpBlockForward(c, block.ffn, T, in, CarveMlp(c, T, buf.acts), out);
+      return MlpBlockForward(c, block.ffn, T, in.f32(), CarveMlp(c, T, acts), out.f32());
     case BlockKind::kMoe:
-      return MoeBlockForward(c, block.ffn, T, in, out);
+      return MoeBlockForward(c, block.ffn, T, in.f32(), out.f32());
     case BlockKind::kParallelHybrid:
-      return RunParallel(ctx, block, batch, in, buf.acts, out);
+      return RunParallel(ctx, block, batch, in.f32(), acts, out.f32());
     case BlockKind::kSharedTransformer:
-      return RunShared(ctx, block, batch, buf, out);
+      return RunShared(ctx, block, batch, buf, out.f32());
   }
   return Status::Internal("unknown block kind");
 }
 
 }  // namespace
 
-int64_t ForwardFloats(const ModelConfig& c, const ModelWeights& w, int64_t T, bool decode) {
+int64_t BlockActsElements(const ModelConfig& c, const ModelWeights& w, int64_t T, bool decode) {
   int64_t acts = 0;
   for (const Block& b : w.blocks) acts = std::max(acts, BlockFloats(c, b.spec.kind, T, decode));
+  return acts;
+}
+
+int64_t ForwardFloats(const ModelConfig& c, const ModelWeights& w, int64_t T, bool decode) {
   const int64_t rows = HasSharedBlocks(w) ? 5 : 3;  // Zamba2 adds scratch and embedding
-  return rows * T * c.d_model + acts;
+  return rows * T * c.d_model + BlockActsElements(c, w, T, decode);
 }
 
 ForwardBuffers CarveForward(int64_t T, int64_t d, float* base) {
   ForwardBuffers b;
-  b.hidden = base;
+  b.hidden = HostF32(base);
   b.residual = b.hidden + T * d;
   b.normed = b.residual + T * d;
   b.scratch = b.normed + T * d;
@@ -164,23 +171,30 @@ Status RunBlocks(const ForwardContext& ctx, const SeqBatch& batch, const Forward
   const int64_t T = batch.T, d = c.d_model;
   ForwardBuffers buf = buffers;
   const bool shared = HasSharedBlocks(ctx.weights);
-  buf.acts = buf.normed + T * d + (shared ? 2 * T * d : 0);
-  if (shared) std::copy_n(buf.hidden, T * d, buf.embedding);
+  if (shared) {
+    buf.acts = buf.acts + 2 * T * d;
+    std::copy_n(buf.hidden.f32(), T * d, buf.embedding.f32());
+  }
   AddRmsNormOptions options;
   options.eps = c.norm_eps;
-  const Tensor h = Rows(buf.hidden, T, d, d), r = Rows(buf.residual, T, d, d);
-  const Tensor n = Rows(buf.normed, T, d, d), scratch = Rows(buf.scratch, T, d, d);
+  const Tensor h = buf.hidden.Rows(T, d, d), r = buf.residual.Rows(T, d, d);
+  const Tensor n = buf.normed.Rows(T, d, d), scratch = buf.scratch.Rows(T, d, d);
   const float m = c.multipliers.residual;
+  if (m != 1.0f && !buf.hidden.on_host()) {
+    return Status::Unsupported("forward: a residual multiplier runs on the CPU only");
+  }
   bool feed = false;  // hidden holds a shared block's output, for the next block's input only
   for (size_t i = 0; i < ctx.weights.blocks.size(); ++i) {
     const Block& block = ctx.weights.blocks[i];
     if (block.spec.kind == BlockKind::kSharedTransformer) {
+      float* hidden = buf.hidden.f32();
+      float* residual = buf.residual.f32();
       if (i == 0) {
-        std::copy_n(buf.hidden, T * d, buf.residual);
+        std::copy_n(hidden, T * d, residual);
       } else {
-        for (int64_t j = 0; j < T * d; ++j) buf.residual[j] += buf.hidden[j];
+        for (int64_t j = 0; j < T * d; ++j) residual[j] += hidden[j];
       }
-      SSMKIT_RETURN_IF_ERROR(RunShared(ctx, block, batch, buf, buf.hidden));
+      SSMKIT_RETURN_IF_ERROR(RunShared(ctx, block, batch, buf, hidden));
       feed = true;
       continue;
     }
@@ -194,10 +208,25 @@ Status RunBlocks(const ForwardContext& ctx, const SeqBatch& batch, const Forward
     }
     SSMKIT_RETURN_IF_ERROR(RunBlock(ctx, block, batch, buf, buf.normed, buf.hidden));
     if (m != 1.0f) {
-      for (int64_t j = 0; j < T * d; ++j) buf.hidden[j] *= m;
+      float* hidden = buf.hidden.f32();
+      for (int64_t j = 0; j < T * d; ++j) hidden[j] *= m;
     }
   }
   return AddRmsNormForward({h, r, ctx.weights.norm_f, Tensor{}}, n, r, options);
+}
+
+Status LmHead(const ModelConfig& c, const ModelWeights& w, ActBuffer normed, int64_t rows,
+              ActBuffer logits) {
+  const int64_t d = c.d_model, V = c.vocab_size;
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({normed.Rows(rows, d, d), w.lm_head, {}}, logits.Rows(rows, V, V)));
+  const float m = c.multipliers.logits;
+  if (m == 1.0f) return Status::Ok();
+  if (!logits.on_host())
+    return Status::Unsupported("lm_head: a logits multiplier runs on the CPU only");
+  float* out = logits.f32();
+  for (int64_t i = 0; i < rows * V; ++i) out[i] *= m;
+  return Status::Ok();
 }
 
 }  // namespace ssmkit::model

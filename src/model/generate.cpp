@@ -49,14 +49,29 @@ Status Generator::Next(int32_t* token, bool* done) {
     return Status::Ok();
   }
   const auto t0 = Clock::now();
-  if (stats_.generated_tokens > 0) {
-    const Status s = session_->Decode(std::span<const int32_t>(&last_token_, 1), logits_);
+  const SamplerOptions& o = options_.sampling;
+  // Greedy decode steps take the argmax in the session (on the GPU for a CUDA session: only
+  // the id comes back); the first token and sampling read the logits.
+  const bool greedy = stats_.generated_tokens > 0 && (o.temperature == 0.0f || o.top_k == 1);
+  if (greedy) {
+    int32_t next = -1;
+    const Status s = session_->DecodeGreedy(std::span<const int32_t>(&last_token_, 1),
+                                            std::span<int32_t>(&next, 1));
     if (!s.ok()) {
       finished_ = true;
       return s;
     }
+    last_token_ = next;
+  } else {
+    if (stats_.generated_tokens > 0) {
+      const Status s = session_->Decode(std::span<const int32_t>(&last_token_, 1), logits_);
+      if (!s.ok()) {
+        finished_ = true;
+        return s;
+      }
+    }
+    last_token_ = sampler_.Sample(std::span<const float>(logits_).first(sampled_vocab_));
   }
-  last_token_ = sampler_.Sample(std::span<const float>(logits_).first(sampled_vocab_));
   // The first token's sampling counts with the prefill that produced its logits.
   (stats_.generated_tokens == 0 ? stats_.prefill_seconds : stats_.decode_seconds) +=
       SecondsSince(t0);

@@ -18,7 +18,7 @@ int64_t StateFloats(const ModelConfig& c) {
 }
 
 // Jamba's RMSNorms of dt_in, B and C, in place on token-major rows (rows, E), row stride ld.
-Status NormDtBC(const ModelConfig& c, const Mamba1Weights& w, int64_t rows, float* xdbl,
+Status NormDtBC(const ModelConfig& c, const Mamba1Weights& w, int64_t rows, ActBuffer xdbl,
                 int64_t ld) {
   if (!w.dt_norm.defined()) return Status::Ok();
   const int64_t R = c.dt_rank, N = c.d_state;
@@ -27,7 +27,7 @@ Status NormDtBC(const ModelConfig& c, const Mamba1Weights& w, int64_t rows, floa
   for (auto [offset, width, weight] :
        {std::tuple{int64_t{0}, R, &w.dt_norm}, std::tuple{R, N, &w.b_norm},
         std::tuple{R + N, N, &w.c_norm}}) {
-    const Tensor x = Rows(xdbl + offset, rows, width, ld);
+    const Tensor x = (xdbl + offset).Rows(rows, width, ld);
     SSMKIT_RETURN_IF_ERROR(RmsNormForward({x, *weight, Tensor{}, Tensor{}}, x, o));
   }
   return Status::Ok();
@@ -59,7 +59,7 @@ int64_t Mamba1DecodeFloats(const ModelConfig& c, int64_t n) {
               c.d_inner * (c.d_conv - 1));
 }
 
-Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t n, float* base) {
+Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t n, ActBuffer base) {
   Mamba1DecodeActs a;
   a.xz = base;
   a.xdbl = a.xz + n * 2 * c.d_inner;
@@ -91,7 +91,7 @@ Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Weights& w, const Se
   if (c.dt_bc_norms) {
     SSMKIT_RETURN_IF_ERROR(
         LinearForward({Columns(a.xc, T, D, T), w.x_proj, Tensor{}}, Rows(a.xdbl_rows, T, E, E)));
-    SSMKIT_RETURN_IF_ERROR(NormDtBC(c, w, T, a.xdbl_rows, E));
+    SSMKIT_RETURN_IF_ERROR(NormDtBC(c, w, T, HostF32(a.xdbl_rows), E));
     Transpose(a.xdbl_rows, E, T, E, a.xdbl, T);
   } else {
     SSMKIT_RETURN_IF_ERROR(
@@ -122,35 +122,36 @@ Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Weights& w, const Se
 }
 
 Status Mamba1MixerDecode(const ModelConfig& c, const Mamba1Weights& w, const SeqBatch& batch,
-                         const float* normed, const Mamba1DecodeActs& a, const StateCache& cache,
-                         int64_t state, float* out) {
+                         ActBuffer normed, const Mamba1DecodeActs& a, const StateCache& cache,
+                         int64_t state, ActBuffer out) {
   const int64_t n = batch.n, d = c.d_model, D = c.d_inner, N = c.d_state, R = c.dt_rank;
   const int64_t E = R + 2 * N;
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, n, d, d), w.in_proj, w.in_proj_bias},
-                                       Rows(a.xz, n, 2 * D, 2 * D)));
-  const Tensor x = Rows(a.xz, n, D, 2 * D);
-  const DecodeConvStates conv(cache, state, batch, a.conv);
+  SSMKIT_RETURN_IF_ERROR(CheckDecodeSlots(cache, batch, "mamba1"));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({normed.Rows(n, d, d), w.in_proj, w.in_proj_bias}, a.xz.Rows(n, 2 * D, 2 * D)));
+  const Tensor x = a.xz.Rows(n, D, 2 * D);
+  const DecodeConvStates conv(cache, state, batch, a.conv.f32());
   SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate(
       {x, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv.tensor(), x));
   conv.Finish();
-  SSMKIT_RETURN_IF_ERROR(LinearForward({x, w.x_proj, Tensor{}}, Rows(a.xdbl, n, E, E)));
+  SSMKIT_RETURN_IF_ERROR(LinearForward({x, w.x_proj, Tensor{}}, a.xdbl.Rows(n, E, E)));
   SSMKIT_RETURN_IF_ERROR(NormDtBC(c, w, n, a.xdbl, E));
   SSMKIT_RETURN_IF_ERROR(
-      LinearForward({Rows(a.xdbl, n, R, E), w.dt_proj, Tensor{}}, Rows(a.dt, n, D, D)));
+      LinearForward({a.xdbl.Rows(n, R, E), w.dt_proj, Tensor{}}, a.dt.Rows(n, D, D)));
   StateUpdateInputs step;
   step.x = x;
-  step.dt = Rows(a.dt, n, D, D);
+  step.dt = a.dt.Rows(n, D, D);
   step.A = w.A;
-  step.B = Rows(a.xdbl + R, n, N, E);
-  step.C = Rows(a.xdbl + R + N, n, N, E);
+  step.B = (a.xdbl + R).Rows(n, N, E);
+  step.C = (a.xdbl + R + N).Rows(n, N, E);
   step.D = w.D;
-  step.z = Rows(a.xz + D, n, D, 2 * D);
+  step.z = (a.xz + D).Rows(n, D, 2 * D);
   step.dt_bias = w.dt_bias;
   step.dt_softplus = true;
   Tensor ssm_state;
   DecodeSsmStates(cache, state, batch, &ssm_state, &step.state_batch_indices);
-  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, Rows(a.y, n, D, D)));
-  return LinearForward({Rows(a.y, n, D, D), w.out_proj, w.out_proj_bias}, Rows(out, n, d, d));
+  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, a.y.Rows(n, D, D)));
+  return LinearForward({a.y.Rows(n, D, D), w.out_proj, w.out_proj_bias}, out.Rows(n, d, d));
 }
 
 }  // namespace ssmkit::model

@@ -14,6 +14,7 @@
 
 #include "model/cache.hpp"
 #include "model/seq_batch.hpp"
+#include "model/views.hpp"
 #include "model/weights.hpp"
 #include "ssmkit/status.hpp"
 
@@ -33,24 +34,26 @@ struct Mamba1PrefillActs {
 int64_t Mamba1PrefillFloats(const ModelConfig& c, int64_t T);
 Mamba1PrefillActs CarveMamba1Prefill(const ModelConfig& c, int64_t T, float* base);
 
-// Decode activations, token-major (n, features).
+// Decode activations, token-major (n, features), in the dtype and on the device of the buffer
+// they are carved from (f32 on the CPU, bf16 on the GPU).
 struct Mamba1DecodeActs {
-  float* xz;    // (n, 2D): [x (D), z (D)]; x is convolved in place
-  float* xdbl;  // (n, E)
-  float* dt;    // (n, D)
-  float* y;     // (n, D)
-  float* conv;  // (n, D, K - 1): conv states gathered from scattered slots
+  ActBuffer xz;    // (n, 2D): [x (D), z (D)]; x is convolved in place
+  ActBuffer xdbl;  // (n, E)
+  ActBuffer dt;    // (n, D)
+  ActBuffer y;     // (n, D)
+  ActBuffer conv;  // (n, D, K - 1): conv states gathered from scattered slots (CPU only)
 };
-int64_t Mamba1DecodeFloats(const ModelConfig& c, int64_t n);
-Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t n, float* base);
+int64_t Mamba1DecodeFloats(const ModelConfig& c, int64_t n);  // elements of the buffer
+Mamba1DecodeActs CarveMamba1Decode(const ModelConfig& c, int64_t n, ActBuffer base);
 
 // normed: (T, d) the normalised hidden states -> out (T, d); the slots' states in block
-// `state`'s rows of the cache are continued (prefill) or advanced one step (decode).
+// `state`'s rows of the cache are continued (prefill, f32 on the CPU) or advanced one step
+// (decode: on the device and in the dtype of the buffers, the cache on the same device).
 Status Mamba1MixerPrefill(const ModelConfig& c, const Mamba1Weights& w, const SeqBatch& batch,
                           const float* normed, const Mamba1PrefillActs& a, const StateCache& cache,
                           int64_t state, float* out);
 Status Mamba1MixerDecode(const ModelConfig& c, const Mamba1Weights& w, const SeqBatch& batch,
-                         const float* normed, const Mamba1DecodeActs& a, const StateCache& cache,
-                         int64_t state, float* out);
+                         ActBuffer normed, const Mamba1DecodeActs& a, const StateCache& cache,
+                         int64_t state, ActBuffer out);
 
 }  // namespace ssmkit::model

@@ -13,13 +13,12 @@
 #include "ssmkit/state_update.hpp"
 
 namespace ssmkit::model {
-namespace {
 
-// The default time_step_limit (0, inf) never acts after a softplus; another one must be
-// applied by the model at decode, since selective_state_update has no limit (as in mamba_ssm).
 bool HasDtLimit(const ModelConfig& c) {
   return c.dt_min > 0.0f || c.dt_max < std::numeric_limits<float>::infinity();
 }
+
+namespace {
 
 RmsNormOptions GatedNormOptions(const ModelConfig& c) {
   RmsNormOptions o;
@@ -33,33 +32,37 @@ int64_t StateFloats(const ModelConfig& c) {
   return std::max(c.conv_dim() * (c.d_conv - 1), c.d_inner * c.d_state);
 }
 
-// in_proj, then Falcon-H1's per-output multipliers: rows (rows, I) of zxbcdt.
-Status InProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, const float* normed,
-              float* zxbcdt) {
+// in_proj, then Falcon-H1's per-output multipliers (host f32 only): rows (rows, I) of zxbcdt.
+Status InProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, ActBuffer normed,
+              ActBuffer zxbcdt) {
   const int64_t d = c.d_model, I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(LinearForward({Rows(normed, rows, d, d), w.in_proj, w.in_proj_bias},
-                                       Rows(zxbcdt, rows, I, I)));
+  SSMKIT_RETURN_IF_ERROR(
+      LinearForward({normed.Rows(rows, d, d), w.in_proj, w.in_proj_bias}, zxbcdt.Rows(rows, I, I)));
   if (!w.in_proj_scale.defined()) return Status::Ok();
+  if (!zxbcdt.on_host()) {
+    return Status::Unsupported("mamba2: in_proj's multipliers (Falcon-H1) run on the CPU only");
+  }
   const float* scale = static_cast<const float*>(w.in_proj_scale.data);
+  float* out = zxbcdt.f32();
   for (int64_t t = 0; t < rows; ++t) {
-    for (int64_t j = 0; j < I; ++j) zxbcdt[t * I + j] *= scale[j];
+    for (int64_t j = 0; j < I; ++j) out[t * I + j] *= scale[j];
   }
   return Status::Ok();
 }
 
 // The gated norm (or nothing, when the SSD / state update applied the gate) and out_proj.
-Status NormAndOutProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, const float* y,
-                      const float* zxbcdt, float* yn, float* out) {
+Status NormAndOutProj(const ModelConfig& c, const Mamba2Weights& w, int64_t rows, ActBuffer y,
+                      ActBuffer zxbcdt, ActBuffer yn, ActBuffer out) {
   const int64_t d = c.d_model, D = c.d_inner, I = c.in_proj_dim();
-  const float* projected = y;
+  ActBuffer projected = y;
   if (w.gated_norm.defined()) {
     SSMKIT_RETURN_IF_ERROR(
-        RmsNormForward({Rows(y, rows, D, D), w.gated_norm, Tensor{}, Rows(zxbcdt, rows, D, I)},
-                       Rows(yn, rows, D, D), GatedNormOptions(c)));
+        RmsNormForward({y.Rows(rows, D, D), w.gated_norm, Tensor{}, zxbcdt.Rows(rows, D, I)},
+                       yn.Rows(rows, D, D), GatedNormOptions(c)));
     projected = yn;
   }
-  return LinearForward({Rows(projected, rows, D, D), w.out_proj, w.out_proj_bias},
-                       Rows(out, rows, d, d));
+  return LinearForward({projected.Rows(rows, D, D), w.out_proj, w.out_proj_bias},
+                       out.Rows(rows, d, d));
 }
 
 }  // namespace
@@ -84,7 +87,7 @@ int64_t Mamba2DecodeFloats(const ModelConfig& c, int64_t n) {
   return n * (c.in_proj_dim() + c.nheads + 2 * c.d_inner + c.conv_dim() * (c.d_conv - 1));
 }
 
-Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t n, float* base) {
+Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t n, ActBuffer base) {
   Mamba2DecodeActs a;
   a.zxbcdt = base;
   a.dt = a.zxbcdt + n * c.in_proj_dim();
@@ -99,7 +102,7 @@ Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Weights& w, const Se
                           int64_t state, float* out) {
   const int64_t T = batch.T, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
-  SSMKIT_RETURN_IF_ERROR(InProj(c, w, T, normed, a.zxbcdt));
+  SSMKIT_RETURN_IF_ERROR(InProj(c, w, T, HostF32(normed), HostF32(a.zxbcdt)));
   // The conv op reads (1, C, L) with unit stride over L: to channel-major and back.
   Transpose(a.zxbcdt + D, I, T, C, a.xbc_t, T);
   for (int64_t i = 0; i < batch.n; ++i) {
@@ -134,47 +137,54 @@ Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Weights& w, const Se
     SSMKIT_RETURN_IF_ERROR(
         SsdForward(ssd, View(a.y + o * D, {1, L, H, P}, {L * D, D, P, 1}), ssm_state));
   }
-  return NormAndOutProj(c, w, T, a.y, a.zxbcdt, a.yn, out);
+  return NormAndOutProj(c, w, T, HostF32(a.y), HostF32(a.zxbcdt), HostF32(a.yn), HostF32(out));
 }
 
 Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Weights& w, const SeqBatch& batch,
-                         const float* normed, const Mamba2DecodeActs& a, const StateCache& cache,
-                         int64_t state, float* out) {
+                         ActBuffer normed, const Mamba2DecodeActs& a, const StateCache& cache,
+                         int64_t state, ActBuffer out) {
   const int64_t n = batch.n, D = c.d_inner, N = c.d_state, G = c.ngroups;
   const int64_t H = c.nheads, P = c.headdim, C = c.conv_dim(), I = c.in_proj_dim();
+  SSMKIT_RETURN_IF_ERROR(CheckDecodeSlots(cache, batch, "mamba2"));
+  if (HasDtLimit(c) && !a.dt.on_host()) {
+    return Status::Unsupported(
+        "mamba2: a time_step_limit other than (0, inf) runs on the CPU only");
+  }
   SSMKIT_RETURN_IF_ERROR(InProj(c, w, n, normed, a.zxbcdt));
-  const Tensor xbc = Rows(a.zxbcdt + D, n, C, I);
-  const DecodeConvStates conv(cache, state, batch, a.conv);
+  const Tensor xbc = (a.zxbcdt + D).Rows(n, C, I);
+  const DecodeConvStates conv(cache, state, batch, a.conv.f32());
   SSMKIT_RETURN_IF_ERROR(CausalConv1dUpdate(
       {xbc, w.conv_weight, w.conv_bias, Conv1dActivation::kSilu}, conv.tensor(), xbc));
   conv.Finish();
   StateUpdateInputs step;
-  step.x = View(a.zxbcdt + D, {n, H, P}, {I, P, 1});
+  step.x = (a.zxbcdt + D).View({n, H, P}, {I, P, 1});
   step.A = w.A;
-  step.B = View(a.zxbcdt + 2 * D, {n, G, N}, {I, N, 1});
-  step.C = View(a.zxbcdt + 2 * D + G * N, {n, G, N}, {I, N, 1});
+  step.B = (a.zxbcdt + 2 * D).View({n, G, N}, {I, N, 1});
+  step.C = (a.zxbcdt + 2 * D + G * N).View({n, G, N}, {I, N, 1});
   step.D = w.D;
-  if (!w.gated_norm.defined()) step.z = View(a.zxbcdt, {n, H, P}, {I, P, 1});
-  const float* dt_in = a.zxbcdt + D + C;  // (n, H), row stride I
+  if (!w.gated_norm.defined()) step.z = a.zxbcdt.View({n, H, P}, {I, P, 1});
+  const ActBuffer dt_in = a.zxbcdt + D + C;  // (n, H), row stride I
   if (HasDtLimit(c)) {
     // dt = clamp(softplus(dt_in + dt_bias), dt_min, dt_max), as the SSD applies it in prefill.
     const float* bias = static_cast<const float*>(w.dt_bias.data);
+    const float* in = dt_in.f32();
+    float* dt = a.dt.f32();
     for (int64_t b = 0; b < n; ++b) {
       for (int64_t h = 0; h < H; ++h) {
-        const float v = dt_in[b * I + h] + bias[h];
+        const float v = in[b * I + h] + bias[h];
         const float sp = v > 20.0f ? v : std::log1p(std::exp(v));
-        a.dt[b * H + h] = std::clamp(sp, c.dt_min, c.dt_max);
+        dt[b * H + h] = std::clamp(sp, c.dt_min, c.dt_max);
       }
     }
-    step.dt = Rows(a.dt, n, H, H);
+    step.dt = a.dt.Rows(n, H, H);
   } else {
-    step.dt = Rows(dt_in, n, H, I);
+    step.dt = dt_in.Rows(n, H, I);
     step.dt_bias = w.dt_bias;
     step.dt_softplus = true;
   }
   Tensor ssm_state;
   DecodeSsmStates(cache, state, batch, &ssm_state, &step.state_batch_indices);
-  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, View(a.y, {n, H, P}, {D, P, 1})));
+  SSMKIT_RETURN_IF_ERROR(SelectiveStateUpdate(step, ssm_state, a.y.View({n, H, P}, {D, P, 1})));
   return NormAndOutProj(c, w, n, a.y, a.zxbcdt, a.yn, out);
 }
 

@@ -19,10 +19,16 @@
 
 #include "model/cache.hpp"
 #include "model/seq_batch.hpp"
+#include "model/views.hpp"
 #include "model/weights.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::model {
+
+// Whether the config's time_step_limit acts: the default (0, inf) never does after a softplus;
+// another one is applied by the model at decode (on the host), since selective_state_update
+// has no limit (as in mamba_ssm).
+bool HasDtLimit(const ModelConfig& c);
 
 struct Mamba2PrefillActs {
   float* zxbcdt;  // (T, I): in_proj's output, rows of [z (D), xBC (C), dt (H)]
@@ -36,23 +42,26 @@ struct Mamba2PrefillActs {
 int64_t Mamba2PrefillFloats(const ModelConfig& c, int64_t T);
 Mamba2PrefillActs CarveMamba2Prefill(const ModelConfig& c, int64_t T, float* base);
 
+// Decode activations, in the dtype and on the device of the buffer they are carved from (f32 on
+// the CPU, bf16 on the GPU).
 struct Mamba2DecodeActs {
-  float* zxbcdt;  // (n, I); xBC is convolved in place
-  float* dt;      // (n, H): dt after softplus and the limit (only with a non-default limit)
-  float* y;       // (n, D)
-  float* yn;      // (n, D)
-  float* conv;    // (n, C, K - 1): conv states gathered from scattered slots
+  ActBuffer zxbcdt;  // (n, I); xBC is convolved in place
+  ActBuffer dt;      // (n, H): dt after softplus and the limit (a non-default limit; CPU only)
+  ActBuffer y;       // (n, D)
+  ActBuffer yn;      // (n, D)
+  ActBuffer conv;    // (n, C, K - 1): conv states gathered from scattered slots (CPU only)
 };
-int64_t Mamba2DecodeFloats(const ModelConfig& c, int64_t n);
-Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t n, float* base);
+int64_t Mamba2DecodeFloats(const ModelConfig& c, int64_t n);  // elements of the buffer
+Mamba2DecodeActs CarveMamba2Decode(const ModelConfig& c, int64_t n, ActBuffer base);
 
 // normed (T, d) -> out (T, d); the slots' states in block `state`'s rows of the cache are
-// continued (prefill) or advanced one step (decode).
+// continued (prefill, f32 on the CPU) or advanced one step (decode: on the device and in the
+// dtype of the buffers, the cache on the same device).
 Status Mamba2MixerPrefill(const ModelConfig& c, const Mamba2Weights& w, const SeqBatch& batch,
                           const float* normed, const Mamba2PrefillActs& a, const StateCache& cache,
                           int64_t state, float* out);
 Status Mamba2MixerDecode(const ModelConfig& c, const Mamba2Weights& w, const SeqBatch& batch,
-                         const float* normed, const Mamba2DecodeActs& a, const StateCache& cache,
-                         int64_t state, float* out);
+                         ActBuffer normed, const Mamba2DecodeActs& a, const StateCache& cache,
+                         int64_t state, ActBuffer out);
 
 }  // namespace ssmkit::model

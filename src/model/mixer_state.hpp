@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <string>
+
 #include "model/cache.hpp"
 #include "model/seq_batch.hpp"
+#include "ssmkit/status.hpp"
 #include "ssmkit/tensor.hpp"
 
 namespace ssmkit::model {
@@ -21,6 +24,15 @@ inline Tensor InitialState(const Tensor& state, int64_t start, float* scratch) {
   Tensor copy = state;
   copy.data = scratch;
   return copy;
+}
+
+// Gathering scattered slots' states (the two helpers below) is host code: on the GPU a decode
+// batch must be consecutive slots, one strided view of the cache.
+inline Status CheckDecodeSlots(const StateCache& cache, const SeqBatch& batch, const char* mixer) {
+  if (cache.device() == Device::kCpu || batch.consecutive_slots()) return Status::Ok();
+  return Status::Unsupported(std::string(mixer) +
+                             " decode on CUDA: the slots must be consecutive (one strided view "
+                             "of the states); scattered slots are gathered on the CPU only");
 }
 
 // The conv states (n, C, K - 1) of a decode batch: the cache's rows themselves when the slots

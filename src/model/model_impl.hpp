@@ -3,8 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "model/device_weights.hpp"
 #include "model/weight_source.hpp"
 #include "model/weights.hpp"
 #include "ssmkit/model.hpp"
@@ -16,6 +18,10 @@ struct Model::Impl {
   std::unique_ptr<model::WeightSource> source;  // null for random weights
   model::ModelWeights weights;
   std::string source_name;
+  // The weights on the GPU: uploaded by the model's first CUDA session, kept for the next ones
+  // (model/gpu_decoder.cpp); the mutex guards the upload.
+  mutable std::mutex device_mutex;
+  mutable std::unique_ptr<model::DeviceWeights> device_weights;
 };
 
 }  // namespace ssmkit

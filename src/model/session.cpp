@@ -41,9 +41,49 @@ Status CheckSlots(std::span<const int32_t> slots, int64_t max_batch, const char*
   return Status::Ok();
 }
 
+Status CheckLogits(std::span<float> logits, int64_t n, int64_t V) {
+  if (static_cast<int64_t>(logits.size()) >= n * V) return Status::Ok();
+  return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(n) + ", " +
+                                 std::to_string(V) + ") floats, given " +
+                                 std::to_string(logits.size()));
+}
+
 }  // namespace
 
 const ModelConfig& Session::Impl::config() const { return model->config; }
+
+int64_t Session::Impl::sampled_vocab() const {
+  const int64_t V = config().vocab_size, stated = config().config_vocab_size;
+  return stated > 0 ? std::min(V, stated) : V;
+}
+
+Status Session::Impl::CpuOnly(const char* fn) const {
+  if (!gpu) return Status::Ok();
+  return Status::Unsupported(std::string(fn) +
+                             ": a CUDA session serves Prefill, Decode and DecodeGreedy only (the "
+                             "slot calls run on the CPU)");
+}
+
+Status Session::Impl::CheckStep(std::span<const int32_t> tokens) const {
+  if (batch == 0) return Status::InvalidArgument("decode: no sequences: call Prefill first");
+  if (static_cast<int64_t>(tokens.size()) != batch) {
+    return Status::InvalidArgument("decode: tokens: expected one per sequence (" +
+                                   std::to_string(batch) + "), given " +
+                                   std::to_string(tokens.size()));
+  }
+  return CheckTokens(tokens.data(), batch, "decode");
+}
+
+Status Session::Impl::StepOnGpu(std::span<const int32_t> tokens, std::span<float> logits,
+                                std::span<int32_t> next) {
+  const Status s = gpu->Decode(tokens, logits, next);
+  if (!s.ok()) {
+    batch = 0;  // the states may be partly advanced
+    return s;
+  }
+  for (int64_t b = 0; b < batch; ++b) lengths[b] += 1;
+  return Status::Ok();
+}
 const model::ModelWeights& Session::Impl::weights() const { return model->weights; }
 
 Status Session::Impl::CheckTokens(const int32_t* ids, int64_t n, const std::string& what) const {
@@ -77,14 +117,7 @@ void Session::Impl::Embed(const int32_t* ids, int64_t n, float* hidden) const {
 }
 
 Status Session::Impl::LmHead(const float* normed, int64_t rows, float* logits) const {
-  const int64_t d = config().d_model, V = config().vocab_size;
-  SSMKIT_RETURN_IF_ERROR(LinearForward({model::Rows(normed, rows, d, d), weights().lm_head, {}},
-                                       model::Rows(logits, rows, V, V)));
-  const float m = config().multipliers.logits;
-  if (m != 1.0f) {
-    for (int64_t i = 0; i < rows * V; ++i) logits[i] *= m;
-  }
-  return Status::Ok();
+  return model::LmHead(config(), weights(), model::HostF32(normed), rows, model::HostF32(logits));
 }
 
 Status Session::Impl::Reserve(const model::SeqBatch& batch) {
@@ -103,7 +136,7 @@ void Session::Impl::Reset(int64_t slot) {
 
 Status Session::Impl::Run(const model::SeqBatch& batch, float* base) {
   const model::ForwardBuffers buf = model::CarveForward(batch.T, config().d_model, base);
-  Embed(packed_tokens.data(), batch.T, buf.hidden);
+  Embed(packed_tokens.data(), batch.T, buf.hidden.f32());
   // The slots' block-table rows and new lengths, shared by every attention block.
   const int64_t Bk = kv.blocks_per_slot();
   for (int64_t i = 0; i < batch.n && kv.layers() > 0; ++i) {
@@ -138,6 +171,10 @@ Status Session::Create(const Model& model, const SessionOptions& options,
     return Status::InvalidArgument("session: max_batch: expected >= 1, given " +
                                    std::to_string(max_batch));
   }
+  if (options.device != Device::kCpu && options.device != Device::kCuda) {
+    return Status::InvalidArgument("session: device: expected cpu (0) or cuda (1), given " +
+                                   std::to_string(static_cast<int>(options.device)));
+  }
   if (options.max_context < 0 || options.kv_block_size < 1) {
     return Status::InvalidArgument(
         "session: max_context must be >= 0 and kv_block_size >= 1 (given " +
@@ -149,6 +186,16 @@ Status Session::Create(const Model& model, const SessionOptions& options,
     impl->options = options;
     const ModelConfig& c = model.config();
     const model::ModelWeights& w = model.impl().weights;
+    impl->lengths.assign(static_cast<size_t>(max_batch), 0);
+    impl->identity.resize(static_cast<size_t>(max_batch));
+    for (int64_t i = 0; i < max_batch; ++i) impl->identity[i] = static_cast<int32_t>(i);
+    if (options.device == Device::kCuda) {
+      SSMKIT_RETURN_IF_ERROR(model::GpuDecoder::Create(model.impl(), max_batch, &impl->gpu));
+      impl->options.max_context = -1;
+      session->reset(new Session(std::move(impl)));
+      return Status::Ok();
+    }
+    SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, impl->sampled_vocab(), &impl->greedy));
     impl->states.Allocate(c, w.ssm_caches, max_batch);
     if (w.kv_caches > 0) {
       int64_t context = options.max_context;
@@ -164,9 +211,6 @@ Status Session::Create(const Model& model, const SessionOptions& options,
     impl->options.max_context = w.kv_caches > 0 ? impl->kv.max_context() : -1;
     impl->kv_tables.assign(static_cast<size_t>(max_batch * impl->kv.blocks_per_slot()), -1);
     impl->kv_lens.assign(static_cast<size_t>(max_batch), 0);
-    impl->lengths.assign(static_cast<size_t>(max_batch), 0);
-    impl->identity.resize(static_cast<size_t>(max_batch));
-    for (int64_t i = 0; i < max_batch; ++i) impl->identity[i] = static_cast<int32_t>(i);
     impl->ReservePacking(max_batch);
     impl->decode_buffer.assign(
         static_cast<size_t>(model::ForwardFloats(c, w, max_batch, /*decode=*/true)), 0.0f);
@@ -199,6 +243,7 @@ int64_t Session::slot_length(int64_t slot) const {
 }
 
 Status Session::ResetSlot(int64_t slot) {
+  SSMKIT_RETURN_IF_ERROR(impl_->CpuOnly("reset"));
   if (slot < 0 || slot >= max_batch()) {
     return Status::InvalidArgument("reset: slot " + std::to_string(slot) + " outside [0, " +
                                    std::to_string(max_batch()) + ")");
@@ -218,6 +263,17 @@ Status Session::Prefill(const std::vector<std::vector<int32_t>>& prompts, std::s
   }
   s.batch = 0;  // a failure below leaves no usable batch
   SSMKIT_RETURN_IF_ERROR(s.CheckChunks(prompts, logits, all_logits, "prefill", "prompt"));
+  if (s.gpu) {
+    if (!all_logits.empty()) {
+      return Status::Unsupported(
+          "prefill: all_logits: a CUDA session gives the last position's "
+          "logits only");
+    }
+    SSMKIT_RETURN_IF_ERROR(s.gpu->Prefill(prompts, logits));
+    for (int64_t b = 0; b < B; ++b) s.lengths[b] = static_cast<int64_t>(prompts[b].size());
+    s.batch = B;
+    return Status::Ok();
+  }
   for (int64_t b = 0; b < B; ++b) s.Reset(b);
   SSMKIT_RETURN_IF_ERROR(
       s.PrefillChecked(std::span<const int32_t>(s.identity).first(B), prompts, logits, all_logits));
@@ -229,6 +285,7 @@ Status Session::PrefillSlots(std::span<const int32_t> slots,
                              const std::vector<std::vector<int32_t>>& chunks,
                              std::span<float> logits, std::span<float> all_logits) {
   Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(s.CpuOnly("prefill slots"));
   SSMKIT_RETURN_IF_ERROR(CheckSlots(slots, s.options.max_batch, "prefill"));
   if (chunks.size() != slots.size()) {
     return Status::InvalidArgument("prefill: chunks: expected one per slot (" +
@@ -307,7 +364,7 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
   const model::ForwardBuffers buf = model::CarveForward(T, d, base);
   float* last = base + model::ForwardFloats(config(), weights(), T, false);
   for (int64_t i = 0; i < n; ++i)
-    std::copy_n(buf.normed + (offset[i + 1] - 1) * d, d, last + i * d);
+    std::copy_n(buf.normed.f32() + (offset[i + 1] - 1) * d, d, last + i * d);
   SSMKIT_RETURN_IF_ERROR(LmHead(last, n, logits.data()));
   if (!all_logits.empty()) {
     std::vector<float> every;
@@ -316,7 +373,7 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
     } catch (const std::bad_alloc&) {
       return Status::OutOfMemory("prefill: out of memory for all_logits");
     }
-    SSMKIT_RETURN_IF_ERROR(LmHead(buf.normed, T, every.data()));
+    SSMKIT_RETURN_IF_ERROR(LmHead(buf.normed.f32(), T, every.data()));
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(every.data() + offset[i] * V, (offset[i + 1] - offset[i]) * V,
                   all_logits.data() + i * L * V);
@@ -327,29 +384,50 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
 
 Status Session::Decode(std::span<const int32_t> tokens, std::span<float> logits) {
   Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(s.CheckStep(tokens));
   const int64_t B = s.batch;
-  if (B == 0) return Status::InvalidArgument("decode: no sequences: call Prefill first");
-  if (static_cast<int64_t>(tokens.size()) != B) {
-    return Status::InvalidArgument("decode: tokens: expected one per sequence (" +
-                                   std::to_string(B) + "), given " + std::to_string(tokens.size()));
+  if (s.gpu) {
+    SSMKIT_RETURN_IF_ERROR(CheckLogits(logits, B, s.config().vocab_size));
+    return s.StepOnGpu(tokens, logits, {});
   }
   return DecodeSlots(std::span<const int32_t>(s.identity).first(B), tokens, logits);
+}
+
+Status Session::DecodeGreedy(std::span<const int32_t> tokens, std::span<int32_t> next) {
+  Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(s.CheckStep(tokens));
+  const int64_t B = s.batch, V = s.config().vocab_size;
+  if (static_cast<int64_t>(next.size()) < B) {
+    return Status::InvalidArgument("decode: next: expected (B) = (" + std::to_string(B) +
+                                   ") ids, given " + std::to_string(next.size()));
+  }
+  if (s.gpu) return s.StepOnGpu(tokens, {}, next);
+  if (s.greedy_logits.empty()) {
+    try {
+      s.greedy_logits.resize(static_cast<size_t>(s.options.max_batch * V));
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfMemory("decode: out of memory for the greedy step's logits");
+    }
+  }
+  SSMKIT_RETURN_IF_ERROR(Decode(tokens, s.greedy_logits));
+  for (int64_t b = 0; b < B; ++b) {
+    next[b] =
+        s.greedy.Sample(std::span<const float>(s.greedy_logits).subspan(b * V, s.sampled_vocab()));
+  }
+  return Status::Ok();
 }
 
 Status Session::DecodeSlots(std::span<const int32_t> slot_ids, std::span<const int32_t> tokens,
                             std::span<float> logits) {
   Impl& s = *impl_;
+  SSMKIT_RETURN_IF_ERROR(s.CpuOnly("decode slots"));
   SSMKIT_RETURN_IF_ERROR(CheckSlots(slot_ids, s.options.max_batch, "decode"));
   const int64_t n = static_cast<int64_t>(slot_ids.size()), V = s.config().vocab_size;
   if (static_cast<int64_t>(tokens.size()) != n) {
     return Status::InvalidArgument("decode: tokens: expected one per slot (" + std::to_string(n) +
                                    "), given " + std::to_string(tokens.size()));
   }
-  if (static_cast<int64_t>(logits.size()) < n * V) {
-    return Status::InvalidArgument("decode: logits: expected (B, V) = (" + std::to_string(n) +
-                                   ", " + std::to_string(V) + ") floats, given " +
-                                   std::to_string(logits.size()));
-  }
+  SSMKIT_RETURN_IF_ERROR(CheckLogits(logits, n, V));
   SSMKIT_RETURN_IF_ERROR(s.CheckTokens(tokens.data(), n, "decode"));
   for (int64_t i = 0; i < n; ++i) {
     if (s.lengths[slot_ids[i]] == 0) {
@@ -378,7 +456,7 @@ Status Session::DecodeSlots(std::span<const int32_t> slot_ids, std::span<const i
   SSMKIT_RETURN_IF_ERROR(s.Reserve(batch));
   float* base = s.decode_buffer.data();
   SSMKIT_RETURN_IF_ERROR(s.Run(batch, base));
-  return s.LmHead(model::CarveForward(n, s.config().d_model, base).normed, n, logits.data());
+  return s.LmHead(model::CarveForward(n, s.config().d_model, base).normed.f32(), n, logits.data());
 }
 
 }  // namespace ssmkit

@@ -4,15 +4,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "model/cache.hpp"
+#include "model/gpu_decoder.hpp"
 #include "model/kv_cache.hpp"
 #include "model/model_impl.hpp"
 #include "model/seq_batch.hpp"
 #include "ssmkit/model.hpp"
+#include "ssmkit/sampler.hpp"
 
 namespace ssmkit {
 
@@ -33,11 +36,25 @@ struct Session::Impl {
   std::vector<int32_t> slots;                     // (n)
   std::vector<int32_t> kv_tables;  // (max_batch, Bk): the pass's slots' block-table rows
   std::vector<int32_t> kv_lens;    // (max_batch): their lengths after the pass
+  // DecodeGreedy on the CPU: the step's logits (max_batch, V), sized at its first call, and a
+  // greedy Sampler over the first config_vocab_size of each row.
+  std::vector<float> greedy_logits;
+  Sampler greedy;
+  // A CUDA session's engine (options.device == kCuda); the CPU state above is then unused.
+  std::unique_ptr<model::GpuDecoder> gpu;
 
   const ModelConfig& config() const;
+  int64_t sampled_vocab() const;  // min(V, config_vocab_size): the tokens sampling may produce
   const model::ModelWeights& weights() const;
 
   Status CheckTokens(const int32_t* ids, int64_t n, const std::string& what) const;
+  // Unsupported on a CUDA session, for the calls only the CPU engine serves (slots).
+  Status CpuOnly(const char* fn) const;
+  // Decode's and DecodeGreedy's checks: a prefilled batch, one valid token per sequence.
+  Status CheckStep(std::span<const int32_t> tokens) const;
+  // A decode step on the GPU; the lengths advance, and a failure leaves no usable batch.
+  Status StepOnGpu(std::span<const int32_t> tokens, std::span<float> logits,
+                   std::span<int32_t> next);
   Status CheckChunks(const std::vector<std::vector<int32_t>>& chunks, std::span<float> logits,
                      std::span<float> all_logits, const char* fn, const char* what) const;
   void ReservePacking(int64_t tokens);

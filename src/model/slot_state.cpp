@@ -96,12 +96,14 @@ Status CheckSlot(const Session& s, int64_t slot, const char* fn) {
 }  // namespace
 
 Status Session::SlotStateBytes(int64_t slot, int64_t* bytes) const {
+  SSMKIT_RETURN_IF_ERROR(impl_->CpuOnly("slot state"));
   SSMKIT_RETURN_IF_ERROR(CheckSlot(*this, slot, "slot state"));
   *bytes = BytesFor(HeaderFor(*impl_, impl_->lengths[slot]));
   return Status::Ok();
 }
 
 Status Session::SaveSlot(int64_t slot, std::span<uint8_t> buffer, int64_t* bytes_written) const {
+  SSMKIT_RETURN_IF_ERROR(impl_->CpuOnly("save slot"));
   SSMKIT_RETURN_IF_ERROR(CheckSlot(*this, slot, "save slot"));
   const Impl& s = *impl_;
   const SlotHeader h = HeaderFor(s, s.lengths[slot]);
@@ -123,6 +125,7 @@ Status Session::SaveSlot(int64_t slot, std::span<uint8_t> buffer, int64_t* bytes
 }
 
 Status Session::RestoreSlot(int64_t slot, std::span<const uint8_t> buffer) {
+  SSMKIT_RETURN_IF_ERROR(impl_->CpuOnly("restore slot"));
   SSMKIT_RETURN_IF_ERROR(CheckSlot(*this, slot, "restore slot"));
   Impl& s = *impl_;
   SlotHeader h;

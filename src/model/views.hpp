@@ -1,5 +1,6 @@
-// Small helpers for the model code: strided f32 tensor views over its buffers, and the
-// layout changes between token-major (T, C) and channel-major (C, T) activations.
+// Small helpers for the model code: strided f32 tensor views over its buffers, typed buffers for
+// code that runs on either device (ActBuffer), and the layout changes between token-major (T, C)
+// and channel-major (C, T) activations.
 // Dimension legend: T tokens (B * L), C channels.
 #pragma once
 
@@ -34,6 +35,37 @@ inline Tensor Rows(const float* data, int64_t rows, int64_t cols, int64_t ld) {
 // row-major (cols, rows) buffer.
 inline Tensor Columns(const float* data, int64_t rows, int64_t cols, int64_t ld) {
   return View(data, {rows, cols}, {1, ld});
+}
+
+// Activations of one dtype on one device: the decode step carves its views out of it by element
+// offsets, so the same code builds f32 views of host memory on the CPU and bf16 views of device
+// memory on the GPU (model/gpu_decoder.cpp).
+struct ActBuffer {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  Device device = Device::kCpu;
+
+  // The buffer from element `elements` on.
+  ActBuffer operator+(int64_t elements) const {
+    return {static_cast<char*>(data) + elements * DTypeSize(dtype), dtype, device};
+  }
+  Tensor View(std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) const {
+    Tensor t = model::View(nullptr, shape, strides);
+    t.data = data;
+    t.dtype = dtype;
+    t.device = device;
+    return t;
+  }
+  // A (rows, cols) matrix with row stride ld.
+  Tensor Rows(int64_t rows, int64_t cols, int64_t ld) const { return View({rows, cols}, {ld, 1}); }
+  // The data as host f32, for the code that runs on the CPU only (the caller checks on_host()).
+  float* f32() const { return static_cast<float*>(data); }
+  bool on_host() const { return device == Device::kCpu && dtype == DType::kF32; }
+};
+
+// Host f32 memory as an ActBuffer.
+inline ActBuffer HostF32(const float* data) {
+  return {const_cast<float*>(data), DType::kF32, Device::kCpu};
 }
 
 // dst (cols, rows) with row stride ldd = the transpose of src (rows, cols) with row stride lds,

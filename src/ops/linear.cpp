@@ -1,6 +1,6 @@
-// LinearForward and LinearBackward: argument checking, then the CPU backend. Every rule here has a
-// test in tests/linear_errors_test.cpp. Dimension legend: T rows, K input features, M output
-// features.
+// LinearForward and LinearBackward: argument checking, then the backend (the CPU's, or cuBLAS for
+// a forward whose tensors are on the GPU). Every rule here has a test in
+// tests/linear_errors_test.cpp. Dimension legend: T rows, K input features, M output features.
 #include "ssmkit/linear.hpp"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/linear.hpp"
+#include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "ops/linear_params.hpp"
 
@@ -18,17 +19,17 @@ namespace {
 
 constexpr const char* kOp = "linear";
 
-// x or out: (rows, cols) f32 on the CPU, stored row-major (strides (ld >= cols, 1)) or
+// x or out: (rows, cols) of one of `dtypes`, stored row-major (strides (ld >= cols, 1)) or
 // feature-major (strides (1, ld >= rows)). Returns the two strides through row/feature.
 Status CheckMatrix(const char* name, const Tensor& t, const char* legend, int64_t rows,
-                   int64_t cols, int64_t* stride_row, int64_t* stride_feature) {
+                   int64_t cols, std::initializer_list<DType> dtypes, int64_t* stride_row,
+                   int64_t* stride_feature) {
   // check::Tensor insists on a unit last stride; test shape and dtype on a row-major
   // twin, then the layout here.
   Tensor shape_only = t;
   shape_only.strides = {};
   if (t.rank == 2) shape_only.strides = {cols, 1};
-  SSMKIT_RETURN_IF_ERROR(
-      check::Tensor(kOp, name, shape_only, {legend, {rows, cols}}, {DType::kF32}));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, name, shape_only, {legend, {rows, cols}}, dtypes));
   const int64_t s0 = t.strides[0], s1 = t.strides[1];
   const bool row_major = (s1 == 1 || cols == 1) && (s0 >= cols || rows == 1);
   const bool feature_major = (s0 == 1 || rows == 1) && (s1 >= rows || cols == 1);
@@ -47,23 +48,25 @@ Status CheckMatrix(const char* name, const Tensor& t, const char* legend, int64_
   return Status::Ok();
 }
 
-// The bytes [first, last] a (rows, cols) matrix with these strides spans.
+// The bytes [first, last] a (rows, cols) matrix with these strides spans (f32 unless told).
 struct Span {
   const char* first;
   const char* last;
 };
-Span SpanOf(const void* data, int64_t rows, int64_t cols, int64_t s_row, int64_t s_col) {
+Span SpanOf(const void* data, int64_t rows, int64_t cols, int64_t s_row, int64_t s_col,
+            DType dtype = DType::kF32) {
   const char* base = static_cast<const char*>(data);
-  const int64_t last =
-      ((rows - 1) * s_row + (cols - 1) * s_col) * static_cast<int64_t>(sizeof(float));
-  return {base, base + last + static_cast<int64_t>(sizeof(float)) - 1};
+  const int64_t size = DTypeSize(dtype);
+  const int64_t last = ((rows - 1) * s_row + (cols - 1) * s_col) * size;
+  return {base, base + last + size - 1};
 }
 
 bool Overlap(const Span& a, const Span& b) { return a.first <= b.last && b.first <= a.last; }
 
-// The checks forward and backward share: weight (M, K) of `weight_dtypes`, x (T, K), bias (M).
+// The checks forward and backward share: weight (M, K) of `weight_dtypes`, x (T, K) of
+// `x_dtypes`, bias (M).
 Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_dtypes,
-                   LinearParams* p) {
+                   std::initializer_list<DType> x_dtypes, LinearParams* p) {
   const Tensor& w = in.weight;
   if (!w.defined()) return check::Mismatch(kOp, "weight", "a tensor (M, K)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "weight", w, {2}));
@@ -88,7 +91,7 @@ Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_d
   if (T < 1) return check::Mismatch(kOp, "x", "rows T >= 1", in.x.shape_string());
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "bias", in.bias, {"(M)", {M}}, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(
-      CheckMatrix("x", in.x, "(T, K)", T, K, &p->x_stride_row, &p->x_stride_feature));
+      CheckMatrix("x", in.x, "(T, K)", T, K, x_dtypes, &p->x_stride_row, &p->x_stride_feature));
   p->rows = T;
   p->in_features = K;
   p->out_features = M;
@@ -103,12 +106,12 @@ Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
   SSMKIT_RETURN_IF_ERROR(CheckInputs(in,
                                      {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
                                       DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K},
-                                     p));
+                                     {DType::kF32}, p));
   const int64_t T = p->rows, K = p->in_features, M = p->out_features;
   if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
-  SSMKIT_RETURN_IF_ERROR(
-      CheckMatrix("out", out, "(T, M)", T, M, &p->out_stride_row, &p->out_stride_feature));
+  SSMKIT_RETURN_IF_ERROR(CheckMatrix("out", out, "(T, M)", T, M, {DType::kF32}, &p->out_stride_row,
+                                     &p->out_stride_feature));
   const Span xs = SpanOf(in.x.data, T, K, p->x_stride_row, p->x_stride_feature);
   const Span os = SpanOf(out.data, T, M, p->out_stride_row, p->out_stride_feature);
   if (Overlap(xs, os)) {
@@ -126,12 +129,12 @@ Status CheckBackward(const LinearInputs& in, const Tensor& dout, const LinearGra
                            "DequantizeWeight to train it)",
                            DTypeName(in.weight.dtype));
   }
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32}, p));
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kF32}, {DType::kF32}, p));
   const int64_t T = p->rows, K = p->in_features, M = p->out_features;
   if (!dout.defined()) return check::Mismatch(kOp, "dout", "a tensor (T, M)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "dout", dout, {2}));
-  SSMKIT_RETURN_IF_ERROR(
-      CheckMatrix("dout", dout, "(T, M)", T, M, &p->dout_stride_row, &p->dout_stride_feature));
+  SSMKIT_RETURN_IF_ERROR(CheckMatrix("dout", dout, "(T, M)", T, M, {DType::kF32},
+                                     &p->dout_stride_row, &p->dout_stride_feature));
   // Every input's bytes, and each gradient's as it is accepted: a gradient must overlap none.
   struct Named {
     const char* name;
@@ -154,8 +157,8 @@ Status CheckBackward(const LinearInputs& in, const Tensor& dout, const LinearGra
   };
   if (g.dx.defined()) {
     SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "dx", g.dx, {2}));
-    SSMKIT_RETURN_IF_ERROR(
-        CheckMatrix("dx", g.dx, "(T, K)", T, K, &p->dx_stride_row, &p->dx_stride_feature));
+    SSMKIT_RETURN_IF_ERROR(CheckMatrix("dx", g.dx, "(T, K)", T, K, {DType::kF32}, &p->dx_stride_row,
+                                       &p->dx_stride_feature));
     SSMKIT_RETURN_IF_ERROR(
         claim("dx", SpanOf(g.dx.data, T, K, p->dx_stride_row, p->dx_stride_feature)));
     p->dx = static_cast<float*>(g.dx.data);
@@ -180,6 +183,49 @@ Status CheckBackward(const LinearInputs& in, const Tensor& dout, const LinearGra
   return Status::Ok();
 }
 
+// On CUDA, cuBLAS's 16-bit GEMMs: weight bf16 or f16, x in the weight's dtype, out f32 or the
+// weight's dtype, both row-major. f32 and quantized weights are a valid request the GPU does not
+// serve (Unsupported), a wrong x or out an InvalidArgument.
+Status CheckCuda(const LinearInputs& in, const Tensor& out, LinearCudaParams* c) {
+  const Tensor& w = in.weight;
+  if (w.defined() && w.dtype != DType::kBF16 && w.dtype != DType::kF16) {
+    return Status::Unsupported(std::string(kOp) +
+                               ": weight: on CUDA expected bf16 or f16 (cuBLAS's 16-bit GEMMs), "
+                               "given " +
+                               DTypeName(w.dtype) +
+                               ": f32 and quantized weights run on the CPU only");
+  }
+  LinearParams p;
+  SSMKIT_RETURN_IF_ERROR(CheckInputs(in, {DType::kBF16, DType::kF16}, {w.dtype}, &p));
+  const int64_t T = p.rows, K = p.in_features, M = p.out_features;
+  if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));
+  SSMKIT_RETURN_IF_ERROR(CheckMatrix("out", out, "(T, M)", T, M, {DType::kF32, w.dtype},
+                                     &p.out_stride_row, &p.out_stride_feature));
+  if (!p.x_row_major() || !p.out_row_major()) {
+    return Status::Unsupported(std::string(kOp) +
+                               ": x and out on CUDA: row-major only (strides (ld, 1)), given "
+                               "a feature-major one");
+  }
+  const Span xs = SpanOf(in.x.data, T, K, p.x_stride_row, 1, w.dtype);
+  const Span os = SpanOf(out.data, T, M, p.out_stride_row, 1, out.dtype);
+  if (Overlap(xs, os)) {
+    return check::Mismatch(kOp, "out", "memory not overlapping x", "an overlapping tensor");
+  }
+  *c = LinearCudaParams{.rows = T,
+                        .in_features = K,
+                        .out_features = M,
+                        .dtype = w.dtype,
+                        .x = in.x.data,
+                        .x_stride_row = p.x_stride_row,
+                        .weight = w.data,
+                        .bias = p.bias,
+                        .out = out.data,
+                        .out_dtype = out.dtype,
+                        .out_stride_row = p.out_stride_row};
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LinearForward(const LinearInputs& inputs, const Tensor& out) {
@@ -187,8 +233,10 @@ Status LinearForward(const LinearInputs& inputs, const Tensor& out) {
   SSMKIT_RETURN_IF_ERROR(
       check::Devices(kOp, {{"x", inputs.x}, {"weight", inputs.weight}, {"bias", inputs.bias}},
                      {{"out", out}}, &device));
-  if (device != Device::kCpu) {
-    return Status::Unsupported(std::string(kOp) + ": CUDA tensors: this op runs on the CPU only");
+  if (device == Device::kCuda) {
+    LinearCudaParams c;
+    SSMKIT_RETURN_IF_ERROR(CheckCuda(inputs, out, &c));
+    return cuda::LinearForward(c);
   }
   LinearParams p;
   SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, out, &p));

@@ -37,4 +37,20 @@ struct LinearBackwardParams : LinearParams {
   float* dbias = nullptr;    // optional (M)
 };
 
+// LinearForward's on CUDA (cuBLAS): x and the weight in one 16-bit dtype, out in f32 or that
+// dtype, both row-major.
+struct LinearCudaParams {
+  int64_t rows = 0;            // T
+  int64_t in_features = 0;     // K
+  int64_t out_features = 0;    // M
+  DType dtype = DType::kBF16;  // of x and the weight: bf16 | f16
+  const void* x = nullptr;     // (T, K), row stride x_stride_row
+  int64_t x_stride_row = 0;
+  const void* weight = nullptr;   // (M, K) contiguous
+  const float* bias = nullptr;    // optional (M)
+  void* out = nullptr;            // (T, M), row stride out_stride_row
+  DType out_dtype = DType::kF32;  // f32 or `dtype`
+  int64_t out_stride_row = 0;
+};
+
 }  // namespace ssmkit

@@ -609,7 +609,12 @@ static void test_load_errors(void) {
               "max_batch: expected >= 1, given 0");
   CHECK_FAILS(ssmkit_session_create(NULL, 1, &session), SSMKIT_INVALID_ARGUMENT, "model");
   CHECK_FAILS(ssmkit_session_create(model, 1, NULL), SSMKIT_INVALID_ARGUMENT, "session");
+  CHECK_FAILS(ssmkit_session_create_on(model, 1, 7, &session), SSMKIT_INVALID_ARGUMENT,
+              "device: expected SSMKIT_CPU (0) or SSMKIT_CUDA (1), given 7");
   CHECK(session == NULL, "a failed call wrote the session handle");
+  CHECK_OK(ssmkit_session_create_on(model, 1, SSMKIT_CPU, &session));
+  ssmkit_session_free(session);
+  session = NULL;
   ssmkit_model_free(model);
   ssmkit_model_free(NULL);
   ssmkit_session_free(NULL);

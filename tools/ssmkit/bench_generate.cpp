@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_generate_cuda.hpp"
 #include "bench_harness.hpp"
 #include "core/dtype.hpp"
 #include "ssmkit/quant.hpp"
@@ -212,6 +213,7 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
 }
 
 int RunGenerateBench(const Options& options) {
+  if (options.device == "cuda") return RunCudaGenerateBench(options);
   std::vector<DType> dtypes;
   for (size_t begin = 0; begin <= options.weights.size();) {
     const size_t end = std::min(options.weights.find(',', begin), options.weights.size());
@@ -326,7 +328,8 @@ const SuiteRegistration kRegistration{
      "whole-model prefill (512 tokens; 8192 for the hybrids) and decode on random weights of "
      "m1-130m, m2-130m, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b (--shape NAME), "
      "batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...), against the "
-     "weight-bandwidth floor and the FMA rate; all shapes take over an hour on 2 threads",
+     "weight-bandwidth floor and the FMA rate; all shapes take over an hour on 2 threads. "
+     "--device cuda: the GPU engine on m1-130m and m2-130m, bf16, batch 1 and 64",
      RunGenerateBench}};
 
 }  // namespace

@@ -19,6 +19,7 @@ struct Options {
   std::string target;  // a SIMD target to force ("avx2", "scalar", ...; "" = the best)
   // Weight dtypes of the whole-model benches, comma-separated ("f32,bf16", "q8_0,q4_k").
   std::string weights;
+  std::string device = "cpu";  // `bench generate`: "cpu" or "cuda" (bench_generate_cuda.cpp)
 };
 
 // Forces run-time dispatch to the SIMD target `name` (case-insensitive Highway name) for the

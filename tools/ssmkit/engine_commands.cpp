@@ -17,6 +17,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, tokenizer;
+  std::string device = "cpu";
   int64_t max_tokens = 128;
   float temperature = 0.0f, top_p = 1.0f;
   int64_t top_k = 0;
@@ -75,7 +76,9 @@ int RunGenerate(GenerateArgs a) {
   s = StartFromBeginningOfText(c, &prompt);
   if (!s.ok()) return Fail(s);
   std::unique_ptr<Session> session;
-  s = Session::Create(*model, 1, &session);
+  SessionOptions session_options;
+  session_options.device = a.device == "cuda" ? Device::kCuda : Device::kCpu;
+  s = Session::Create(*model, session_options, &session);
   if (!s.ok()) return Fail(s);
   GenerateOptions options;
   options.max_tokens = a.max_tokens;
@@ -109,13 +112,15 @@ int RunGenerate(GenerateArgs a) {
     PrintIds("generated ids", generated);
   }
   const int64_t decoded = stats.generated_tokens > 0 ? stats.generated_tokens - 1 : 0;
+  const std::string where =
+      a.device == "cuda" ? "the GPU" : std::to_string(NumThreads()) + " threads";
   std::fprintf(stderr,
                "prefill: %lld tokens in %.3f s (%.1f tokens/s); decode: %lld tokens in %.3f s "
-               "(%.1f tokens/s); %d threads%s\n",
+               "(%.1f tokens/s); %s%s\n",
                static_cast<long long>(stats.prompt_tokens), stats.prefill_seconds,
                stats.prefill_seconds > 0 ? stats.prompt_tokens / stats.prefill_seconds : 0.0,
                static_cast<long long>(decoded), stats.decode_seconds,
-               stats.decode_seconds > 0 ? decoded / stats.decode_seconds : 0.0, NumThreads(),
+               stats.decode_seconds > 0 ? decoded / stats.decode_seconds : 0.0, where.c_str(),
                stats.stopped_at_eos ? "; stopped at end-of-text" : "");
   return 0;
 }
@@ -206,6 +211,10 @@ void AddEngineCommands(CLI::App& app, const int& threads, int& exit_code) {
   gen->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json, or 'bytes' (default: the model directory's)");
   gen->add_flag("--ignore-eos", args->ignore_eos, "keep going past the end-of-text token");
+  gen->add_option("--device", args->device,
+                  "cpu (default) or cuda: the engine on the GPU (Mamba-1 and Mamba-2 models; "
+                  "docs/cuda.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   gen->add_flag("--print-ids", args->print_ids,
                 "also print the prompt's and the generated token ids to stderr");
   gen->callback([args, &threads, &exit_code] {

@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
     sub->add_option("--ggml", options.ggml,
                     "a ggml test-backend-ops binary: measure the peer in this run\n"
                     "(docs/benchmarks.md)");
+    if (suite.name == "generate") {
+      sub->add_option("--device", options.device,
+                      "cpu (default) or cuda: the engine on the GPU at batch 1 and 64 (bf16)")
+          ->check(CLI::IsMember({"cpu", "cuda"}));
+    }
     sub->callback([&options, &exit_code, &suite, &threads] {
       ssmkit::SetNumThreads(threads);
       if (!ssmkit::bench::ForceTarget(options.target)) {
