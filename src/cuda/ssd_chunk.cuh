@@ -236,6 +236,20 @@ Status LaunchChunkStates(const SsdParams& p, const SsdLayout& lay, float* states
 Status LaunchStatePassing(const SsdParams& p, const SsdLayout& lay, float* states,
                           const float* decay, bool write_final);
 
+// Sums `parts` rows of per-head partials (parts, H, width) f32 into a per-head output (dA,
+// ddt_bias, dD: width 1, or P for dD per channel), in order of the rows: deterministic.
+inline Status SumHeadPartials(const char* op, const float* partial, int64_t parts, int64_t nheads,
+                              int64_t width, const SsdHeadView& out) {
+  if (!out.data) return Status::Ok();
+  StridedOut o;
+  o.data = out.data;
+  o.dims[1] = nheads;
+  o.dims[2] = width;
+  o.strides[1] = out.stride_head;
+  o.strides[2] = out.stride_p;
+  return SumPartials(op, partial, parts, o);
+}
+
 // Offset of chunk (b, c, h)'s (Pp x Np) block in a states workspace.
 __host__ __device__ inline int64_t StateBlock(const SsdLayout& lay, int64_t nheads, int64_t b,
                                               int64_t c, int64_t h) {
