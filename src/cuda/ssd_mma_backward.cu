@@ -37,14 +37,17 @@ struct MmaBackwardPartials {
 template <class S>
 struct BackwardSmem {
   static constexpr int Q = S::Q, P = S::P, N = S::N;
-  static constexpr int kC = 0;                          // [Q][N] bf16
-  static constexpr int kB = kC + BfTileBytes(Q, N);     // [Q][N] bf16
-  static constexpr int kCB = kB + BfTileBytes(Q, N);    // [Q][Q] f32: C B^T
-  static constexpr int kX = kCB + F32TileBytes(Q, Q);   // [Q][P] bf16: x, then w dt x
-  static constexpr int kDy = kX + BfTileBytes(Q, P);    // [Q][P] bf16: dY, then co dY
-  static constexpr int kH = kDy + BfTileBytes(Q, P);    // [P][N] bf16: H_{c-1}
-  static constexpr int kG = kH + BfTileBytes(P, N);     // [P][N] bf16: G_c
-  static constexpr int kM = kG + BfTileBytes(P, N);     // [Q][Q] f32: dY X^T, then L o CB o M
+  static constexpr int kC = 0;                        // [Q][N] bf16
+  static constexpr int kB = kC + BfTileBytes(Q, N);   // [Q][N] bf16
+  static constexpr int kCB = kB + BfTileBytes(Q, N);  // [Q][Q] f32: C B^T
+  // x, H and G come in two buffers each: head k's in buffer k % 2 while the copies of head
+  // k + 1's land in the other.
+  static constexpr int kXTile = BfTileBytes(Q, P), kStateTile = BfTileBytes(P, N);
+  static constexpr int kX = kCB + F32TileBytes(Q, Q);   // 2 x [Q][P] bf16: x, then w dt x
+  static constexpr int kDy = kX + 2 * kXTile;           // [Q][P] bf16: dY, then co dY
+  static constexpr int kH = kDy + kXTile;               // 2 x [P][N] bf16: H_{c-1}
+  static constexpr int kG = kH + 2 * kStateTile;        // 2 x [P][N] bf16: G_c
+  static constexpr int kM = kG + 2 * kStateTile;        // [Q][Q] f32: dY X^T, then L o CB o M
   static constexpr int kWt = kM + F32TileBytes(Q, Q);   // [Q][Q] bf16: L o dt o CB
   static constexpr int kWm = kWt + BfTileBytes(Q, Q);   // [Q][Q] bf16: L o dt o M
   static constexpr int kF1 = kWm + BfTileBytes(Q, Q);   // [Q][P] f32: C H^T, then y - D x
@@ -140,10 +143,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   bf16* cs_tile = reinterpret_cast<bf16*>(smem + Smem::kC);
   bf16* bs_tile = reinterpret_cast<bf16*>(smem + Smem::kB);
   float* cb = reinterpret_cast<float*>(smem + Smem::kCB);
-  bf16* xs = reinterpret_cast<bf16*>(smem + Smem::kX);
   bf16* dys = reinterpret_cast<bf16*>(smem + Smem::kDy);
-  bf16* hs = reinterpret_cast<bf16*>(smem + Smem::kH);
-  bf16* gs = reinterpret_cast<bf16*>(smem + Smem::kG);
   float* ms = reinterpret_cast<float*>(smem + Smem::kM);
   bf16* wts = reinterpret_cast<bf16*>(smem + Smem::kWt);
   bf16* wms = reinterpret_cast<bf16*>(smem + Smem::kWm);
@@ -177,8 +177,28 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const bf16* C = static_cast<const bf16*>(p.C.data);
   const bf16* B = static_cast<const bf16*>(p.B.data);
   const bf16* X = static_cast<const bf16*>(p.x.data);
+  // Buffer k % 2 of head k's x, H and G.
+  auto x_tile = [&](int64_t k) {
+    return reinterpret_cast<bf16*>(smem + Smem::kX + k % 2 * Smem::kXTile);
+  };
+  auto h_tile = [&](int64_t k) {
+    return reinterpret_cast<bf16*>(smem + Smem::kH + k % 2 * Smem::kStateTile);
+  };
+  auto g_tile = [&](int64_t k) {
+    return reinterpret_cast<bf16*>(smem + Smem::kG + k % 2 * Smem::kStateTile);
+  };
+  // Issues the copies of head k's x, H_{c-1} and G_c into their buffers.
+  auto copy_head = [&](int64_t k) {
+    const int64_t h = h_first + k, block = MmaStateBlock(p, lay, b, c, h);
+    CopyTileAsync<Q, P>(x_tile(k), kLdP, qc, [&](int r) { return X + Off(p.x, b, l0 + r, h); });
+    CopyTileAsync<P, N>(h_tile(k), kLdN, P,
+                        [&](int r) { return hstates + block + static_cast<int64_t>(r) * N; });
+    CopyTileAsync<P, N>(g_tile(k), kLdN, P,
+                        [&](int r) { return gstates + block + static_cast<int64_t>(r) * N; });
+  };
   CopyTileAsync<Q, N>(cs_tile, kLdN, qc, [&](int r) { return C + Off(p.C, b, l0 + r, g); });
   CopyTileAsync<Q, N>(bs_tile, kLdN, qc, [&](int r) { return B + Off(p.B, b, l0 + r, g); });
+  copy_head(0);
   CpAsyncWaitAll();
   __syncthreads();
   BlockGemm<Q, Q, N, 1, 2, false, true>(cb, kLdQf, cs_tile, kLdN, bs_tile, kLdN, false);  // C B^T
@@ -191,12 +211,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   for (int64_t k = 0; k < h_count; ++k) {
     const int64_t h = h_first + k;
     const int64_t trow = MmaTimesRow(p, lay, b, h) + l0;
-    const int64_t block = MmaStateBlock(p, lay, b, c, h);
-    CopyTileAsync<Q, P>(xs, kLdP, qc, [&](int r) { return X + Off(p.x, b, l0 + r, h); });
-    CopyTileAsync<P, N>(hs, kLdN, P,
-                        [&](int r) { return hstates + block + static_cast<int64_t>(r) * N; });
-    CopyTileAsync<P, N>(gs, kLdN, P,
-                        [&](int r) { return gstates + block + static_cast<int64_t>(r) * N; });
+    bf16* xs = x_tile(k);
+    const bf16* hs = h_tile(k);
+    const bf16* gs = g_tile(k);
     for (int j = threadIdx.x; j < Q * (P / 8); j += blockDim.x) {
       const int t = j / (P / 8), col = j % (P / 8) * 8;
       uint4 piece = make_uint4(0u, 0u, 0u, 0u);
@@ -211,8 +228,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       css[t] = times.cs[trow + t];
       masks[t] = times.mask[trow + t];
     }
-    CpAsyncWaitAll();
-    __syncthreads();  // also publishes cb on the first head
+    CpAsyncWaitAll();  // head k's copies, issued during head k - 1 (or before the loop)
+    __syncthreads();   // also publishes cb on the first head
+    // Head k + 1's buffers were last read by head k - 1, which ended at a barrier.
+    if (k + 1 < h_count) copy_head(k + 1);
 
     BlockGemm<Q, Q, P, 1, 2, false, true>(ms, kLdQf, dys, kLdP, xs, kLdP, false);      // M = dY X^T
     BlockGemm<Q, P, N, 1, 2, false, true>(f1, kLdPf, cs_tile, kLdN, hs, kLdN, false);  // C H^T

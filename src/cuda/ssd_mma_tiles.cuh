@@ -5,7 +5,8 @@
 //
 // Tile storage: a (rows x cols) tile is row-major with a padded leading dimension (BfLd, F32Ld:
 // 16 bytes of padding per row, which keeps every 16 x 16 sub-tile 32-byte aligned, as WMMA
-// needs, and moves consecutive rows 4 banks apart). A product's operand may also be read
+// needs, and spreads the rows of a sub-tile over the banks: 4 banks apart for tiles a
+// multiple of 64 elements wide). A product's operand may also be read
 // transposed: Trans = true reads logical element (r, c) at ptr[c * ld + r].
 //
 // Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size, Q chunk.
