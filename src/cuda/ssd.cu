@@ -8,6 +8,7 @@
 // Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size, Q chunk.
 #include "cuda/backend.hpp"
 #include "cuda/ssd_chunk.cuh"
+#include "cuda/ssd_mma.cuh"
 
 namespace ssmkit::cuda {
 namespace {
@@ -174,6 +175,14 @@ Status LaunchStatePassing(const SsdParams& p, const SsdLayout& lay, float* state
 }
 
 Status SsdForward(const SsdParams& p) {
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(SsdPicksMma(&variant));
+  if (variant.index == 1) {
+    bool handled = false;
+    SSMKIT_RETURN_IF_ERROR(SsdForwardMma(p, &handled));
+    if (handled) return Status::Ok();
+    if (variant.required) return VariantDoesNotApply(kSsdVariants, variant.index);
+  }
   SsdLayout lay;
   SSMKIT_RETURN_IF_ERROR(PlanSsd(p, false, &lay));
   const int64_t state_floats = p.batch * lay.nchunks * p.nheads * lay.Pp * lay.Np;

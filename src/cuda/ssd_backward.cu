@@ -17,6 +17,7 @@
 // Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size, Q chunk.
 #include "cuda/backend.hpp"
 #include "cuda/ssd_chunk.cuh"
+#include "cuda/ssd_mma.cuh"
 
 namespace ssmkit::cuda {
 namespace {
@@ -297,14 +298,7 @@ Status SumGroupHeads(const SsdBwdParams& p, const SsdLayout& lay, const float* p
 // Sums (B * nchunks) partial rows of `width` values per head into a per-head output.
 Status SumOverChunks(const SsdBwdParams& p, const SsdLayout& lay, const float* partial,
                      int64_t width, const SsdHeadView& out) {
-  if (!out.data) return Status::Ok();
-  StridedOut o;
-  o.data = out.data;
-  o.dims[1] = p.nheads;
-  o.dims[2] = width;
-  o.strides[1] = out.stride_head;
-  o.strides[2] = out.stride_p;
-  return SumPartials(kOp, partial, p.batch * lay.nchunks, o);
+  return SumHeadPartials(kOp, partial, p.batch * lay.nchunks, p.nheads, width, out);
 }
 
 }  // namespace
@@ -312,6 +306,14 @@ Status SumOverChunks(const SsdBwdParams& p, const SsdLayout& lay, const float* p
 int BackwardSmemFloats(const SsdLayout& lay) { return ChunkBackwardSmemFloats(lay); }
 
 Status SsdBackward(const SsdBwdParams& p) {
+  Variant variant;
+  SSMKIT_RETURN_IF_ERROR(SsdPicksMma(&variant));
+  if (variant.index == 1) {
+    bool handled = false;
+    SSMKIT_RETURN_IF_ERROR(SsdBackwardMma(p, &handled));
+    if (handled) return Status::Ok();
+    if (variant.required) return VariantDoesNotApply(kSsdVariants, variant.index);
+  }
   SsdLayout lay;
   SSMKIT_RETURN_IF_ERROR(PlanSsd(p, true, &lay));
   const int64_t state_floats = p.batch * lay.nchunks * p.nheads * lay.Pp * lay.Np;

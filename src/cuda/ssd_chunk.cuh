@@ -79,6 +79,19 @@ __device__ __forceinline__ int ChunkLength(const SsdParams& p, const SsdLayout& 
   return left < lay.Q ? static_cast<int>(left) : lay.Q;
 }
 
+// dt after the bias (already in `raw`), the softplus (when asked) and the clamp to
+// [dt_min, dt_max]; *grad = d dt / d raw, 0 where clamped. Shared by every SSD kernel variant.
+__device__ __forceinline__ float EffectiveDt(const SsdParams& p, float raw, float* grad) {
+  float v = raw, g = 1.0f;
+  if (p.dt_softplus && raw <= 20.0f) {
+    v = log1pf(__expf(raw));
+    g = Sigmoid(raw);
+  }
+  if (v < p.dt_min || v > p.dt_max) g = 0.0f;
+  *grad = g;
+  return fminf(fmaxf(v, p.dt_min), p.dt_max);
+}
+
 // Fills `ct` for chunk (b, c, h). Warp 0 does the work (Q <= 64: two positions per lane, a
 // shuffle scan); the caller synchronises the block afterwards.
 __device__ inline void ComputeTimes(const SsdParams& p, const SsdLayout& lay, int64_t b, int64_t c,
@@ -99,14 +112,7 @@ __device__ inline void ComputeTimes(const SsdParams& p, const SsdLayout& lay, in
       const int64_t l = c * lay.Q + t;
       const float raw =
           LoadF32(p.dt.data, p.dt.dtype, b * p.dt.stride_batch + l * p.dt.stride_seq + h) + bias;
-      float v = raw, grad = 1.0f;
-      if (p.dt_softplus && raw <= 20.0f) {
-        v = log1pf(__expf(raw));
-        grad = Sigmoid(raw);
-      }
-      if (v < p.dt_min || v > p.dt_max) grad = 0.0f;
-      dt = fminf(fmaxf(v, p.dt_min), p.dt_max);
-      mask = grad;
+      dt = EffectiveDt(p, raw, &mask);
       if (p.seq_idx && l > 0) {
         const int32_t* s = p.seq_idx + b * p.seq_idx_stride_batch;
         reset[e] = s[l * p.seq_idx_stride_seq] != s[(l - 1) * p.seq_idx_stride_seq];
@@ -229,6 +235,20 @@ Status LaunchChunkStates(const SsdParams& p, const SsdLayout& lay, float* states
 // for c = 0), with H_c = decay_c H_{c-1} + S_c; writes p.final_states when asked.
 Status LaunchStatePassing(const SsdParams& p, const SsdLayout& lay, float* states,
                           const float* decay, bool write_final);
+
+// Sums `parts` rows of per-head partials (parts, H, width) f32 into a per-head output (dA,
+// ddt_bias, dD: width 1, or P for dD per channel), in order of the rows: deterministic.
+inline Status SumHeadPartials(const char* op, const float* partial, int64_t parts, int64_t nheads,
+                              int64_t width, const SsdHeadView& out) {
+  if (!out.data) return Status::Ok();
+  StridedOut o;
+  o.data = out.data;
+  o.dims[1] = nheads;
+  o.dims[2] = width;
+  o.strides[1] = out.stride_head;
+  o.strides[2] = out.stride_p;
+  return SumPartials(op, partial, parts, o);
+}
 
 // Offset of chunk (b, c, h)'s (Pp x Np) block in a states workspace.
 __host__ __device__ inline int64_t StateBlock(const SsdLayout& lay, int64_t nheads, int64_t b,

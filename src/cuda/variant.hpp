@@ -35,8 +35,8 @@ inline constexpr OpVariants kScanVariants{"selective_scan", "SSMKIT_CUDA_SCAN", 
 inline constexpr const char* kScanBackwardVariantNames[] = {"original", "parallel"};
 inline constexpr OpVariants kScanBackwardVariants{"selective_scan", "SSMKIT_CUDA_SCAN_BWD",
                                                   kScanBackwardVariantNames, 2, 0};
-inline constexpr const char* kSsdVariantNames[] = {"original"};
-inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 1, 0};
+inline constexpr const char* kSsdVariantNames[] = {"original", "mma"};
+inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 2, 0};
 // Causal conv1d forward: "vector" replaced "original" where it applies (H200, 2026-11-28).
 inline constexpr const char* kConv1dVariantNames[] = {"original", "vector"};
 inline constexpr OpVariants kConv1dVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D",

@@ -2,10 +2,20 @@
 // G > 1 and G = 1, D (H) and (H, P), z, dt_bias, h0, seq_idx resets (also at chunk borders),
 // dt_limit, L not a multiple of the chunk, P and N not multiples of 16, bf16, the m2-130m
 // head shape, L = 2^17, and bitwise determinism. Fresh random inputs, NaN-poisoned outputs.
+// Each test runs once per kernel variant (SSMKIT_CUDA_SSD = verified, mma); the mma variant
+// takes bf16 calls with P = 64, N = 128 and no seq_idx (the MmaCases below, which also run
+// under the verified kernel) and hands every other call to the verified kernel.
 //
-// The chunk products run on the tensor cores in TF32 (10-bit mantissa), so the bounds are
-// 5e-3 forward and 2e-2 for gradients (f32 and bf16 alike); held on an H100 (2026-11-23).
+// Bounds. The verified kernel's products run in TF32 (10-bit mantissa): 5e-3 forward and 2e-2
+// for gradients (f32 and bf16 alike); held on an H100 (2026-11-23). The mma variant rounds its
+// product operands to bf16 (7-bit mantissa, relative rounding up to 2^-9 = 2e-3): beside the
+// output's own bf16 rounding, the forward rounds w dt x, the states H and L o dt o C B^T once
+// each, so its forward bound on bf16 calls is 1e-2; its gradients keep 2e-2. In a CPU
+// emulation of the mma kernels (threads, barriers and WMMA emulated; not a GPU run) the
+// MmaCases gave 1.6e-3 to 2.6e-3 forward and 1.0e-3 to 4.0e-3 for gradients.
 #include <array>
+#include <cstdlib>
+#include <cstring>
 
 #include "gpu_test_util.hpp"
 #include "ssd_fixture.hpp"
@@ -14,7 +24,15 @@ namespace ssmkit::testing {
 namespace {
 
 constexpr double kForwardBound = 5e-3;
+constexpr double kMmaBf16ForwardBound = 1e-2;
 constexpr double kGradBound = 2e-2;
+
+// The forward bound of this call under the variant SSMKIT_CUDA_SSD picks (see the header).
+double ForwardBound(const SsdCase& c) {
+  const char* variant = std::getenv("SSMKIT_CUDA_SSD");
+  const bool mma = variant && std::strncmp(variant, "mma", 3) == 0;  // "mma" or "mma!"
+  return mma && c.dtype == DType::kBF16 ? kMmaBf16ForwardBound : kForwardBound;
+}
 
 SsdInputs ToDevice(const SsdInputs& in, Mirrors& m) {
   SsdInputs d = in;
@@ -45,8 +63,8 @@ void CheckForward(const SsdCase& c, uint64_t seed) {
   SSMKIT_CUDA_OK(m.CopyBack());
   std::vector<double> ref_out, ref_fs;
   prob.Reference(&ref_out, &ref_fs);
-  EXPECT_LE(RelativeError(out.ToDouble(), ref_out), kForwardBound);
-  EXPECT_LE(RelativeError(fs.ToDouble(), ref_fs), kForwardBound);
+  EXPECT_LE(RelativeError(out.ToDouble(), ref_out), ForwardBound(c));
+  EXPECT_LE(RelativeError(fs.ToDouble(), ref_fs), ForwardBound(c));
 }
 
 constexpr int kNumGrads = 9;
@@ -144,11 +162,77 @@ std::vector<SsdCase> Cases() {
   return cases;
 }
 
+// Calls the mma variant takes (bf16, P = 64, N = 128), one path each: several chunks of 64
+// with a partial last one and h0, D per channel with dt_limit, no options at all, an m2-130m
+// layer (24 heads: slices of 8), 20 heads in one group (slices of 8, 8 and 4), L below one
+// chunk, L a multiple of 256; and seq_idx, which the mma variant hands to the verified kernel.
+std::vector<SsdCase> MmaCases() {
+  std::vector<SsdCase> cases;
+  SsdCase base;  // B2 H4 G2, every option on
+  base.seqlen = 300;
+  base.headdim = 64;
+  base.dstate = 128;
+  base.dtype = DType::kBF16;
+  cases.push_back(base);
+  SsdCase limits = base;
+  limits.dt_min = 0.01f;
+  limits.dt_max = 0.1f;
+  limits.d_per_channel = true;
+  cases.push_back(limits);
+  SsdCase bare = base;
+  bare.has_D = bare.has_z = bare.has_dt_bias = bare.has_h0 = bare.softplus = false;
+  bare.ngroups = 1;
+  cases.push_back(bare);
+  SsdCase m2 = base;
+  m2.batch = 1;
+  m2.seqlen = 512;
+  m2.nheads = 24;
+  m2.ngroups = 1;
+  cases.push_back(m2);
+  SsdCase uneven = base;
+  uneven.batch = 1;
+  uneven.seqlen = 200;
+  uneven.nheads = 20;
+  uneven.ngroups = 1;
+  cases.push_back(uneven);
+  SsdCase short_seq = base;
+  short_seq.seqlen = 40;
+  cases.push_back(short_seq);
+  SsdCase whole = base;
+  whole.seqlen = 256;
+  whole.big_dt_fraction = 0.05;
+  cases.push_back(whole);
+  SsdCase reset = base;
+  reset.has_seq_idx = true;
+  reset.seq_break = 0.03;
+  cases.push_back(reset);
+  return cases;
+}
+
+std::vector<SsdCase> AllCases() {
+  std::vector<SsdCase> cases = Cases();
+  for (const SsdCase& c : MmaCases()) cases.push_back(c);
+  return cases;
+}
+
+// The calls the mma variant takes, with it required ("mma!": a call it does not take fails
+// instead of falling back), so the forward and backward of those cases prove it ran.
+TEST(SsdGpu, MmaCoversItsCases) {
+  SSMKIT_REQUIRE_GPU();
+  ScopedVariant variant("SSMKIT_CUDA_SSD", "mma!");
+  const uint64_t seed = FreshSeed();
+  for (const SsdCase& c : MmaCases()) {
+    if (c.has_seq_idx) continue;  // handed to the original kernel
+    CheckForward(c, seed);
+    CheckBackward(c, seed);
+  }
+}
+
 TEST(SsdGpu, ForwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
   ForEachVariant(kSsdVariants, [&] {
     const uint64_t seed = FreshSeed();
-    for (const SsdCase& c : Cases()) CheckForward(c, seed);
+    for (const SsdCase& c : AllCases()) CheckForward(c, seed);
   });
 }
 
@@ -156,11 +240,12 @@ TEST(SsdGpu, BackwardMatchesTheOracle) {
   SSMKIT_REQUIRE_GPU();
   ForEachVariant(kSsdVariants, [&] {
     const uint64_t seed = FreshSeed();
-    for (const SsdCase& c : Cases()) CheckBackward(c, seed);
+    for (const SsdCase& c : AllCases()) CheckBackward(c, seed);
   });
 }
 
-// L = 2^17 with 4 heads of P = 8 (2^22 elements of x per batch row).
+// L = 2^17 with 4 heads of P = 8 (2^22 elements of x per batch row), and in bf16 with 2 heads
+// of P = 64, N = 128 (the mma variant's shape: 2048 chunks).
 TEST(SsdGpu, LongSequence) {
   SSMKIT_REQUIRE_GPU();
   ForEachVariant(kSsdVariants, [&] {
@@ -174,6 +259,13 @@ TEST(SsdGpu, LongSequence) {
     c.dstate = 16;
     CheckForward(c, seed);
     CheckBackward(c, seed);
+    SsdCase mma = c;
+    mma.nheads = 2;
+    mma.headdim = 64;
+    mma.dstate = 128;
+    mma.dtype = DType::kBF16;
+    CheckForward(mma, seed);
+    CheckBackward(mma, seed);
   });
 }
 
@@ -185,9 +277,16 @@ TEST(SsdGpu, BackwardIsDeterministic) {
     c.seqlen = 300;
     c.nheads = 8;
     c.ngroups = 1;
-    const auto first = CheckBackward(c, seed, false);
-    const auto second = CheckBackward(c, seed, false);
-    for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+    SsdCase mma = c;  // the mma variant's shape; 20 heads: head slices of 8, 8 and 4
+    mma.nheads = 20;
+    mma.headdim = 64;
+    mma.dstate = 128;
+    mma.dtype = DType::kBF16;
+    for (const SsdCase& one : {c, mma}) {
+      const auto first = CheckBackward(one, seed, false);
+      const auto second = CheckBackward(one, seed, false);
+      for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+    }
   });
 }
 
