@@ -83,19 +83,6 @@ if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
     timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed|SSMKIT_CUDA" | head -40
   done
 fi
-if [ -x "$cli" ] && ! "$cli" --help > /dev/null 2>&1; then
-  stamp "the ssmkit CLI does not start here (a library missing?):"
-  ldd "$cli" | grep "not found"
-elif [ -x "$cli" ]; then
-  # The engine on the GPU (docs/cuda.md): decode tokens/s at batch 1 and 64, m1-130m and
-  # m2-130m, bf16 random weights; if the graph-replayed step fails, the eager one's numbers.
-  stamp "ssmkit bench generate --device cuda"
-  timeout 240 "$cli" bench generate --device cuda 2>&1 | tee "$OUT/generate_cuda.txt"
-  if [ "${PIPESTATUS[0]}" != 0 ]; then
-    stamp "again with SSMKIT_CUDA_GRAPHS=0 (every step launched eagerly)"
-    SSMKIT_CUDA_GRAPHS=0 timeout 240 "$cli" bench generate --device cuda 2>&1 | tee -a "$OUT/generate_cuda.txt"
-  fi
-fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"
   timeout "${SSMKIT_SANITIZE_TIMEOUT:-300}" scripts/sanitize_gpu.sh "$build" > "$OUT/sanitize.log" 2>&1; stamp "sanitizer exit $?"
@@ -106,6 +93,19 @@ if [ -n "${triton_warm:-}" ]; then  # its GPU work must not overlap our timings
   stamp "waiting for mamba_ssm's Triton compilation"
   wait "$triton_warm"
   tail -2 /tmp/triton-warm.log
+fi
+if [ -x "$cli" ] && ! "$cli" --help > /dev/null 2>&1; then
+  stamp "the ssmkit CLI does not start here (a library missing?):"
+  ldd "$cli" | grep "not found"
+elif [ -x "$cli" ]; then
+  # The engine on the GPU (docs/cuda.md): decode tokens/s at batch 1 and 64, m1-130m and
+  # m2-130m, bf16 random weights; if the graph-replayed step fails, the eager one's numbers.
+  stamp "ssmkit bench generate --device cuda"
+  timeout 120 "$cli" bench generate --device cuda 2>&1 | tee "$OUT/generate_cuda.txt"
+  if [ "${PIPESTATUS[0]}" != 0 ]; then
+    stamp "again with SSMKIT_CUDA_GRAPHS=0 (every step launched eagerly)"
+    SSMKIT_CUDA_GRAPHS=0 timeout 120 "$cli" bench generate --device cuda 2>&1 | tee -a "$OUT/generate_cuda.txt"
+  fi
 fi
 stamp "ssmkit benchmark"
 "$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
@@ -119,12 +119,12 @@ if [ -n "${peer_build:-}" ]; then
   stamp "mamba_ssm's Triton ops (while the peers' wheels build)"
   PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) PYTHONUNBUFFERED=1 timeout 240 python3 bench/device/compare.py \
     --ours "$OUT/ours.jsonl" --cases '^(ssd|step)' --peers-out "$OUT/peers_triton.jsonl" \
-    > /dev/null 2> "$OUT/peers_triton.err"
+    > /dev/null 2> /tmp/peers_triton.err || tail -5 /tmp/peers_triton.err
   peers_in=(--peers-in "$OUT/peers_triton.jsonl")
   stamp "waiting for the peers' wheels"
   wait "$peer_build"
-  cat /tmp/peer-out/*.log /tmp/peer-build.log > "$OUT/peers_build.log" 2>/dev/null
-  ls "$peer_wheels"/*.whl 2>/dev/null || { stamp "no peer wheel was built:"; tail -20 "$OUT/peers_build.log"; }
+  cat /tmp/peer-out/*.log /tmp/peer-build.log > /tmp/peers_build.log 2>/dev/null
+  ls "$peer_wheels"/*.whl 2>/dev/null || { stamp "no peer wheel was built:"; tail -20 /tmp/peers_build.log; }
 fi
 if compgen -G "$peer_wheels/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$peer_wheels"/*.whl \
@@ -134,7 +134,7 @@ else
 fi
 stamp "peers and the table"
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" \
-  "${peers_in[@]}" --peers-out "$OUT/peers.jsonl" 2> "$OUT/peers.err" > "$OUT/table.txt"
-tail -5 "$OUT/peers.err"
+  "${peers_in[@]}" --peers-out "$OUT/peers.jsonl" 2> /tmp/peers.err > "$OUT/table.txt"
+tail -5 /tmp/peers.err
 stamp "done"
 cat "$OUT/table.txt"
