@@ -152,12 +152,13 @@ __device__ __forceinline__ void StageRows(T* dst, const T* src, int64_t row_stri
     const int64_t l = l0 + v * kV;
     T* to = dst + r * kSteps + v * kV;
     const bool row_ok = r < valid_rows;
-    if (vec) {
-      const int64_t left = row_ok ? seqlen - l : 0;  // elements of the row from l on
-      const int bytes = left <= 0 ? 0 : (left >= kV ? 16 : static_cast<int>(left * sizeof(T)));
-      // A copy of 0 bytes reads nothing; it gets the (valid, aligned) row 0 start anyway.
-      CopyAsync16(to, bytes > 0 ? src + r * row_stride + l : src, bytes);
+    const int64_t left = row_ok ? seqlen - l : 0;  // elements of the row from l on
+    if (vec && left >= kV) {
+      CopyAsync16(to, src + r * row_stride + l, 16);
     } else {
+      // A partial or empty vector element by element: a cp.async of fewer than 16 source bytes
+      // reads only those, but names 16 (compute-sanitizer's memcheck reported such copies at a
+      // row's end as reads past the allocation on an H200, 2026-11-28).
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
         to[e] = row_ok && l + e < seqlen ? src[r * row_stride + (l + e) * time_stride]
