@@ -16,7 +16,7 @@ CONV_VERSION=${CONV_VERSION:-1.7.0}
 mkdir -p .deps .whl/src
 (cd .deps && apt-get download libhwy-dev libhwy1 libgtest-dev libcli11-dev nlohmann-json3-dev \
    libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0 \
-   libicu-dev libicu72)
+   libicu-dev libicu72 libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1)
 
 venv=build/peer-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
