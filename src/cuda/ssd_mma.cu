@@ -55,15 +55,10 @@ __global__ void __launch_bounds__(kMmaThreads)
   float* dts = reinterpret_cast<float*>(smem + Smem::kDt);
   float* css = reinterpret_cast<float*>(smem + Smem::kCs);
 
-  const int64_t c = blockIdx.x;
-  const int64_t slice = blockIdx.y % lay.slices, bg = blockIdx.y / lay.slices;
-  const int64_t g = bg % p.ngroups, b = bg / p.ngroups;
-  const int64_t per_group = p.nheads / p.ngroups;
-  const int64_t h_first = g * per_group + slice * lay.heads_per_block;
-  const int64_t h_left = per_group - slice * lay.heads_per_block;
-  const int64_t h_count = h_left < lay.heads_per_block ? h_left : lay.heads_per_block;
-  const int64_t l0 = c * Q;
-  const int qc = MmaChunkLength(p, l0, Q);
+  const MmaBlockPlace place(p, lay, Q);
+  const int64_t c = place.c, g = place.g, b = place.b, h_first = place.h_first;
+  const int64_t h_count = place.h_count, l0 = place.l0;
+  const int qc = place.qc;
 
   const bf16* C = static_cast<const bf16*>(p.C.data);
   const bf16* B = static_cast<const bf16*>(p.B.data);

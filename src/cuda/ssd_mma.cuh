@@ -55,6 +55,26 @@ __device__ __forceinline__ int MmaChunkLength(const SsdParams& p, int64_t l0, in
   return left < Q ? static_cast<int>(left) : Q;
 }
 
+// The place of a chunk kernel's block (grid x: chunk c; y: (b, g, slice)): its chunk, batch
+// row, group, slice, and the heads of its slice of the group, [h_first, h_first + h_count).
+struct MmaBlockPlace {
+  int64_t c, b, g, slice, h_first, h_count, l0;
+  int qc;  // steps in the chunk
+  __device__ MmaBlockPlace(const SsdParams& p, const MmaLayout& lay, int Q) {
+    c = blockIdx.x;
+    slice = blockIdx.y % lay.slices;
+    const int64_t bg = blockIdx.y / lay.slices;
+    g = bg % p.ngroups;
+    b = bg / p.ngroups;
+    const int64_t per_group = p.nheads / p.ngroups;
+    h_first = g * per_group + slice * lay.heads_per_block;
+    const int64_t h_left = per_group - slice * lay.heads_per_block;
+    h_count = h_left < lay.heads_per_block ? h_left : lay.heads_per_block;
+    l0 = c * Q;
+    qc = MmaChunkLength(p, l0, Q);
+  }
+};
+
 // Offset of the (P x N) bf16 block of (b, c, h) in a (B, nchunks, H, P, N) states workspace.
 __host__ __device__ inline int64_t MmaStateBlock(const SsdParams& p, const MmaLayout& lay,
                                                  int64_t b, int64_t c, int64_t h) {

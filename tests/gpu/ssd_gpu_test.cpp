@@ -121,6 +121,19 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
   return bytes;
 }
 
+// The option cases of a base case: dt limits with D per channel, and every option off.
+void AddOptionCases(const SsdCase& base, std::vector<SsdCase>* cases) {
+  SsdCase limits = base;
+  limits.dt_min = 0.01f;
+  limits.dt_max = 0.1f;
+  limits.d_per_channel = true;
+  cases->push_back(limits);
+  SsdCase bare = base;
+  bare.has_D = bare.has_z = bare.has_dt_bias = bare.has_h0 = bare.softplus = false;
+  bare.ngroups = 1;
+  cases->push_back(bare);
+}
+
 std::vector<SsdCase> Cases() {
   std::vector<SsdCase> cases;
   SsdCase base;       // B2 L24 H4 P8 G2 N16, every option on
@@ -130,15 +143,7 @@ std::vector<SsdCase> Cases() {
   reset.has_seq_idx = true;
   reset.seq_break = 0.03;
   cases.push_back(reset);
-  SsdCase limits = base;
-  limits.dt_min = 0.01f;
-  limits.dt_max = 0.1f;
-  limits.d_per_channel = true;
-  cases.push_back(limits);
-  SsdCase bare = base;
-  bare.has_D = bare.has_z = bare.has_dt_bias = bare.has_h0 = bare.softplus = false;
-  bare.ngroups = 1;
-  cases.push_back(bare);
+  AddOptionCases(base, &cases);
   SsdCase odd = base;
   odd.headdim = 5;
   odd.dstate = 7;
@@ -174,15 +179,7 @@ std::vector<SsdCase> MmaCases() {
   base.dstate = 128;
   base.dtype = DType::kBF16;
   cases.push_back(base);
-  SsdCase limits = base;
-  limits.dt_min = 0.01f;
-  limits.dt_max = 0.1f;
-  limits.d_per_channel = true;
-  cases.push_back(limits);
-  SsdCase bare = base;
-  bare.has_D = bare.has_z = bare.has_dt_bias = bare.has_h0 = bare.softplus = false;
-  bare.ngroups = 1;
-  cases.push_back(bare);
+  AddOptionCases(base, &cases);
   SsdCase m2 = base;
   m2.batch = 1;
   m2.seqlen = 512;
