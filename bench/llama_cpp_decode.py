@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""The steps of bench/llama_cpp_decode.sh: ssmkit's decode against llama.cpp's on the same
-random mamba-130m-shaped checkpoint (batch 1, greedy).
+"""The steps of bench/llama_cpp_decode.sh: ssmkit's prefill and decode against llama.cpp's on
+the same random checkpoints of the docs/targets.md shapes (batch 1, greedy).
 
-  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the docs/targets.md m1-130m / m2-130m
-              shapes, saved with save_pretrained (f32, and a bf16 copy of the same weights),
-              with the fixtures' tokenizer.json (both engines need one to load the checkpoint;
-              the prompt is the same token ids for both)
+  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the m1-130m / m2-130m shapes, or a
+              GraniteMoeHybridForCausalLM of granite-4.0-h-350m's published config, saved with
+              save_pretrained (f32, and a bf16 copy of the same weights), with the fixtures'
+              tokenizer.json (both engines need one to load the checkpoint; the prompt is the
+              same token ids for both)
   convert     the checkpoint to GGUF with llama.cpp's convert_hf_to_gguf.py (from the unpacked
               llama-cpp-python sdist), run in this process
-  compare     per case: `ssmkit generate` (decode tok/s from its stderr line, generated ids from
-              --print-ids) and llama.cpp through llama-cpp-python (n_threads = n_threads_batch
-              = --threads), the same prompt ids, greedy, --decode decode steps; one table
+  compare     per case: `ssmkit generate` on the checkpoint directory or on a .gguf file (prefill
+              and decode tok/s from its stderr line, generated ids from --print-ids) and
+              llama.cpp through llama-cpp-python (n_threads = n_threads_batch = --threads) on
+              the GGUF file, the same prompt ids, greedy, --decode decode steps; one table
 
-Decode time, for both engines: the --decode steps after the first token (which is sampled from
-the prefill's logits), each a one-token forward pass plus the greedy choice of the next token;
-the prefill is not counted. Each engine's figure is the median of --runs runs, the two engines'
-runs interleaved.
+Prefill time: the prompt (the sentence below repeated --prompt-repeat times) in one forward
+pass, with the first token's greedy choice. Decode time: the --decode steps after the first
+token, each a one-token forward pass plus the greedy choice of the next token. Each engine's
+figure is the median of --runs runs, the two engines' runs interleaved.
 """
 
 import argparse
@@ -33,10 +35,25 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKENIZER = ROOT / "tests" / "fixtures" / "tokenizer" / "tokenizer.json"
 PROMPT = "The state space model reads one token at a time"
 
+# granite-4.0-h-350m: the keys of ibm-granite's published config.json that shape the model (as
+# the engine's preset of the same name, src/model/preset_config.cpp).
+GRANITE_350M = dict(
+    attention_bias=False, attention_multiplier=0.015625, embedding_multiplier=12.0,
+    hidden_size=768, intermediate_size=2048, logits_scaling=3.0,
+    layer_types=["mamba"] * 10 + ["attention"] + ["mamba"] * 2 + ["attention"] + ["mamba"] * 3
+    + ["attention"] + ["mamba"] * 9 + ["attention"] + ["mamba"] * 4,
+    mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=32, mamba_d_state=128, mamba_n_groups=1,
+    mamba_n_heads=48, mamba_proj_bias=False, max_position_embeddings=32768,
+    num_attention_heads=12, num_experts_per_tok=0, num_hidden_layers=32, num_key_value_heads=4,
+    num_local_experts=0, position_embedding_type="nope", residual_multiplier=0.246,
+    rms_norm_eps=1e-5, rope_theta=10000.0, shared_intermediate_size=2048,
+    tie_word_embeddings=True, vocab_size=100352, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
 
 def make_checkpoint(args) -> None:
     import torch
-    from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM
+    from transformers import (GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM, Mamba2Config,
+                              Mamba2ForCausalLM, MambaConfig, MambaForCausalLM)
 
     sys.path.insert(0, str(ROOT / "scripts"))
     from make_model_fixtures import randomize  # moves norms, D, biases off their initial values
@@ -48,6 +65,8 @@ def make_checkpoint(args) -> None:
                   tie_word_embeddings=True)
     if args.arch == "mamba1":
         model = MambaForCausalLM(MambaConfig(vocab_size=50280, state_size=16, time_step_rank="auto", **common))
+    elif args.arch == "granite-350m":
+        model = GraniteMoeHybridForCausalLM(GraniteMoeHybridConfig(**GRANITE_350M))
     else:
         model = Mamba2ForCausalLM(Mamba2Config(vocab_size=50288, state_size=128, num_heads=24, head_dim=64,
                                                n_groups=1, chunk_size=256, **common))
@@ -61,6 +80,12 @@ def make_checkpoint(args) -> None:
             shutil.rmtree(out)
         model.to(dtype).save_pretrained(str(out), safe_serialization=True)
         shutil.copy(TOKENIZER, out / "tokenizer.json")
+        if args.arch == "granite-350m":
+            # save_pretrained spells layer_types linear_attention / full_attention; llama.cpp's
+            # converter reads the published files' mamba / attention (as ssmkit reads both).
+            config = json.loads((out / "config.json").read_text())
+            config["layer_types"] = GRANITE_350M["layer_types"]
+            (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         print(f"{args.arch} {str(dtype).removeprefix('torch.')}: {out}")
 
 
@@ -84,16 +109,17 @@ def convert(args) -> None:
     module.main()
 
 
-def prompt_ids(model_dir: str) -> list:
+def prompt_ids(text: str) -> list:
     from tokenizers import Tokenizer
 
-    return Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json")).encode(PROMPT).ids
+    return Tokenizer.from_file(str(TOKENIZER)).encode(text).ids
 
 
-def run_ssmkit(binary: str, model_dir: str, threads: int, decode: int, ids: list) -> tuple:
-    """One `ssmkit generate` run: (decode tokens/s, generated ids)."""
-    cmd = [binary, "--threads", str(threads), "generate", "--model", model_dir, "--prompt", PROMPT,
-           "--max-tokens", str(decode + 1), "--ignore-eos", "--print-ids"]
+def run_ssmkit(binary: str, model: str, threads: int, decode: int, text: str, ids: list) -> tuple:
+    """One `ssmkit generate` run on a checkpoint directory or a .gguf file: (prefill tokens/s,
+    decode tokens/s, generated ids)."""
+    cmd = [binary, "--threads", str(threads), "generate", "--model", model, "--tokenizer", str(TOKENIZER),
+           "--prompt", text, "--max-tokens", str(decode + 1), "--ignore-eos", "--print-ids"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
@@ -101,10 +127,13 @@ def run_ssmkit(binary: str, model_dir: str, threads: int, decode: int, ids: list
     if [int(t) for t in lines["prompt ids"].split()] != ids:
         sys.exit(f"ssmkit tokenized the prompt as {lines['prompt ids']}, the tokenizers package as {ids}")
     generated = [int(t) for t in lines["generated ids"].split()]
+    pre = re.search(r"prefill: (\d+) tokens in ([0-9.]+) s", p.stderr)
     m = re.search(r"decode: (\d+) tokens in ([0-9.]+) s", p.stderr)
+    if not pre or int(pre.group(1)) != len(ids):
+        sys.exit(f"ssmkit did not prefill {len(ids)} tokens:\n{p.stderr}")
     if not m or int(m.group(1)) != decode or len(generated) != decode + 1:
         sys.exit(f"ssmkit did not decode {decode} tokens:\n{p.stderr}")
-    return decode / float(m.group(2)), generated
+    return len(ids) / float(pre.group(2)), decode / float(m.group(2)), generated
 
 
 class LlamaCpp:
@@ -129,45 +158,54 @@ class LlamaCpp:
         return int(logits.argmax())
 
     def generate(self, ids: list, decode: int) -> tuple:
-        """(decode tokens/s, generated ids): a prefill of `ids`, then `decode` steps."""
-        self.llm.reset()  # clears the recurrent state
-        token = self._forward(ids, 0)
-        generated = [token]
+        """(prefill tokens/s, decode tokens/s, generated ids): a prefill of `ids`, then `decode`
+        steps."""
+        self.llm.reset()  # clears the recurrent state and the KV cache
         t0 = time.perf_counter()
+        token = self._forward(ids, 0)
+        t1 = time.perf_counter()
+        generated = [token]
         for step in range(decode):
             token = self._forward([token], len(ids) + step)
             generated.append(token)
-        return decode / (time.perf_counter() - t0), generated
+        return len(ids) / (t1 - t0), decode / (time.perf_counter() - t1), generated
 
 
 def compare(args) -> None:
     rows = []
+    text = " ".join([PROMPT] * args.prompt_repeat)
+    ids = prompt_ids(text)
     for case in args.case:
-        arch, dtype, model_dir, gguf = case.split(",")
-        ids = prompt_ids(model_dir)
+        arch, dtype, ssmkit_model, gguf = case.split(",")
         peer = LlamaCpp(gguf, args.threads, n_ctx=len(ids) + args.decode + 8)
         ours, theirs = [], []
         for _ in range(args.runs):  # interleaved, so that both see the same changes of load
-            ours.append(run_ssmkit(args.ssmkit, model_dir, args.threads, args.decode, ids))
+            ours.append(run_ssmkit(args.ssmkit, ssmkit_model, args.threads, args.decode, text, ids))
             theirs.append(peer.generate(ids, args.decode))
         del peer
-        ours_tok_s = statistics.median(r[0] for r in ours)
-        theirs_tok_s = statistics.median(r[0] for r in theirs)
-        a, b = ours[0][1][: args.check], theirs[0][1][: args.check]
+        median = {name: (statistics.median(r[i] for r in ours), statistics.median(r[i] for r in theirs))
+                  for i, name in enumerate(("prefill", "decode"))}
+        a, b = ours[0][2][: args.check], theirs[0][2][: args.check]
         same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
-        rows.append(dict(arch=arch, weights=dtype, ssmkit_tok_s=ours_tok_s, llama_cpp_tok_s=theirs_tok_s,
-                         ratio=ours_tok_s / theirs_tok_s, agree=same, checked=len(a), ssmkit_ids=a,
-                         llama_cpp_ids=b, ssmkit_runs=[r[0] for r in ours], llama_cpp_runs=[r[0] for r in theirs],
-                         prompt_ids=ids))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"decode, batch 1, {args.threads} threads, greedy, prompt of {len(ids)} tokens, {args.decode} decode "
-          f"steps, median of {args.runs} runs; ratio = ssmkit / llama.cpp; greedy = leading tokens that agree")
-    print(f"{'model':8} {'weights':7} {'engine':10} {'decode tok/s':>12} {'ratio':>6} {'greedy':>7}")
+        row = dict(arch=arch, weights=dtype, agree=same, checked=len(a), ssmkit_ids=a, llama_cpp_ids=b,
+                   prompt_tokens=len(ids))
+        for i, name in enumerate(("prefill", "decode")):
+            row.update({f"ssmkit_{name}_tok_s": median[name][0], f"llama_cpp_{name}_tok_s": median[name][1],
+                        f"{name}_ratio": median[name][0] / median[name][1],
+                        f"ssmkit_{name}_runs": [r[i] for r in ours], f"llama_cpp_{name}_runs": [r[i] for r in theirs]})
+        rows.append(row)
+        if args.json:  # after every case, so that a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"batch 1, {args.threads} threads, greedy, prompt of {len(ids)} tokens, {args.decode} decode steps, "
+          f"median of {args.runs} runs; ratio = ssmkit / llama.cpp; greedy = leading tokens that agree")
+    print(f"{'model':12} {'weights':7} {'engine':10} {'prefill tok/s':>13} {'ratio':>6} {'decode tok/s':>12} "
+          f"{'ratio':>6} {'greedy':>7}")
     for r in rows:
         agree = f"{r['agree']}/{r['checked']}"
-        print(f"{r['arch']:8} {r['weights']:7} {'llama.cpp':10} {r['llama_cpp_tok_s']:12.1f} {1.0:6.2f} {agree:>7}")
-        print(f"{r['arch']:8} {r['weights']:7} {'ssmkit':10} {r['ssmkit_tok_s']:12.1f} {r['ratio']:6.2f} {agree:>7}")
+        for engine, key, pr, dr in (("llama.cpp", "llama_cpp", 1.0, 1.0),
+                                    ("ssmkit", "ssmkit", r["prefill_ratio"], r["decode_ratio"])):
+            print(f"{r['arch']:12} {r['weights']:7} {engine:10} {r[key + '_prefill_tok_s']:13.1f} {pr:6.2f} "
+                  f"{r[key + '_decode_tok_s']:12.1f} {dr:6.2f} {agree:>7}")
     for r in rows:
         if r["agree"] < r["checked"]:
             print(f"{r['arch']} {r['weights']}: first {r['checked']} ids differ at {r['agree']}:\n"
@@ -178,7 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("checkpoint")
-    p.add_argument("--arch", choices=["mamba1", "mamba2"], required=True)
+    p.add_argument("--arch", choices=["mamba1", "mamba2", "granite-350m"], required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--bf16-out")
     p.add_argument("--seed", type=int, default=130)
@@ -191,7 +229,10 @@ def main() -> None:
     p.set_defaults(fn=convert)
     p = sub.add_parser("compare")
     p.add_argument("--ssmkit", required=True)
-    p.add_argument("--case", action="append", required=True, help="arch,dtype,checkpoint dir,gguf file")
+    p.add_argument("--case", action="append", required=True,
+                   help="arch,weights,what ssmkit loads (checkpoint dir or .gguf),gguf file llama.cpp loads")
+    p.add_argument("--prompt-repeat", type=int, default=1,
+                   help="the prompt sentence this many times (a longer prefill)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--decode", type=int, default=256)
     p.add_argument("--runs", type=int, default=3)

@@ -1,66 +1,85 @@
 #!/usr/bin/env bash
-# Decode at batch 1 against llama.cpp (docs/benchmarks.md, "Engine decode vs llama.cpp"): the
-# same random mamba-130m-shaped Hugging Face checkpoint, converted to GGUF with llama.cpp's own
-# convert_hf_to_gguf.py, timed in both engines in one run (2 threads, greedy, 256 decode steps,
-# median of 3), with a check that both pick the same first greedy tokens.
+# Prefill and decode at batch 1 against llama.cpp (docs/benchmarks.md, "Engine decode vs
+# llama.cpp"): the same random checkpoints of the docs/targets.md shapes (m1-130m, m2-130m,
+# granite-4.0-h-350m), converted to GGUF with llama.cpp's own convert_hf_to_gguf.py and, for the
+# quantized types, quantized by llama.cpp's own llama-quantize; timed in both engines in one run
+# (2 threads, greedy, median of 3, runs interleaved), with a check that both pick the same first
+# greedy tokens. ssmkit loads the checkpoint directory for f32 / bf16 and the same GGUF file
+# llama.cpp loads for the quantized types.
 #
-# Everything it fetches or makes stays under build/llama-cpp-peer/ (untracked): a venv with
-# torch, transformers, safetensors, gguf and numpy from PyPI, llama-cpp-python built from its
-# PyPI sdist (the llama.cpp it vendors, GGML_NATIVE), the checkpoints and their GGUF files.
-# Nothing of llama.cpp is part of this repository. The first run takes ~20 minutes on 2 cores
-# (the llama.cpp build); later runs reuse what is there.
+# Everything it fetches or makes stays outside the tracked files: build/venv (scripts/python_venv.sh:
+# torch and transformers from the wheelhouse cache), the llama-cpp-python sdist from PyPI (cached in
+# ~/.cache/ssmkit), unpacked under build/llama-cpp-peer/ with the llama.cpp it vendors built there
+# by CMake (CPU backend, GGML_NATIVE: libllama for llama-cpp-python's ctypes API, read from the
+# sdist's own sources, and llama-quantize / llama-bench / llama-server / llama-perplexity), the
+# checkpoints and their GGUF files. Nothing of llama.cpp is part of this repository. The first run
+# takes ~25 minutes on 2 cores (the llama.cpp build); later runs reuse what is there.
 #
 # Usage: bench/llama_cpp_decode.sh [extra arguments of bench/llama_cpp_decode.py compare,
-#        e.g. --runs 5 --json FILE]
-# Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), THREADS (default 2),
-#      CASES (default "mamba1-f32 mamba1-bf16 mamba2-f32 mamba2-bf16").
+#        e.g. --runs 5 --prompt-repeat 50 --json FILE]
+# Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), LLAMA_CPP_DIR (an unpacked sdist to use instead
+#      of build/llama-cpp-peer's), THREADS (default 2), CASES (default "mamba1-f32 mamba1-bf16
+#      mamba2-f32 mamba2-bf16"; ARCH-WEIGHTS with ARCH mamba1, mamba2 or granite-350m and WEIGHTS
+#      f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; granite-350m only as f32 / bf16, which ssmkit
+#      reads from the checkpoint directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 threads=${THREADS:-2}
 cases=${CASES:-mamba1-f32 mamba1-bf16 mamba2-f32 mamba2-bf16}
 work=build/llama-cpp-peer
-venv=$work/venv
-py=$venv/bin/python
+py=build/venv/bin/python
 helper=bench/llama_cpp_decode.py
 
 scripts/install_deps.sh
-if [ ! -x "$py" ]; then
-  python3 -m venv "$venv"
-  "$py" -m pip install -q --disable-pip-version-check --upgrade "pip>=24"
-fi
-"$py" -m pip install -q --disable-pip-version-check torch transformers safetensors gguf numpy sentencepiece
-
-# llama-cpp-python from its sdist: the same unpacked tree gives the library and the converter.
-src=$work/llama_cpp_python-$version
-if [ ! -d "$src" ]; then
-  "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: --no-build-isolation \
-    -d "$work/sdist" "llama-cpp-python==$version" || \
-    "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$work/sdist" \
-      "llama-cpp-python==$version"
-  tar -xzf "$work/sdist/llama_cpp_python-$version.tar.gz" -C "$work"
-fi
-if [ "$("$py" -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))' 2>/dev/null)" != "$version" ]; then
-  # The CPU backend only, tuned for this machine (as the ggml peer of docs/benchmarks.md);
-  # the multimodal library is not needed.
-  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    CMAKE_BUILD_PARALLEL_LEVEL=2 "$py" -m pip install -q --disable-pip-version-check "$src"
-fi
-
 cmake --preset release >/dev/null
-cmake --build --preset release -j2 --target ssmkit_cli
+cmake --build --preset release -j2
+scripts/python_venv.sh
+"$py" -m pip install -q --disable-pip-version-check sentencepiece diskcache jinja2
 
+# llama-cpp-python's sdist: its vendored llama.cpp (library, tools, converter) and its Python API.
+sdist_dir=${LLAMA_CPP_DIR:-$work/llama_cpp_python-$version}
+if [ ! -d "$sdist_dir" ]; then
+  cache=${SSMKIT_CACHE:-$HOME/.cache/ssmkit}
+  if [ ! -f "$cache/llama_cpp_python-$version.tar.gz" ]; then
+    mkdir -p "$cache"
+    "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+      -d "$cache" "llama-cpp-python==$version"
+  fi
+  mkdir -p "$work"
+  tar -xzf "$cache/llama_cpp_python-$version.tar.gz" -C "$work"
+fi
+llama=$sdist_dir/vendor/llama.cpp
+bin=$llama/build/bin
+if [ ! -x "$bin/llama-quantize" ] || [ ! -f "$bin/libllama.so" ]; then
+  cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$llama/build" -j2 --target llama-bench llama-server llama-quantize llama-perplexity llama-cli
+fi
+export PYTHONPATH="$sdist_dir${PYTHONPATH:+:$PYTHONPATH}" LLAMA_CPP_LIB_PATH="$bin"
+
+# llama-quantize's names: the K-quants as its _M mixes (the files users download).
+declare -A quant_names=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k]=Q4_K_M [q5_k]=Q5_K_M [q6_k]=Q6_K)
 compare=()
 for c in $cases; do
-  arch=${c%-*} dtype=${c#*-}
-  dir=$work/$arch-130m
+  arch=${c%-*} weights=${c##*-}
+  dir=$work/$arch
   if [ ! -f "$dir-f32/model.safetensors" ] || [ ! -f "$dir-bf16/model.safetensors" ]; then
     "$py" "$helper" checkpoint --arch "$arch" --out "$dir-f32" --bf16-out "$dir-bf16"
   fi
-  gguf=$work/$arch-130m-$dtype.gguf
-  if [ ! -f "$gguf" ]; then
-    "$py" "$helper" convert --llama-cpp "$src/vendor/llama.cpp" --outtype "$dtype" --outfile "$gguf" "$dir-$dtype"
-  fi
-  compare+=(--case "$arch,$dtype,$dir-$dtype,$gguf")
+  case $weights in
+    f32 | bf16)
+      gguf=$work/$arch-$weights.gguf
+      [ -f "$gguf" ] || "$py" "$helper" convert --llama-cpp "$llama" --outtype "$weights" --outfile "$gguf" "$dir-$weights"
+      ours=$dir-$weights ;;
+    *)
+      name=${quant_names[$weights]:?"unknown weights '$weights' in CASES"}
+      f32=$work/$arch-f32.gguf
+      [ -f "$f32" ] || "$py" "$helper" convert --llama-cpp "$llama" --outtype f32 --outfile "$f32" "$dir-f32"
+      gguf=$work/$arch-$weights.gguf
+      [ -f "$gguf" ] || "$bin/llama-quantize" "$f32" "$gguf" "$name" "$threads" >/dev/null 2>&1
+      ours=$gguf ;;
+  esac
+  compare+=(--case "$arch,$weights,$ours,$gguf")
 done
 "$py" "$helper" compare --ssmkit build/release/ssmkit --threads "$threads" "${compare[@]}" "$@"
