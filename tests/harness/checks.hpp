@@ -14,7 +14,7 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
 // The op's valid configuration: every call succeeds (so each bad input's failure is its own).
 void RunValid(const ErasedOp& op);
 
-// The mutation is refused: kInvalidArgument, every piece in the message, no tensor written.
+// The mutation is refused with its code, every piece in the message, no tensor written.
 void RunBadInput(const ErasedOp& op, const ErasedBadInput& bad);
 
 }  // namespace ssmkit::testing::harness

@@ -32,19 +32,22 @@ struct Case {
 };
 
 // A mutation of the valid configuration (its options, or the tensors bound for the call) that
-// the op must refuse with kInvalidArgument, a message holding each piece (the first names the
-// argument), and nothing written.
+// the op must refuse with `code` (kInvalidArgument, or kUnsupported for a valid request this
+// build cannot serve), a message holding each piece (the first names the argument), and
+// nothing written.
 template <class P>
 struct BadInput {
   std::string name;
   Call call;
   std::function<void(P&, Bound&)> mutate;
   std::vector<std::string> pieces;
+  StatusCode code = StatusCode::kInvalidArgument;
 };
 
-// Central differences: the oracle's analytic backward within `oracle`, the op's within `op`
-// (or the gradient's own tolerance, when looser).
-struct FdTolerance {
+// Central differences of step `step`: the oracle's analytic backward within `oracle`, the op's
+// within `op` (or the gradient's own tolerance, when looser).
+struct FiniteDifferences {
+  double step = 1e-6;
   double oracle = 1e-6;
   double op = 1e-4;
 };
@@ -65,8 +68,9 @@ struct OpSpec {
   std::vector<Case<P>> cases;
   P valid;  // a configuration every call of which succeeds, with every optional tensor
   std::vector<BadInput<P>> bad_inputs;
+  bool cuda = true;  // the op has CUDA kernels: its cases run on the GPU too
   std::vector<const cuda::OpVariants*> cuda_variants = {};  // each combination is a backend
-  FdTolerance fd = {};
+  FiniteDifferences fd = {};
 };
 
 // The usual bound of an op computing in f32: 1e-5 in f32 (the order of accumulation), 1e-2 in
@@ -93,16 +97,18 @@ struct ErasedBadInput {
   std::string name;
   Call call;
   std::vector<std::string> pieces;
+  StatusCode code;
   Config config;  // runs the mutation, then the call
 };
 
 struct ErasedOp {
   std::string name;
   bool has_backward = false;
-  FdTolerance fd;
+  FiniteDifferences fd;
   std::vector<ErasedCase> cases;
   Config valid;
   std::vector<ErasedBadInput> bad_inputs;
+  bool cuda = true;
   std::vector<const cuda::OpVariants*> cuda_variants;
 };
 
@@ -135,7 +141,9 @@ ErasedOp Erase(const OpSpec<P>& spec) {
   }
   op.valid = Erase(spec, spec.valid);
   for (const BadInput<P>& bad : spec.bad_inputs)
-    op.bad_inputs.push_back({bad.name, bad.call, bad.pieces, Erase(spec, spec.valid, bad.mutate)});
+    op.bad_inputs.push_back(
+        {bad.name, bad.call, bad.pieces, bad.code, Erase(spec, spec.valid, bad.mutate)});
+  op.cuda = spec.cuda;
   op.cuda_variants = spec.cuda_variants;
   return op;
 }

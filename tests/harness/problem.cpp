@@ -36,6 +36,11 @@ Arg& Arg::Uniform(double lo, double hi) {
   return *this;
 }
 
+Arg& Arg::Given(std::vector<double> values) {
+  Store(std::move(values));
+  return *this;
+}
+
 Arg& Arg::Tol(double cpu, double cuda) {
   tol_ = {cpu, cuda};
   return *this;

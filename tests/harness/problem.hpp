@@ -41,6 +41,7 @@ class Arg {
   // seeded generator; the padding gets random values too, so reading it as data shows.
   Arg& Normal(double stddev = 1.0);
   Arg& Uniform(double lo, double hi);
+  Arg& Given(std::vector<double> values);       // exactly these (indices, frequencies)
   Arg& Tol(double cpu, double cuda = 0.0);      // this output's tolerance
   Arg& GradTol(double cpu, double cuda = 0.0);  // the tolerance of this input's gradient
   Arg& NoGrad();                                // an input without a gradient (indices)

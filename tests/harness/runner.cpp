@@ -41,7 +41,9 @@ void RegisterOp(std::shared_ptr<const ErasedOp> op, bool perf) {
   const std::string suite = "Harness/" + op->name;
   std::vector<std::shared_ptr<Backend>> backends;
   for (auto& b : CpuBackends()) backends.push_back(std::move(b));
-  for (auto& b : CudaBackends(op->cuda_variants)) backends.push_back(std::move(b));
+  if (op->cuda) {
+    for (auto& b : CudaBackends(op->cuda_variants)) backends.push_back(std::move(b));
+  }
   for (const ErasedCase& c : op->cases) {
     for (const std::shared_ptr<Backend>& backend : backends) {
       Register(suite, c.name + "/" + backend->Name(),
