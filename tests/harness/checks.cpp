@@ -189,6 +189,7 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
     if (perf) std::printf("\n");
   }
   backend.Leave();
+  std::printf("  %zu configurations on %s\n", c.configs.size(), backend.Name().c_str());
 }
 
 void RunValid(const ErasedOp& op) {
