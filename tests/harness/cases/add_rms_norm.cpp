@@ -129,6 +129,9 @@ std::vector<Case<AddNorm>> Cases() {
       {"small", small, {.finite_differences = true, .grads_alone = true}},
       {"mamba_width", mamba, {.threads = 3}},
       {"in_place", {stream, first_layer}, {.backward = false}},
+      // tests/gpu/norm_gpu_test.cpp's: a Mamba width on 50 rows.
+      {"gpu_shapes",
+       {{50, 768}, {50, 768, 0, false}, {50, 768, 0, true, true, true, DType::kBF16}}},
   };
 }
 

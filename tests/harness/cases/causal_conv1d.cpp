@@ -104,6 +104,23 @@ std::vector<Case<Conv>> Cases() {
       mixed.push_back({5, 17, 131, 4, 0, dtype, states});
     for (int64_t K : {2, 4, 7}) targets.push_back({2, 3, 29, K, 0, dtype, DType::kF32, true});
   }
+  // tests/gpu/conv1d_gpu_test.cpp's shapes, around the CUDA kernels' tiles (512 positions;
+  // 128 vectors of 8 in the "vector" kernels, which take rows of a multiple of 8): every width
+  // at L = 37 and 40, options off, L < K - 1 and below a vector, tiles with a partial last one,
+  // L = 2^17.
+  std::vector<Conv> gpu;
+  for (int64_t K = kMinConvWidth; K <= kMaxConvWidth; ++K) {
+    gpu.push_back({2, 5, 37, K});
+    for (DType dtype : {DType::kF32, DType::kBF16}) gpu.push_back({2, 5, 40, K, 0, dtype, dtype});
+  }
+  for (int64_t L : {37, 40})
+    gpu.push_back({2, 5, L, 4, 0, DType::kF32, DType::kF32, false, Act(false), false, true});
+  gpu.push_back({2, 5, 2, 6});
+  gpu.push_back({2, 5, 8, 8, 0, DType::kBF16, DType::kBF16});
+  gpu.push_back({2, 5, 4, 8});
+  for (DType dtype : {DType::kF32, DType::kBF16}) gpu.push_back({2, 64, 1500, 4, 0, dtype, dtype});
+  gpu.push_back({2, 64, 2056, 4, 0, DType::kBF16, DType::kBF16});
+  gpu.push_back({1, 8, 1 << 17, 4});
   return {
       {"widths_and_options", widths},
       {"small", small, {.finite_differences = true, .grads_alone = true}},
@@ -111,6 +128,7 @@ std::vector<Case<Conv>> Cases() {
       {"mixed_state_dtypes", mixed},
       {"l29", targets},
       {"each_grad_alone", {{2, 5, 19, 4}}, {.grads_alone = true}},
+      {"gpu_shapes", gpu},
   };
 }
 

@@ -76,10 +76,19 @@ std::vector<Case<Update>> Cases() {
   }
   // Enough rows for the threaded path and for several activation passes per block.
   const std::vector<Update> many_rows = {{3, 1536 * 8, 0}, {3, 1536 * 8, 8}};
+  // tests/gpu/conv1d_gpu_test.cpp's: 70 channels, T = 1 and 3, S > K - 1, out = x.
+  std::vector<Update> gpu;
+  for (int64_t T : {1, 3}) {
+    for (int64_t S : {3, 4, 7}) {
+      for (bool alias : {false, true})
+        gpu.push_back({3, 70, T, 4, S, DType::kF32, true, Conv1dActivation::kSilu, alias});
+    }
+  }
   return {
       {"steps", steps},
       {"t5", t5},
       {"many_rows", many_rows, {.threads = 2}},
+      {"gpu_shapes", gpu},
   };
 }
 

@@ -124,6 +124,15 @@ std::vector<Case<Gated>> Cases() {
       // One row (decode) at an odd width, each gradient alone.
       {"single_row", {{1, 37, 0, 0, 1, true}}, {.grads_alone = true}},
       {"mamba2_width", mamba, {.threads = 3}},
+      // tests/gpu/norm_gpu_test.cpp's: below one block of features, groups, no gate or bias,
+      // m2-130m's E = 1536 on many rows (several dweight tiles).
+      {"gpu_shapes",
+       {{37, 96},
+        {37, 96, 0, 0, 2},
+        {37, 96, 24},
+        {37, 96, 0, 0, 0, false},
+        {300, 1536},
+        {300, 1536, 0, 0, 1, true, DType::kBF16}}},
   };
 }
 
