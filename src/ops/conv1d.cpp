@@ -1,5 +1,6 @@
 // causal_conv1d (forward, backward) and causal_conv1d_update: argument checking, then dispatch
-// to the backend. Every rule here has a test in tests/conv1d_errors_test.cpp.
+// to the backend. Every rule here has a test in tests/harness/cases/causal_conv1d.cpp and
+// causal_conv1d_update.cpp (their bad inputs).
 #include "ssmkit/conv1d.hpp"
 
 #include <new>

@@ -1,5 +1,6 @@
 // RMS norms (gated, and residual add + norm): argument checking, then dispatch to the
-// backend. Every rule here has a test in tests/norm_errors_test.cpp.
+// backend. Every rule here has a test in tests/harness/cases/rms_norm.cpp and add_rms_norm.cpp
+// (their bad inputs).
 #include "ssmkit/norm.hpp"
 
 #include <cmath>

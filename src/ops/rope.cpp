@@ -1,6 +1,6 @@
 // Rotary position embeddings: argument checking, the default frequencies computed the way
 // transformers computes them, then dispatch (CPU; CUDA tensors: kUnsupported). Every rule
-// here has a test in tests/rope_test.cpp.
+// here has a test in tests/harness/cases/rope.cpp (its bad inputs).
 #include "ssmkit/rope.hpp"
 
 #include <cmath>

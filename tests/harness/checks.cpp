@@ -1,0 +1,223 @@
+#include "harness/checks.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ssmkit::testing::harness {
+namespace {
+
+// `values` rounded to `dtype`, as an op's output of that dtype is.
+std::vector<double> Rounded(const std::vector<double>& values, DType dtype) {
+  HostTensor t({static_cast<int64_t>(values.size())}, dtype);
+  return t.Fill(values);
+}
+
+// The largest error each output showed in a test, printed at its end (docs/ops/*.md quote them).
+class Worst {
+ public:
+  double Track(const std::string& label, double error) {
+    double& w = worst_[label];
+    w = std::max(w, error);
+    return error;
+  }
+  ~Worst() {
+    for (const auto& [label, worst] : worst_)
+      std::printf("  worst relative error, %s: %.3g\n", label.c_str(), worst);
+  }
+
+ private:
+  std::map<std::string, double> worst_;
+};
+
+bool HasRole(const Arg& a, std::initializer_list<Role> roles) {
+  return std::find(roles.begin(), roles.end(), a.role()) != roles.end();
+}
+
+// One call on the backend; false (with a failure) when it did not succeed.
+bool Run(const Config& config, Call call, Problem& prob, Backend& backend,
+         const std::string& only_grad = "") {
+  for (Arg& a : prob.args()) {
+    if (a.role() == Role::kInOut) a.Restore();  // a previous call updated it in place
+    a.Snapshot();
+  }
+  std::unique_ptr<Placement> place = backend.Place();
+  Bound bound = prob.Bind(call, *place, only_grad);
+  const Status s = config.run(call, bound);
+  EXPECT_TRUE(s.ok()) << s.message();
+  const Status finished = place->Finish();
+  EXPECT_TRUE(finished.ok()) << finished.message();
+  return s.ok() && finished.ok();
+}
+
+// The written tensors of `roles` against the oracle's values; the read-only ones unchanged.
+void ExpectMatchesOracle(Problem& prob, Values& want, std::initializer_list<Role> written,
+                         const Backend& backend, Worst& worst, const std::string& only = "") {
+  for (Arg& a : prob.args()) {
+    if (HasRole(a, {Role::kInput, Role::kUpstream})) {
+      EXPECT_TRUE(a.Unchanged()) << a.name() << ": an input was written";
+      continue;
+    }
+    if (!HasRole(a, written)) continue;
+    if (!only.empty() && a.name() != only) {
+      EXPECT_TRUE(a.Unchanged()) << a.name() << ": written though not requested";
+      continue;
+    }
+    const std::vector<double> got = a.Stored();
+    const int64_t bad =
+        std::count_if(got.begin(), got.end(), [](double v) { return !std::isfinite(v); });
+    EXPECT_EQ(bad, 0) << a.name() << ": elements left poisoned or not finite";
+    const double tol = a.tol().For(backend.cuda());
+    EXPECT_LE(worst.Track(a.name(), RelativeError(got, Rounded(want.at(a.name()), a.dtype()))), tol)
+        << a.name() << ": against the oracle";
+    EXPECT_TRUE(a.PaddingUnchanged()) << a.name() << ": wrote into the padding between rows";
+  }
+}
+
+// L = sum over outputs of upstream . output, through the oracle forward; its central
+// differences in each differentiable input against the oracle's and the op's gradients.
+void ExpectFiniteDifferences(const ErasedOp& op, const Config& config, Problem& prob,
+                             Values& oracle, const Backend& backend, Worst& worst) {
+  Values v = prob.OracleValues();
+  auto loss = [&] {
+    config.oracle(Call::kForward, v);
+    double sum = 0.0;
+    for (Arg& a : prob.args()) {
+      if (a.role() != Role::kUpstream) continue;
+      const std::vector<double>& up = v.at(a.name());
+      const std::vector<double>& out = v.at(a.name().substr(1));
+      for (size_t i = 0; i < up.size(); ++i) sum += up[i] * out[i];
+    }
+    return sum;
+  };
+  for (Arg& a : prob.args()) {
+    if (a.role() != Role::kGrad) continue;
+    std::vector<double>& input = v.at(a.name().substr(1));
+    std::vector<double> fd(input.size());
+    for (size_t i = 0; i < input.size(); ++i) fd[i] = CentralDifference(input, i, op.fd.step, loss);
+    EXPECT_LE(worst.Track(a.name() + " oracle vs FD", RelativeError(oracle.at(a.name()), fd)),
+              op.fd.oracle)
+        << a.name() << ": the oracle's gradient against finite differences";
+    EXPECT_LE(worst.Track(a.name() + " op vs FD", RelativeError(a.Stored(), fd)),
+              std::max(op.fd.op, a.tol().For(backend.cuda())))
+        << a.name() << ": the op's gradient against finite differences";
+  }
+}
+
+// Median seconds of kRuns calls (after one warm-up), the backend synchronised after each.
+double MedianSeconds(const Config& config, Call call, Problem& prob, Backend& backend) {
+  constexpr int kRuns = 11;
+  std::unique_ptr<Placement> place = backend.Place();
+  Bound bound = prob.Bind(call, *place);
+  std::vector<double> times;
+  for (int r = 0; r <= kRuns; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = config.run(call, bound);
+    const Status synced = place->Sync();
+    if (!s.ok() || !synced.ok()) return NAN;
+    if (r > 0)
+      times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + kRuns / 2, times.end());
+  return times[kRuns / 2];
+}
+
+void ExpectInputsFilled(Problem& prob) {
+  for (Arg& a : prob.args()) {
+    if (!HasRole(a, {Role::kInput, Role::kInOut, Role::kUpstream})) continue;
+    const std::vector<double> v = a.Stored();
+    EXPECT_TRUE(std::any_of(v.begin(), v.end(), [](double x) { return x != 0.0; }))
+        << a.name() << ": all zero (no fill declared?)";
+  }
+}
+
+}  // namespace
+
+void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool perf) {
+  const std::string skip = backend.SkipReason();
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  std::unique_ptr<ScopedThreads> threads;
+  if (c.checks.threads > 0) threads = std::make_unique<ScopedThreads>(c.checks.threads);
+  Worst worst;
+  backend.Enter();
+  for (size_t i = 0; i < c.configs.size(); ++i) {
+    const Config& config = c.configs[i];
+    SCOPED_TRACE("configuration " + std::to_string(i) + ": " + config.name);
+    Problem prob(seed + i);
+    config.make(prob);
+    const bool backward = op.has_backward && c.checks.backward;
+    if (backward) prob.AddGradients();
+    ExpectInputsFilled(prob);
+    Values want = prob.OracleValues();
+    config.oracle(Call::kForward, want);
+    if (!Run(config, Call::kForward, prob, backend)) continue;
+    ExpectMatchesOracle(prob, want, {Role::kOutput, Role::kInOut}, backend, worst);
+    if (perf) {
+      std::printf("[perf] %s/%s/%s %s: forward %.3g us", op.name.c_str(), c.name.c_str(),
+                  backend.Name().c_str(), config.name.c_str(),
+                  1e6 * MedianSeconds(config, Call::kForward, prob, backend));
+    }
+    if (backward) {
+      config.oracle(Call::kBackward, want);
+      if (Run(config, Call::kBackward, prob, backend)) {
+        ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst);
+        if (c.checks.finite_differences)
+          ExpectFiniteDifferences(op, config, prob, want, backend, worst);
+      }
+      if (perf) {
+        std::printf(", backward %.3g us",
+                    1e6 * MedianSeconds(config, Call::kBackward, prob, backend));
+      }
+      for (Arg& grad : prob.args()) {
+        if (!c.checks.grads_alone || grad.role() != Role::kGrad) continue;
+        SCOPED_TRACE(grad.name() + " alone");
+        for (Arg& a : prob.args()) {
+          if (a.role() == Role::kGrad) a.Poison();
+        }
+        if (Run(config, Call::kBackward, prob, backend, grad.name()))
+          ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst, grad.name());
+      }
+    }
+    if (perf) std::printf("\n");
+  }
+  backend.Leave();
+  std::printf("  %zu configurations on %s\n", c.configs.size(), backend.Name().c_str());
+}
+
+void RunValid(const ErasedOp& op) {
+  Problem prob(FreshSeed());
+  op.valid.make(prob);
+  if (op.has_backward) prob.AddGradients();
+  HostPlacement host;
+  for (Call call : {Call::kForward, Call::kBackward}) {
+    if (call == Call::kBackward && !op.has_backward) continue;
+    Bound bound = prob.Bind(call, host);
+    const Status s = op.valid.run(call, bound);
+    EXPECT_TRUE(s.ok()) << (call == Call::kForward ? "forward: " : "backward: ") << s.message();
+  }
+}
+
+void RunBadInput(const ErasedOp& op, const ErasedBadInput& bad) {
+  Problem prob(FreshSeed());
+  bad.config.make(prob);
+  if (op.has_backward) prob.AddGradients();
+  for (Arg& a : prob.args()) a.Snapshot();
+  HostPlacement host;
+  Bound bound = prob.Bind(bad.call, host);
+  const Status s = bad.config.run(bad.call, bound);
+  EXPECT_EQ(s.code(), bad.code) << "accepted, or refused with another code: " << s.message();
+  for (const std::string& piece : bad.pieces)
+    EXPECT_NE(s.message().find(piece), std::string::npos)
+        << "missing \"" << piece << "\" in: " << s.message();
+  for (Arg& a : prob.args()) EXPECT_TRUE(a.Unchanged()) << a.name() << " was written on error";
+}
+
+}  // namespace ssmkit::testing::harness
