@@ -41,6 +41,13 @@ Arg& Arg::Given(std::vector<double> values) {
   return *this;
 }
 
+Arg& Arg::Pin(int64_t index, double value) {
+  std::vector<double> logical = Stored();
+  logical.at(static_cast<size_t>(index)) = value;
+  Store(std::move(logical));
+  return *this;
+}
+
 Arg& Arg::Tol(double cpu, double cuda) {
   tol_ = {cpu, cuda};
   return *this;

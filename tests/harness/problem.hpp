@@ -42,6 +42,7 @@ class Arg {
   Arg& Normal(double stddev = 1.0);
   Arg& Uniform(double lo, double hi);
   Arg& Given(std::vector<double> values);       // exactly these (indices, frequencies)
+  Arg& Pin(int64_t index, double value);        // after a fill: one element set (an edge case)
   Arg& Tol(double cpu, double cuda = 0.0);      // this output's tolerance
   Arg& GradTol(double cpu, double cuda = 0.0);  // the tolerance of this input's gradient
   Arg& NoGrad();                                // an input without a gradient (indices)
