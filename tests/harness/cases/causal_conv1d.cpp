@@ -3,6 +3,9 @@
 // and without bias / silu / initial_states / final_states, B > 1, f32 and bf16 inputs and
 // states, strided rows, gradients against finite differences, each gradient alone, and every
 // argument rule of src/ops/conv1d.cpp and src/ops/check.cpp.
+#include <algorithm>
+#include <cmath>
+
 #include "harness/op_spec.hpp"
 #include "ref/conv1d_ref.hpp"
 #include "ssmkit/conv1d.hpp"
@@ -30,10 +33,13 @@ struct Conv {
 void Make(const Conv& p, Problem& prob) {
   prob.DefaultTol(DTypeTol(p.dtype));
   prob.Input("x", {p.B, p.D, p.L}, p.dtype, p.pad).Normal();
-  // dweight and dbias are sums over batch and time, reduced in another order on the GPU.
-  prob.Input("weight", {p.D, p.K}, DType::kF32).Uniform(-0.8, 0.8).GradTol(DTypeTol(p.dtype), 1e-4);
-  if (p.bias)
-    prob.Input("bias", {p.D}, DType::kF32).Uniform(-0.5, 0.5).GradTol(DTypeTol(p.dtype), 1e-4);
+  // dweight and dbias are sums of B * L terms in f32, reduced in another order on the GPU:
+  // their rounding grows like a random walk over the terms (at L = 2^17 the SCALAR target
+  // measured 1.05e-5, seed 1795868718475616306).
+  const double sum_tol =
+      std::max(DTypeTol(p.dtype), 1e-7 * std::sqrt(static_cast<double>(p.B * p.L)));
+  prob.Input("weight", {p.D, p.K}, DType::kF32).Uniform(-0.8, 0.8).GradTol(sum_tol, 1e-4);
+  if (p.bias) prob.Input("bias", {p.D}, DType::kF32).Uniform(-0.5, 0.5).GradTol(sum_tol, 1e-4);
   if (p.initial) prob.Input("initial_states", {p.B, p.D, p.K - 1}, p.states_dtype).Normal();
   prob.Output("out", {p.B, p.D, p.L}, p.dtype, p.pad);
   // final_states are copies of inputs: exact (the GPU tests have held 1e-6).
