@@ -89,7 +89,9 @@ TEST(CompletionRequest, RefusesWithTheFieldNamed) {
 TEST(CompletionRequest, MalformedBodies) {
   for (const std::string body : {std::string("{"), std::string("[]"), std::string("null"),
                                  std::string("\"x\""), std::string("{\"prompt\": \"\xff\"}"),
-                                 std::string("{\"prompt\": \"a\"} x"), std::string("\0{}", 3)}) {
+                                 std::string("{\"prompt\": \"a\"} x"), std::string("\0{}", 3),
+                                 // a number past double's range (found by the fuzzer)
+                                 std::string("{\"prompt\": \"a\", \"top_p\": 1E999}")}) {
     CompletionRequest r;
     const std::optional<ApiError> e = Parse(body, Endpoint::kCompletions, &r);
     ASSERT_TRUE(e.has_value()) << body;

@@ -248,6 +248,10 @@ Status ReadTensorInfo(Reader* r, GgufTensor* t) {
     return r->Error(what + ": " + GgmlTypeName(t->ggml_type) + " rows of " + std::to_string(ne[0]) +
                     " elements, not a multiple of its block of " + std::to_string(block));
   }
+  if (ne[0] / block > std::numeric_limits<int64_t>::max() / DTypeBlockBytes(t->dtype)) {
+    return r->Error(what + ": a row of " + std::to_string(ne[0]) +
+                    " elements overflows its byte size");
+  }
   const int64_t row_bytes = DTypeRowBytes(t->dtype, ne[0]);
   if (numel / ne[0] > std::numeric_limits<int64_t>::max() / row_bytes) {
     return r->Error(what + ": byte size overflows");

@@ -266,7 +266,7 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, Endpoint e
   json parsed;
   try {
     parsed = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1E999
     return ApiError::BadRequest("", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!parsed.is_object()) {
