@@ -272,6 +272,18 @@ TEST(TokenizerErrors, EachNamesTheProblem) {
   s = LoadText(R"({"model": {"type": "BPE", "vocab": {"a": "zero"}, "merges": []}, "pre_tokenizer":
                    {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})");
   EXPECT_NE(s.message().find("id of 'a'"), std::string::npos) << s.message();
+  // Ids far past the number of tokens (the fuzzer's: a table of 58 GB); an added token's id
+  // past int32 (it wrapped to a negative index).
+  s = LoadText(R"({"model": {"type": "BPE", "vocab": {"a": 1900000000}, "merges": []},
+                   "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})");
+  EXPECT_NE(s.message().find("id of 'a': expected an integer in [0, 65538), given 1900000000"),
+            std::string::npos)
+      << s.message();
+  s = LoadText(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                   "added_tokens": [{"id": 4294967296, "content": "<s>"}],
+                   "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}})");
+  EXPECT_NE(s.message().find("\"added_tokens\": the id of '<s>'"), std::string::npos)
+      << s.message();
   s = LoadText(
       R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": 7},
                    "decoder": {"type": "ByteLevel"}})");

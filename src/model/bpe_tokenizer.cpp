@@ -29,6 +29,11 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+// Token ids index a table of the tokens: an id far past the number of tokens a file defines
+// would make that table gigabytes. Published tokenizers number their tokens densely (a few
+// reserved slots at most), so ids stay below twice the count, plus room for small files.
+int64_t TokenIdLimit(size_t tokens) { return 2 * static_cast<int64_t>(tokens) + 65536; }
+
 class BpeTokenizer final : public Tokenizer {
  public:
   Status Load(const std::string& path);
@@ -100,10 +105,11 @@ Status BpeTokenizer::ReadModel(const Json& model) {
   ignore_merges_ = model.value("ignore_merges", false);
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) return Fail("\"model.vocab\" must be an object");
+  const int64_t id_limit = TokenIdLimit(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return Fail("\"model.vocab\": the id of '" + token + "' is not a non-negative integer");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit) {
+      return Fail("\"model.vocab\": the id of '" + token + "': expected an integer in [0, " +
+                  std::to_string(id_limit) + "), given " + id.dump());
     }
     const int32_t i = static_cast<int32_t>(id.get<int64_t>());
     if (static_cast<size_t>(i) >= id_to_token_.size()) id_to_token_.resize(i + 1);
@@ -147,11 +153,16 @@ Status BpeTokenizer::ReadModel(const Json& model) {
 Status BpeTokenizer::ReadAddedTokens(const Json& added) {
   if (added.is_null()) return Status::Ok();
   if (!added.is_array()) return Fail("\"added_tokens\" must be an array");
+  const int64_t id_limit = TokenIdLimit(id_to_token_.size() + added.size());
   for (const Json& t : added) {
     if (!t.is_object() || !t.contains("id") || !t.contains("content") ||
-        !t.at("content").is_string() || !t.at("id").is_number_integer() ||
-        t.at("id").get<int64_t>() < 0) {
+        !t.at("content").is_string() || !t.at("id").is_number_integer()) {
       return Fail("\"added_tokens\": each entry needs an integer \"id\" and a string \"content\"");
+    }
+    if (t.at("id").get<int64_t>() < 0 || t.at("id").get<int64_t>() >= id_limit) {
+      return Fail("\"added_tokens\": the id of '" + t.at("content").get<std::string>() +
+                  "': expected an integer in [0, " + std::to_string(id_limit) + "), given " +
+                  t.at("id").dump());
     }
     AddedToken a;
     a.content = t.at("content").get<std::string>();
