@@ -136,16 +136,9 @@ struct K4K5 {
     uint64_t sc, m;  // byte j: sub-block j's 6-bit scale, min
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    // quant::ScaleMinK4 for all eight at once, four bytes per word: sub-blocks 0-3 take the low
-    // six bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 the nibbles of bytes 8-11 with the top
-    // two bits of bytes 0-3 (scales) and 4-7 (mins) above them.
-    uint32_t w[3];
-    std::memcpy(w, b + offsetof(Block, scales), sizeof w);
-    const uint32_t sc_low = w[0] & 0x3f3f3f3fu, m_low = w[1] & 0x3f3f3f3fu;
-    const uint32_t sc_high = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-    const uint32_t m_high = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-    return {LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)),
-            uint64_t{sc_high} << 32 | sc_low, uint64_t{m_high} << 32 | m_low};
+    Scales s{LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)), 0, 0};
+    quant::ScalesMinsK4(b + offsetof(Block, scales), &s.sc, &s.m);
+    return s;
   }
   // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l] (each byte
   // loaded once for both), their fifth bits bits 2k and 2k + 1 of qh[l] (Q5_K).
