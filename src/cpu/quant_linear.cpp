@@ -454,11 +454,16 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
 }
 
 void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
-  if constexpr (sizeof(formats::Level) == 1) {
-    QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
-  } else {
-    QuantizeRowsTo(p, t_begin, t_end, xq, xq->q.data());
+#if SSMKIT_QUANT_DOT_BYTES
+  QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
+  if (xq->block == quant::kSuperBlock) {  // the K-quant kernels' order
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      i8::ArrangeLevels(xq->q8.data() + t * xq->cols, xq->cols);
+    }
   }
+#else
+  QuantizeRowsTo(p, t_begin, t_end, xq, xq->q.data());
+#endif
 }
 
 // The bytes per level of x this target's kernel multiplies: QuantizedRows::level_bytes.

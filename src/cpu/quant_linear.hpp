@@ -15,10 +15,12 @@ namespace ssmkit::cpu {
 // (the weight's block: 32 for Q8_0 / Q4_0, 256 for the K-quants, like GGML's Q8_0 and Q8_K
 // activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127], x ~ s q.
 // The levels are stored in the width the dispatched kernel multiplies, so that no weight row
-// widens them again: int8 where it multiplies bytes (x86 AVX2 / AVX-512: vpmaddubsw), int16
-// elsewhere (16-bit lanes). For the K-quants also the sum of the levels of each 16 elements:
-// the Q4_K / Q5_K mins multiply those of their sub-blocks of 32 (two sums each), the 8-bit
-// kernel's Q6_K those of its sub-blocks of 16 (it takes the offset 32 off there, as GGML does).
+// widens them again: int8 where it multiplies bytes (x86 AVX2 / AVX-512: vpmaddubsw; for the
+// K-quants in that kernel's order, each 64 interleaved in 16-bit units, quant_dot_x86-inl.h),
+// int16 elsewhere (16-bit lanes), in the order of x. For the K-quants also the sum of the levels of
+// each 16 elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32 (two sums each),
+// the 8-bit kernel's Q6_K those of its sub-blocks of 16 (it takes the offset 32 off there, as GGML
+// does).
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
