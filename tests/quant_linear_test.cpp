@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/quant.hpp"
@@ -26,26 +27,35 @@ namespace {
 constexpr DType kQuantized[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
                                 DType::kQ6_K};
 
-// A weight (M, K) of N(0, 0.1) values quantized to `dtype`, and its decoded values.
+// A weight (M, K) in `dtype` and its decoded values: N(0, 0.1) values quantized, or given bytes.
 struct Weight {
   DType dtype;
   int64_t M, K;
   std::vector<uint8_t> bytes;      // (M, DTypeRowBytes(dtype, K))
   std::vector<double> values;      // (M, K) decoded
   std::vector<double> magnitudes;  // |values|
-  Weight(DType d, int64_t m, int64_t k, Rng& rng) : dtype(d), M(m), K(k) {
+  Weight(DType d, int64_t m, int64_t k, Rng& rng) : Weight(d, m, k, Encoded(d, m, k, rng)) {}
+  Weight(DType d, int64_t m, int64_t k, std::vector<uint8_t> encoded)
+      : dtype(d), M(m), K(k), bytes(std::move(encoded)) {
     const int64_t row_bytes = DTypeRowBytes(d, k);
-    bytes.resize(static_cast<size_t>(M * row_bytes));
     std::vector<float> row(static_cast<size_t>(K));
     for (int64_t r = 0; r < M; ++r) {
-      for (float& v : row) v = static_cast<float>(rng.Normal(0.0, 0.1));
-      quant::QuantizeRow(d, row.data(), K, bytes.data() + r * row_bytes);
       quant::DequantizeRow(d, bytes.data() + r * row_bytes, K, row.data());
       for (float v : row) {
         values.push_back(v);
         magnitudes.push_back(std::fabs(v));
       }
     }
+  }
+  static std::vector<uint8_t> Encoded(DType d, int64_t m, int64_t k, Rng& rng) {
+    const int64_t row_bytes = DTypeRowBytes(d, k);
+    std::vector<uint8_t> encoded(static_cast<size_t>(m * row_bytes));
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = 0; r < m; ++r) {
+      for (float& v : row) v = static_cast<float>(rng.Normal(0.0, 0.1));
+      quant::QuantizeRow(d, row.data(), k, encoded.data() + r * row_bytes);
+    }
+    return encoded;
   }
   Tensor view() { return Tensor::Contiguous(bytes.data(), dtype, {M, K}); }
 };
@@ -186,6 +196,33 @@ TEST(QuantLinear, MatchesOracleOnEverySimdTarget) {
         }
       }
     }
+  }
+}
+
+// Weights of random bytes (every level, scale and min a block can store, the extremes
+// included: q8_0's -128, q6_k's 63 and its scale -128, the 6-bit scales' 63) times rows of x
+// whose levels are all +-127: the products that bring the 8-bit kernels' int16 pair sums
+// closest to saturating. x's signs all +, all -, alternating, and those of a weight row (a
+// signed format's largest pair sums).
+TEST(QuantLinear, ExtremeLevelsOnEverySimdTarget) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const int64_t M = 5, T = 6;
+  for (DType dtype : kQuantized) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t B = DTypeBlockElements(dtype), K = B == 32 ? 800 : 768;
+    Weight w(dtype, M, K, RandomBlocks(dtype, M * K / B, rng));
+    std::vector<float> x(static_cast<size_t>(T * K));
+    for (int64_t k = 0; k < K; ++k) {
+      const auto sign_of = [&](int64_t m) { return w.values[m * K + k] >= 0.0 ? 1.0f : -1.0f; };
+      const float row[T] = {1.0f,       -1.0f,       k % 2 == 0 ? 1.0f : -1.0f,
+                            sign_of(0), -sign_of(1), sign_of(2)};
+      for (int64_t t = 0; t < T; ++t) x[t * K + k] = row[t];
+    }
+    const std::vector<double> bias;
+    const Expected e = Oracle(w, x, T, bias);
+    EXPECT_GE(ForEachSimdTarget([&] { RunAndCheck(w, x, T, bias, e); }), 2);
   }
 }
 

@@ -74,34 +74,6 @@ float ReferenceElement(DType dtype, const uint8_t* b, int i) {
   }
 }
 
-// Random bytes, with every f16 scale a finite value of either sign (the other bytes are all
-// valid whatever they hold).
-std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, Rng& rng) {
-  const int64_t bytes = DTypeBlockBytes(dtype);
-  std::vector<uint8_t> v(static_cast<size_t>(blocks * bytes));
-  for (uint8_t& byte : v) byte = static_cast<uint8_t>(rng.Uniform(0, 256));
-  std::vector<int> f16_offsets;
-  switch (dtype) {
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      f16_offsets = {0};
-      break;
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      f16_offsets = {0, 2};
-      break;
-    default:
-      f16_offsets = {208};
-  }
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    for (int off : f16_offsets) {
-      const uint16_t h = F32ToF16(static_cast<float>(rng.Normal(0.0, 0.01)));
-      std::memcpy(&v[static_cast<size_t>(blk * bytes + off)], &h, 2);
-    }
-  }
-  return v;
-}
-
 TEST(QuantFormats, DequantizeMatchesTheLayoutBitForBit) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -147,6 +148,35 @@ class ScopedThreads {
   explicit ScopedThreads(int n) { SetNumThreads(n); }
   ~ScopedThreads() { SetNumThreads(0); }
 };
+
+// `blocks` blocks of a quantized dtype (core/quant.hpp) of random bytes, with every f16 scale a
+// finite value of either sign (the other bytes are all valid whatever they hold): every level,
+// scale and min the format can store, extremes included.
+inline std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, Rng& rng) {
+  const int64_t bytes = DTypeBlockBytes(dtype);
+  std::vector<uint8_t> v(static_cast<size_t>(blocks * bytes));
+  for (uint8_t& byte : v) byte = static_cast<uint8_t>(rng.Uniform(0, 256));
+  std::vector<int> f16_offsets;
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      f16_offsets = {0};
+      break;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      f16_offsets = {0, 2};
+      break;
+    default:
+      f16_offsets = {208};
+  }
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    for (int off : f16_offsets) {
+      const uint16_t h = F32ToF16(static_cast<float>(rng.Normal(0.0, 0.01)));
+      std::memcpy(&v[static_cast<size_t>(blk * bytes + off)], &h, 2);
+    }
+  }
+  return v;
+}
 
 // Runs fn once with dispatch forced to each Highway target the library was compiled for
 // (CMakeLists.txt: AVX-512, AVX2 and Highway's portable fallback, SCALAR or EMU128 by Highway

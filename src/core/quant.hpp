@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "ssmkit/tensor.hpp"
 
@@ -77,6 +78,20 @@ inline void ScaleMinK4(int j, const uint8_t* scales, uint8_t* sc, uint8_t* m) {
     *sc = static_cast<uint8_t>((scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
   }
+}
+
+// ScaleMinK4 for all eight sub-blocks at once, four bytes per word: byte j of *sc and *m is
+// sub-block j's scale and min. Sub-blocks 0-3 take the low six bits of bytes 0-3 (scales) and
+// 4-7 (mins); 4-7 the nibbles of bytes 8-11 with the top two bits of bytes 0-3 (scales) and
+// 4-7 (mins) above them.
+inline void ScalesMinsK4(const uint8_t* scales, uint64_t* sc, uint64_t* m) {
+  uint32_t w[3];
+  std::memcpy(w, scales, sizeof w);
+  const uint32_t sc_low = w[0] & 0x3f3f3f3fu, m_low = w[1] & 0x3f3f3f3fu;
+  const uint32_t sc_high = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+  const uint32_t m_high = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+  *sc = uint64_t{sc_high} << 32 | sc_low;
+  *m = uint64_t{m_high} << 32 | m_low;
 }
 
 // dst[i] = element i of the row at src, i < n: every quantized dtype, and f32 / bf16 / f16.

@@ -6,23 +6,29 @@
 // As GGML does, x is quantized once per call to 8-bit levels with one f32 scale per block of
 // B (QuantizedRows), so each block's product is an exact integer sum:
 //   out[t, m] = sum over blocks b of  d_w(b) * s_x(t, b) * sum_i w_i q_i   (- the min term)
-// with w_i the block's integer weights (for the K-quants already multiplied by their 6- or
-// 8-bit sub-block scale, which fits 16 bits: at most 63 * 31 or 128 * 32), q_i the x levels.
-// The integer sums use ReorderWidenMulAccumulate on 16-bit lanes (AVX2's vpmaddwd: 16
-// products, summed in pairs into 8 int32 lanes) and stay below 2^31 over a block (at most
-// 256 * 4096 * 127 for Q6_K); each block's sum is converted to f32 and added into the row's
-// f32 accumulator with the product of the two scales. Q4_K and Q5_K subtract
-// dmin * s_x * sum_j m_j * (sum of the x levels of sub-block j), the sums kept with x.
+// with w_i the block's integer weights, q_i the x levels. Two kernels compute the sums:
 //
-// The weight streams from memory once per call. Each weight block is unpacked to 16-bit lanes
-// in registers, a group of elements sharing a sub-block scale at a time (each qs / qh byte
-// loaded once for all the nibbles and bits it holds), and multiplied by a tile of up to 4 rows
-// of x (8 on AVX-512) with one int32 accumulator per row; a block's sums then go into the
-// rows' f32 accumulators. With one row of x (or any x that fits L1) a thread reads its weight
-// rows front to back, one stream; with more, blocks of 8 weight rows take K span by span so
-// that the span of x stays in L1 (RowsOf). At T = 1 the work per weight byte is small enough
+// - On x86 with AVX2 (Highway's AVX2 and AVX-512 targets), 8-bit products with raw intrinsics
+//   (quant_dot_x86-inl.h, namespace i8): x's levels stored as int8, the weight's unpacked to
+//   bytes, vpmaddubsw then vpmaddwd, 32 weights per instruction pair; the sub-block scales,
+//   Q6_K's offset and the Q4_K / Q5_K mins applied per block as in llama.cpp's AVX2 kernels.
+// - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
+//   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
+//   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
+//   (16 products summed in pairs into 8 int32 lanes), below 2^31 over a block (at most
+//   256 * 4096 * 127 for Q6_K). Q4_K and Q5_K subtract dmin * s_x * sum_j m_j * (sum of the x
+//   levels of sub-block j), the sums kept with x.
+//
+// Either way each block's integer sum is converted to f32 and added into the row's f32
+// accumulator with the product of the two scales. The weight streams from memory once per call.
+// Each weight block is unpacked in registers, a group of elements sharing a sub-block scale at a
+// time (each qs / qh byte loaded once for all the nibbles and bits it holds), and multiplied by a
+// tile of rows of x (kTileRows) with one int32 accumulator per row; a block's sums then go into
+// the rows' f32 accumulators. With one row of x (or any x that fits L1) a thread reads its
+// weight rows front to back, one stream; with more, blocks of 8 weight rows take K span by span
+// so that the span of x stays in L1 (RowsOf). At T = 1 the work per weight byte is small enough
 // to approach the memory bandwidth on 2 cores (docs/benchmarks.md, "Quantized linear"); each
-// further row of x costs a 16-bit multiply-add per 16 weights.
+// further row of x costs 3 or 4 8-bit operations per 32 weights (16-bit kernel: 4 per 32).
 //
 // Each output is summed by one thread in one fixed order whatever T, the tile and the thread
 // count: a row's result does not depend on the other rows of the batch or on the threads.
@@ -40,6 +46,8 @@
 #define HWY_TARGET_INCLUDE "cpu/quant_linear.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h: the 8-bit kernels (namespace i8) on x86 with AVX2, SSMKIT_QUANT_DOT_BYTES.
+#include "cpu/quant_dot_x86-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -50,7 +58,8 @@ namespace {
 
 // At most 16 lanes of 16 bits (256-bit vectors, also on AVX-512, whose 512-bit integer
 // multiplies gain little here): N divides 16, so a chunk of N weights never straddles a
-// sub-block (16 or 32 elements) or a nibble half.
+// sub-block (16 or 32 elements) or a nibble half. DF: the f32 accumulators of both kernels
+// (8 lanes on AVX2 and AVX-512, as the 8-bit kernels' __m256).
 using D16 = hn::CappedTag<int16_t, 16>;
 using D32 = hn::Repartition<int32_t, D16>;
 using DF = hn::Repartition<float, D16>;
@@ -59,6 +68,14 @@ using DI8 = hn::Rebind<int8_t, D16>;
 using V16 = hn::Vec<D16>;
 using V32 = hn::Vec<D32>;
 using VF = hn::Vec<DF>;
+
+#if SSMKIT_QUANT_DOT_BYTES
+namespace formats = i8;
+#else
+// The 16-bit kernels, for the targets without the 8-bit ones.
+namespace i16 {
+
+using Level = int16_t;  // QuantizedRows::q
 
 HWY_INLINE float LoadF16(const uint8_t* p) {
   uint16_t bits;
@@ -136,16 +153,9 @@ struct K4K5 {
     uint64_t sc, m;  // byte j: sub-block j's 6-bit scale, min
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    // quant::ScaleMinK4 for all eight at once, four bytes per word: sub-blocks 0-3 take the low
-    // six bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 the nibbles of bytes 8-11 with the top
-    // two bits of bytes 0-3 (scales) and 4-7 (mins) above them.
-    uint32_t w[3];
-    std::memcpy(w, b + offsetof(Block, scales), sizeof w);
-    const uint32_t sc_low = w[0] & 0x3f3f3f3fu, m_low = w[1] & 0x3f3f3f3fu;
-    const uint32_t sc_high = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-    const uint32_t m_high = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-    return {LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)),
-            uint64_t{sc_high} << 32 | sc_low, uint64_t{m_high} << 32 | m_low};
+    Scales s{LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)), 0, 0};
+    quant::ScalesMinsK4(b + offsetof(Block, scales), &s.sc, &s.m);
+    return s;
   }
   // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l] (each byte
   // loaded once for both), their fifth bits bits 2k and 2k + 1 of qh[l] (Q5_K).
@@ -215,22 +225,25 @@ struct Q6_K {
   }
 };
 
-// The eight 6-bit mins of a Q4_K / Q5_K block in 16-bit lanes, for sum_j m_j * (the x levels'
-// sum over sub-block j), once per block for every row.
+// The eight 6-bit mins of a Q4_K / Q5_K block in 16-bit lanes, each twice (for the two sums of
+// 16 of its sub-block), for sum_j m_j * (the x levels' sum over sub-block j), once per block for
+// every row.
 class MinWeights {
  public:
   using D = hn::CappedTag<int16_t, 8>;
   MinWeights() = default;
   HWY_INLINE explicit MinWeights(uint64_t bytes) {  // byte j: m_j
-    std::memcpy(bytes_, &bytes, sizeof bytes_);
+    for (int j = 0; j < 8; ++j) {
+      bytes_[2 * j] = bytes_[2 * j + 1] = static_cast<uint8_t>(bytes >> (8 * j));
+    }
   }
-  // sums: (8) int16.
+  // sums: (16) int16, two per sub-block.
   HWY_INLINE int32_t Dot(const int16_t* sums) const {
     const D d;
     const hn::Repartition<int32_t, D> d32;
     const hn::Rebind<uint8_t, D> d8;
     auto total = hn::Zero(d32), odd = hn::Zero(d32);
-    for (size_t i = 0; i < 8; i += hn::Lanes(d)) {
+    for (size_t i = 0; i < 16; i += hn::Lanes(d)) {
       const auto m = hn::PromoteTo(d, hn::LoadU(d8, bytes_ + i));
       total = hn::ReorderWidenMulAccumulate(d32, m, hn::LoadU(d, sums + i), total, odd);
     }
@@ -238,25 +251,13 @@ class MinWeights {
   }
 
  private:
-  uint8_t bytes_[8] = {};
+  uint8_t bytes_[16] = {};
 };
 
 // Rows of x per tile: per row an int32 and an f32 accumulator, with a weight vector, an x
-// vector and the group's constants: 4 rows fit AVX2's 16 registers, 8 AVX-512's 32. Tuned for
-// speed only (8 rows on AVX2 spilled and measured no faster).
+// vector and the group's constants: 4 rows fit 16 registers, 8 fit 32. Tuned for speed only,
+// on AVX2 before the 8-bit kernels took it over (8 rows spilled and measured no faster).
 constexpr int kTileRows = HWY_MAX_BYTES >= 64 ? 8 : 4;
-
-// When x (T rows of K int16) is larger than this, past what L1 keeps beside the weights, the
-// weight rows go in blocks of kBlockRows, span by span of K: each row of the block multiplies a
-// span into every tile of x rows before the next row takes the same span, so that the span of
-// x (T rows of kL1Bytes / 2T, at least kSpan, int16) stays in L1 or close and x is read from
-// L2 once per block of rows instead of once per row (at T = 8 and K = 4096, x is 64 KB). The rows
-// of a block are read interleaved, span by span: each row's next span is prefetched. Smaller x (T =
-// 1 for any K up to 8192) reads one weight row at a time front to back, a single stream. Tuned for
-// speed only: the order of each output's sum does not depend on them.
-constexpr int64_t kL1Bytes = 16 * 1024;
-constexpr int64_t kSpan = 256;
-constexpr int64_t kBlockRows = 8;
 
 // Rows [t0, t0 + kT) of x times weight row w's blocks [b0, b1), added into acc (kT, L) and
 // min_total (kT): the f32 accumulators of those rows for this weight row, kept in memory
@@ -279,7 +280,7 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
   for (int t = 0; t < kT; ++t) {
     x[t] = xq.q.data() + (t0 + t) * K;
     xs[t] = xq.scale.data() + (t0 + t) * blocks;
-    xsum[t] = F::kHasMin ? xq.sums.data() + (t0 + t) * (K / 32) : nullptr;
+    xsum[t] = F::kHasMin ? xq.sums.data() + (t0 + t) * (K / 16) : nullptr;
     a[t] = hn::LoadU(df, acc + t * L);
     mins[t] = min_total[t];
   }
@@ -307,7 +308,7 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
       const VF block_sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum[t], sum_odd[t]));
       a[t] = hn::MulAdd(block_sum, hn::Set(df, s.d * xs[t][b]), a[t]);
       if constexpr (F::kHasMin) {
-        mins[t] += s.dmin * xs[t][b] * static_cast<float>(mins_w.Dot(xsum[t] + 8 * b));
+        mins[t] += s.dmin * xs[t][b] * static_cast<float>(mins_w.Dot(xsum[t] + 16 * b));
       }
     }
   }
@@ -317,6 +318,23 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
   }
 }
 
+}  // namespace i16
+namespace formats = i16;
+#endif  // SSMKIT_QUANT_DOT_BYTES
+
+// When x (T rows of K levels) is larger than this, past what L1 keeps beside the weights, the
+// weight rows go in blocks of kBlockRows, span by span of K: each row of the block multiplies a
+// span into every tile of x rows before the next row takes the same span, so that the span of
+// x (T rows of kL1Bytes / (T * level bytes), at least kSpan) stays in L1 or close and x is read
+// from L2 once per block of rows instead of once per row (at T = 8 and K = 4096, x is 32 KB of
+// int8 levels, 64 KB of int16). The rows
+// of a block are read interleaved, span by span: each row's next span is prefetched. Smaller x (T =
+// 1 for any K up to 8192) reads one weight row at a time front to back, a single stream. Tuned for
+// speed only: the order of each output's sum does not depend on them.
+constexpr int64_t kL1Bytes = 16 * 1024;
+constexpr int64_t kSpan = 256;
+constexpr int64_t kBlockRows = 8;
+
 // A tile of n <= kT rows: DotSpan<F, n>.
 template <class F, int kT>
 HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64_t b0, int64_t b1,
@@ -324,7 +342,7 @@ HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64
   if constexpr (kT > 1) {
     if (n < kT) return DotSpanN<F, kT - 1>(n, xq, w, b0, b1, t0, acc, min_total);
   }
-  DotSpan<F, kT>(xq, w, b0, b1, t0, acc, min_total);
+  formats::DotSpan<F, kT>(xq, w, b0, b1, t0, acc, min_total);
 }
 
 // Weight rows [m_begin, m_end), in blocks of block_rows (1 or kBlockRows); within a block,
@@ -337,13 +355,14 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
   const DF df;
   const int64_t T = p.rows, L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
-  const bool interleave = T * p.in_features * 2 > kL1Bytes;
+  constexpr int64_t kLevelBytes = sizeof(formats::Level);
+  const bool interleave = T * p.in_features * kLevelBytes > kL1Bytes;
   const int64_t block_rows = interleave ? kBlockRows : 1;
   // The longest span whose x (T rows) fits kL1Bytes, at least kSpan: fewer, longer calls.
-  const int64_t span = std::max(kSpan, kL1Bytes / (2 * T) / kSpan * kSpan);
+  const int64_t span = std::max(kSpan, kL1Bytes / (kLevelBytes * T) / kSpan * kSpan);
   const int64_t span_blocks = interleave ? span / F::kElements : blocks;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
-  constexpr int kTile = kTileRows;
+  constexpr int kTile = formats::kTileRows;
   thread_local std::vector<float> buffer;  // acc (block_rows, T, L), then min_total (block_rows, T)
   const int64_t floats = block_rows * T * (L + 1);
   if (buffer.size() < static_cast<size_t>(floats)) buffer.resize(static_cast<size_t>(floats));
@@ -378,37 +397,20 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
   }
 }
 
-}  // namespace
-
-void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
-                         int64_t m_end) {
-  switch (p.weight_dtype) {
-    case DType::kQ8_0:
-      return RowsOf<Q8_0>(p, xq, m_begin, m_end);
-    case DType::kQ4_0:
-      return RowsOf<Q4_0>(p, xq, m_begin, m_end);
-    case DType::kQ4_K:
-      return RowsOf<Q4_K>(p, xq, m_begin, m_end);
-    case DType::kQ5_K:
-      return RowsOf<Q5_K>(p, xq, m_begin, m_end);
-    case DType::kQ6_K:
-      return RowsOf<Q6_K>(p, xq, m_begin, m_end);
-    default:
-      return;  // the ops layer admits only these
-  }
-}
-
 // Per block of B: s = max |x| / 127, q = round(x / s) (to nearest even, |q| <= 127: x / s is
-// at most 127 times one plus a rounding), and for B = 256 the sums of each 32 levels.
-void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
+// at most 127 times one plus a rounding) into levels (T, K), and for B = 256 the sums of each
+// 16 levels.
+template <typename Level>
+void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq,
+                    Level* levels) {
   const DF df;
   const D32 d32;
-  const hn::Rebind<int16_t, DF> d16;
+  const hn::Rebind<Level, DF> dl;
   const int64_t K = p.in_features, B = xq->block, blocks = K / B;
   const int64_t W = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* x = p.x + t * p.x_stride_row;  // (K)
-    int16_t* q = xq->q.data() + t * K;          // (K)
+    Level* q = levels + t * K;                  // (K)
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + b * B;
       VF vmax = hn::Zero(df);
@@ -419,10 +421,10 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
       V32 sum = hn::Zero(d32);
       for (int64_t i = 0; i < B; i += W) {
         const V32 level = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inverse));
-        hn::StoreU(hn::DemoteTo(d16, level), d16, q + b * B + i);
+        hn::StoreU(hn::DemoteTo(dl, level), dl, q + b * B + i);
         sum = hn::Add(sum, level);
-        if (B == quant::kSuperBlock && (i + W) % 32 == 0) {
-          xq->sums[t * (K / 32) + (b * B + i) / 32] =
+        if (B == quant::kSuperBlock && (i + W) % 16 == 0) {
+          xq->sums[t * (K / 16) + (b * B + i) / 16] =
               static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d32, sum)));
           sum = hn::Zero(d32);
         }
@@ -430,6 +432,42 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
     }
   }
 }
+
+}  // namespace
+
+void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
+                         int64_t m_end) {
+  switch (p.weight_dtype) {
+    case DType::kQ8_0:
+      return RowsOf<formats::Q8_0>(p, xq, m_begin, m_end);
+    case DType::kQ4_0:
+      return RowsOf<formats::Q4_0>(p, xq, m_begin, m_end);
+    case DType::kQ4_K:
+      return RowsOf<formats::Q4_K>(p, xq, m_begin, m_end);
+    case DType::kQ5_K:
+      return RowsOf<formats::Q5_K>(p, xq, m_begin, m_end);
+    case DType::kQ6_K:
+      return RowsOf<formats::Q6_K>(p, xq, m_begin, m_end);
+    default:
+      return;  // the ops layer admits only these
+  }
+}
+
+void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
+#if SSMKIT_QUANT_DOT_BYTES
+  QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
+  if (xq->block == quant::kSuperBlock) {  // the K-quant kernels' order
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      i8::ArrangeLevels(xq->q8.data() + t * xq->cols, xq->cols);
+    }
+  }
+#else
+  QuantizeRowsTo(p, t_begin, t_end, xq, xq->q.data());
+#endif
+}
+
+// The bytes per level of x this target's kernel multiplies: QuantizedRows::level_bytes.
+int64_t LevelBytesImpl() { return sizeof(formats::Level); }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -439,17 +477,23 @@ namespace ssmkit::cpu {
 
 HWY_EXPORT(QuantLinearRowsImpl);
 HWY_EXPORT(QuantizeRowsImpl);
+HWY_EXPORT(LevelBytesImpl);
 
 void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   rows = T;
   cols = K;
   block = DTypeBlockElements(weight_dtype);
+  level_bytes = HWY_DYNAMIC_DISPATCH(LevelBytesImpl)();
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
-  grow(q, T * K);
+  if (level_bytes == 1) {
+    grow(q8, T * K);
+  } else {
+    grow(q, T * K);
+  }
   grow(scale, T * (K / block));
-  if (block == quant::kSuperBlock) grow(sums, T * (K / 32));
+  if (block == quant::kSuperBlock) grow(sums, T * (K / 16));
 }
 
 void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {

@@ -1,0 +1,335 @@
+// The 8-bit products of quant_linear.cpp on x86 (Highway's AVX2 and AVX-512 targets): each
+// block of a llama.cpp quantized weight (core/quant.hpp) times int8 levels of x, in the manner of
+// llama.cpp's AVX2 kernels, since Highway 1.0.3 has no 8-bit multiply-add. Dimension legend: T
+// rows of x, K input features, B elements per weight block (32 or 256).
+//
+// Weights are unpacked to bytes, 32 at a time, and multiplied by 32 levels of x with vpmaddubsw
+// (u8 x s8, adjacent products summed into 16 int16 lanes); vpmaddwd then widens to int32,
+// multiplying by the sub-block scales of the K-quants (by 1 for Q8_0 / Q4_0). vpmaddubsw
+// saturates its int16 sums, so every bound below keeps |x's levels| <= 127:
+// - Q8_0 and Q4_0 (signed levels w): |w| times x with w's sign (vpsignb), at most
+//   2 * 128 * 127 = 32512 (Q8_0's -128); one vpmaddwd by 1 per block of 32.
+// - The K-quants' levels are unsigned (Q4_K / Q5_K's q, Q6_K's q before its offset 32, at most
+//   63). Two chunks of 32 elements (two sub-blocks of Q4_K / Q5_K, four of Q6_K) go in
+//   interleaved in 16-bit units, the pairs of sub-block A in the even int16 lanes, B in the odd
+//   ones, and their two vpmaddubsw sums are added in int16 (at most 4 * 63 * 127 = 32004) before
+//   one vpmaddwd by (scale A, scale B): 3 multiplies per 64 weights and row instead of 4. x's
+//   levels are stored in the same interleaved order for these formats (ArrangeLevels). Q6_K's
+//   offset (32 sc_j S_j over its sub-blocks of 16) and Q4_K / Q5_K's mins (m_j S_j over their
+//   sub-blocks of 32) come off per block with the sums of 16 levels of x kept with them, a
+//   vpmaddwd each. A block's int32 sums stay below 2^26 and are converted to f32 once.
+//
+// The vectors are 256 bits on AVX-512 too (a tile of 8 rows of x fits AVX2's 16 registers).
+// A Highway "-inl.h": included once per target from quant_linear.cpp (foreach_target.h); it
+// defines namespace i8 on the x86 targets with AVX2 and SSMKIT_QUANT_DOT_BYTES = 1 there, 0 on
+// the others.
+#if defined(SSMKIT_CPU_QUANT_DOT_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SSMKIT_CPU_QUANT_DOT_X86_INL_H_
+#undef SSMKIT_CPU_QUANT_DOT_X86_INL_H_
+#else
+#define SSMKIT_CPU_QUANT_DOT_X86_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/quant.hpp"
+#include "cpu/quant_linear.hpp"
+#include "hwy/highway.h"
+
+#undef SSMKIT_QUANT_DOT_BYTES
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define SSMKIT_QUANT_DOT_BYTES 1
+#include <immintrin.h>
+#else
+#define SSMKIT_QUANT_DOT_BYTES 0
+#endif
+
+#if SSMKIT_QUANT_DOT_BYTES
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace {
+namespace i8 {
+
+using Level = int8_t;  // QuantizedRows::q8
+
+// Rows of x per tile: one int32 accumulator per row while a block is multiplied, beside a pair
+// of weight chunks and their scales; the rows' f32 accumulators are touched once per block.
+// Tuned for speed only.
+constexpr int kTileRows = 8;
+
+HWY_INLINE __m256i Load32(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+HWY_INLINE __m256i Bytes(int8_t value) { return _mm256_set1_epi8(value); }
+
+// The f16 at p in all 8 lanes (F16C: the same f32 as F16ToF32).
+HWY_INLINE __m256 BroadcastF16(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(bits)));
+}
+
+// 64 elements as the K-quant kernels multiply them: for a = elements [0, 32) and b = [32, 64),
+// 16-bit units a0 b0 a1 b1 a2 b2 a3 b3 a8 b8 .. a11 b11 (bytes 0-31: vpunpcklwd, which works
+// within 128-bit halves) then a4 b4 .. a7 b7 a12 b12 .. a15 b15 (bytes 32-63: vpunpckhwd).
+struct Interleaved {
+  __m256i low, high;
+};
+HWY_INLINE Interleaved Interleave(__m256i a, __m256i b) {
+  return {_mm256_unpacklo_epi16(a, b), _mm256_unpackhi_epi16(a, b)};
+}
+
+// x's levels of one row (K, a multiple of 256) in the K-quants' order: each 64 Interleaved.
+HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
+  for (int64_t k = 0; k < K; k += 64) {
+    const Interleaved v = Interleave(Load32(row + k), Load32(row + k + 32));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + k), v.low);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + k + 32), v.high);
+  }
+}
+
+// A weight format. Prepare reads a block's scales once; BlockValue turns a row's int32 sums over
+// the block into 8 f32 lanes whose total times x's block scale is the block's contribution, the
+// offset or mins taken off with the block's 16 sums of x levels (kSums).
+//
+// Q8_0 and Q4_0 (kSigned): Levels gives the block's 32 signed levels.
+template <class Block>
+struct Signed32 {
+  static constexpr int kElements = 32, kBytes = sizeof(Block);
+  static constexpr bool kSigned = true, kSums = false;
+  struct Scales {
+    __m256 d;
+  };
+  static HWY_INLINE Scales Prepare(const uint8_t* b) {
+    return {BroadcastF16(b + offsetof(Block, d))};
+  }
+  static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t*) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), s.d);
+  }
+};
+
+struct Q8_0 : Signed32<quant::BlockQ8_0> {
+  static HWY_INLINE __m256i Levels(const uint8_t* b) {
+    return Load32(b + offsetof(quant::BlockQ8_0, qs));
+  }
+};
+
+struct Q4_0 : Signed32<quant::BlockQ4_0> {
+  // q - 8: elements 0-15 are the low nibbles of qs, 16-31 the high ones.
+  static HWY_INLINE __m256i Levels(const uint8_t* b) {
+    const __m128i qs =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(quant::BlockQ4_0, qs)));
+    const __m256i nibbles =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), Bytes(0xF));
+    return _mm256_sub_epi8(nibbles, Bytes(8));
+  }
+};
+
+// The K-quants: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
+// bytes once for all the nibbles and bits they hold; PairOf gives the group's elements
+// [c, c + 64) Interleaved as unsigned bytes, with the int16 multipliers of the summed pairs.
+struct Pair {
+  Interleaved levels;
+  __m256i scales;
+};
+
+// Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (quant::ScalesMinsK4).
+template <class Block, bool kFifthBit>
+struct K4K5 {
+  static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
+  static constexpr bool kSigned = false, kSums = true;
+  struct Scales {
+    __m256 d, dmin;
+    __m256i mins;         // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
+    int32_t sc_pairs[4];  // k: sc_2k, sc_2k+1 as int16
+  };
+  static HWY_INLINE Scales Prepare(const uint8_t* b) {
+    uint64_t sc, m;
+    quant::ScalesMinsK4(b + offsetof(Block, scales), &sc, &m);
+    const __m128i m_bytes = _mm_set_epi64x(0, static_cast<int64_t>(m));
+    Scales s;  // not value-initialized: that zeroed the whole struct per block (rep stos)
+    s.d = BroadcastF16(b + offsetof(Block, d));
+    s.dmin = BroadcastF16(b + offsetof(Block, dmin));
+    s.mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m_bytes, m_bytes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(s.sc_pairs),
+                     _mm_cvtepu8_epi16(_mm_set_epi64x(0, static_cast<int64_t>(sc))));
+    return s;
+  }
+  // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l], their fifth
+  // bits bits 2k and 2k + 1 of qh[l] (Q5_K).
+  using Group = Pair;
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales& s, int g) {
+    const int k = g / 64;
+    const __m256i qs = Load32(b + offsetof(Block, qs) + 32 * k);
+    __m256i low = _mm256_and_si256(qs, Bytes(0xF));
+    __m256i high = _mm256_and_si256(_mm256_srli_epi16(qs, 4), Bytes(0xF));
+    if constexpr (kFifthBit) {
+      // Bits 2k and 2k + 1 of each byte of qh as bit 4 of the low and high levels. The 16-bit
+      // shifts carry bits across the bytes of a lane only into the bits the masks drop.
+      const __m256i bits =
+          _mm256_srl_epi16(Load32(b + offsetof(Block, qh)), _mm_cvtsi32_si128(2 * k));
+      low = _mm256_or_si256(low, _mm256_and_si256(_mm256_slli_epi16(bits, 4), Bytes(0x10)));
+      high = _mm256_or_si256(high, _mm256_and_si256(_mm256_slli_epi16(bits, 3), Bytes(0x10)));
+    }
+    return {Interleave(low, high), _mm256_set1_epi32(s.sc_pairs[k])};
+  }
+  static HWY_INLINE Pair PairOf(const Group& g, int) { return g; }
+  static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
+    const __m256i min_sum = _mm256_madd_epi16(s.mins, Load32(sums));
+    return _mm256_fmsub_ps(_mm256_cvtepi32_ps(sum), s.d,
+                           _mm256_mul_ps(_mm256_cvtepi32_ps(min_sum), s.dmin));
+  }
+};
+using Q4_K = K4K5<quant::BlockQ4_K, false>;
+using Q5_K = K4K5<quant::BlockQ5_K, true>;
+
+// Q6_K: 16 sub-blocks of 16, int8 scales, q in [0, 63] multiplied as it is stored; the offset
+// 32 comes off in BlockValue: 32 sc_j times the sum of x's levels over sub-block j.
+struct Q6_K {
+  static constexpr int kElements = quant::kSuperBlock, kGroup = 128,
+                       kBytes = sizeof(quant::BlockQ6_K);
+  static constexpr bool kSigned = false, kSums = true;
+  struct Scales {
+    __m256 d;
+    __m256i offset;       // int16 lane j: 32 sc_j
+    int64_t sc_quads[4];  // p: sc_4p, sc_4p+2, sc_4p+1, sc_4p+3 as int16
+  };
+  static HWY_INLINE Scales Prepare(const uint8_t* b) {
+    const __m128i sc =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(quant::BlockQ6_K, scales)));
+    Scales s;  // not value-initialized: that zeroed the whole struct per block (rep stos)
+    s.d = BroadcastF16(b + offsetof(quant::BlockQ6_K, d));
+    s.offset = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5);
+    const __m128i order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.sc_quads),
+                        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, order)));
+    return s;
+  }
+  // Group h: elements 128 h + 32 r + l, r < 4, l < 32: the low (r < 2) or high nibble of
+  // ql[64 h + 32 (r % 2) + l], bits 2r, 2r + 1 of qh[32 h + l] above it.
+  struct Group {
+    __m256i ql[2];  // ql[64 h + 32 i ...]
+    __m256i qh;
+    const int64_t* sc_quads;  // (2): the group's
+  };
+  static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales& s, int g) {
+    const int h = g / 128;
+    const uint8_t* ql = b + offsetof(quant::BlockQ6_K, ql) + 64 * h;
+    return {{Load32(ql), Load32(ql + 32)},
+            Load32(b + offsetof(quant::BlockQ6_K, qh) + 32 * h),
+            s.sc_quads + 2 * h};
+  }
+  // Chunks r = c / 32 and r + 1: sub-blocks 2r and 2r + 2 of the group in the low 128 bits,
+  // 2r + 1 and 2r + 3 in the high 128 bits.
+  static HWY_INLINE Pair PairOf(const Group& g, int c) {
+    const int r = c / 32;
+    const __m256i half_index = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    return {Interleave(Chunk(g, r), Chunk(g, r + 1)),
+            _mm256_permutevar8x32_epi32(_mm256_set1_epi64x(g.sc_quads[r / 2]), half_index)};
+  }
+  static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
+    const __m256i offset = _mm256_madd_epi16(s.offset, Load32(sums));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sum, offset)), s.d);
+  }
+
+ private:
+  static HWY_INLINE __m256i Chunk(const Group& g, int r) {
+    const __m256i low = g.ql[r % 2];
+    const __m256i nibble = _mm256_and_si256(r < 2 ? low : _mm256_srli_epi16(low, 4), Bytes(0xF));
+    return _mm256_or_si256(nibble, _mm256_and_si256(HighPairAtBit4(g.qh, r), Bytes(0x30)));
+  }
+  // Bits 2r, 2r + 1 of each byte moved to bits 4, 5 (the mask drops what crosses bytes).
+  static HWY_INLINE __m256i HighPairAtBit4(__m256i qh, int r) {
+    switch (r) {
+      case 0:
+        return _mm256_slli_epi16(qh, 4);
+      case 1:
+        return _mm256_slli_epi16(qh, 2);
+      case 2:
+        return qh;
+      default:
+        return _mm256_srli_epi16(qh, 2);
+    }
+  }
+};
+
+// sum[t] = the block's int32 sums with x[t] (kT rows of its kElements levels), signed formats.
+template <class F, int kT>
+HWY_INLINE void SignedBlockSums(const uint8_t* block, const int8_t* const* x, __m256i* sum) {
+  const __m256i w = F::Levels(block), u = _mm256_abs_epi8(w), ones = _mm256_set1_epi16(1);
+  for (int t = 0; t < kT; ++t) {
+    const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(Load32(x[t]), w));
+    sum[t] = _mm256_madd_epi16(p, ones);
+  }
+}
+
+// The same for the K-quants, pair by pair of chunks.
+template <class F, int kT>
+HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& s,
+                                const int8_t* const* x, __m256i* sum) {
+  for (int t = 0; t < kT; ++t) sum[t] = _mm256_setzero_si256();
+    // Not unrolled: unrolled, the compiler reassociated the rows' sums over the block into
+    // trees of partial products that spilled.
+#pragma GCC unroll 1
+  for (int g = 0; g < F::kElements; g += F::kGroup) {
+    const typename F::Group group = F::GroupOf(block, s, g);
+#pragma GCC unroll 2
+    for (int c = 0; c < F::kGroup; c += 64) {
+      const Pair pair = F::PairOf(group, c);
+      for (int t = 0; t < kT; ++t) {
+        const __m256i p =
+            _mm256_add_epi16(_mm256_maddubs_epi16(pair.levels.low, Load32(x[t] + g + c)),
+                             _mm256_maddubs_epi16(pair.levels.high, Load32(x[t] + g + c + 32)));
+        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, pair.scales));
+      }
+    }
+  }
+}
+
+// Rows [t0, t0 + kT) of x times weight row w's blocks [b0, b1), added into acc (kT, 8): the f32
+// accumulators of those rows for this weight row, kept in memory between spans. The mins and
+// offsets are in acc too: min_total (the 16-bit kernels') stays as it is.
+template <class F, int kT>
+HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
+                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
+  const int64_t K = xq.cols, blocks = K / F::kElements;
+  const int8_t* x[kT];      // (K) each
+  const float* xs[kT];      // (blocks) each
+  const int16_t* xsum[kT];  // (K / 16) each
+  __m256 a[kT];
+  for (int t = 0; t < kT; ++t) {
+    x[t] = xq.q8.data() + (t0 + t) * K;
+    xs[t] = xq.scale.data() + (t0 + t) * blocks;
+    xsum[t] = F::kSums ? xq.sums.data() + (t0 + t) * (K / 16) : nullptr;
+    a[t] = _mm256_loadu_ps(acc + 8 * t);
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* block = w + b * F::kBytes;
+    const typename F::Scales s = F::Prepare(block);
+    const int8_t* xb[kT];
+    for (int t = 0; t < kT; ++t) xb[t] = x[t] + b * F::kElements;
+    __m256i sum[kT];
+    if constexpr (F::kSigned) {
+      SignedBlockSums<F, kT>(block, xb, sum);
+    } else {
+      PairedBlockSums<F, kT>(block, s, xb, sum);
+    }
+    for (int t = 0; t < kT; ++t) {
+      const int16_t* block_sums = F::kSums ? xsum[t] + b * (F::kElements / 16) : nullptr;
+      a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums), _mm256_broadcast_ss(xs[t] + b),
+                             a[t]);
+    }
+  }
+  for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);
+}
+
+}  // namespace i8
+}  // namespace
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+#endif  // SSMKIT_QUANT_DOT_BYTES
+
+#endif  // include guard
