@@ -48,13 +48,21 @@ using VF = hn::Vec<DF>;
 using ssd::PackedBC;
 using ssd::RoundUp;
 
-// Tuned for speed, do not affect correctness: state vectors held in registers per tile
-// (32 vector registers on AVX-512, 16 on AVX2), and steps per time block. On AVX-512 a
-// 4 x 4 forward tile (16 state registers) is the fastest on the AMD EPYC (Zen 4) of
-// docs/targets.md: m2-130m forward on one thread 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4,
-// whose 32 state vectors spill to the stack every step there (16 x 2: 21.0-21.4 ms).
+// Tuned for speed per target, do not affect correctness: state vectors held in registers per
+// tile (32 vector registers on AVX-512, 16 on AVX2) and the most p-vectors (forward) or
+// n-vectors (backward) per tile. On AVX-512 a 4 x 4 forward tile (16 state registers) is the
+// fastest on the AMD EPYC (Zen 4) of docs/targets.md: m2-130m forward on one thread
+// 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4, whose 32 state vectors spill to the stack every
+// step there (16 x 2: 21.0-21.4 ms). On AVX2 (Zen 3, one thread, A/B interleaved, three
+// rounds): the 2 x 4 forward tile's state, x and y vectors do not fit in 16 registers (the
+// compiler re-read x for every state row); 4 x 2 holds them: 33.3-34.0 ms against 36.1-37.7.
+// The backward's 1 x 4 tile stored its dB and gB partial sums for every 4 state vectors;
+// 4 rows x 2 vectors (8 state registers) made fwd+bwd 142-148 ms against 225-226
+// (2 x 4: 175-179, 8 x 1: 156-159).
 constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
-constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 4;
+constexpr int kFwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
+constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
+constexpr int kBwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr int64_t kFwdBlock = 64;
 constexpr int64_t kBwdBlock = 64;  // 32: m2-130m fwd+bwd ~2% slower (A/B)
 // Sequences this short take the transpose-free plain recurrence (ForwardHeadShort).
@@ -275,8 +283,8 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
       const FwdTileArgs a{Bp.Row(b, g, t0),    Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
                           hd.mult.data() + t0, s.y.data(),       hd.S.data(), T,     Pp};
-      if (nPV % 4 == 0) {
-        FwdTiles<4>(a, Nn, next);
+      if (kFwdTileVectors >= 4 && nPV % 4 == 0) {
+        FwdTiles<kFwdTileVectors>(a, Nn, next);
       } else if (nPV % 2 == 0) {
         FwdTiles<2>(a, Nn, next);
       } else {
@@ -517,10 +525,10 @@ HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
 }
 
 // The tile shape of the backward: kV vectors of n (the largest of 4, 2, 1 dividing
-// Nn / lanes) and kP = kBwdStateRegs / kV rows of p.
+// Nn / lanes, at most kBwdTileVectors) and kP = kBwdStateRegs / kV rows of p.
 int BwdTileVectors(int64_t Nn) {
   const int64_t nV = Nn / static_cast<int64_t>(hn::Lanes(DF()));
-  return nV % 4 == 0 ? 4 : (nV % 2 == 0 ? 2 : 1);
+  return nV % 4 == 0 && kBwdTileVectors >= 4 ? 4 : (nV % 2 == 0 ? 2 : 1);
 }
 int64_t BwdTileRows(int kV) { return kBwdStateRegs / kV; }
 
