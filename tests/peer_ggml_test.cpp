@@ -33,17 +33,17 @@ constexpr const char* kRecorded =
     "  "
     "8190 runs -  1652.68 us/run -      240 kB/run - \033[1;34m   0.14 GB/s\033[0m\n"
     "  SSM_SCAN(type=f32,d_state=16,head_dim=1,n_head=512,n_group=1,n_seq_tokens=60,n_seqs=1,"
-    "xbc_overlap=0,K=1):                     8192 runs -  8947.74 us/run -      463 kB/run - "
+    "xbc_overlap=0,K=1,weak_decay=0):        8192 runs -  8947.74 us/run -      463 kB/run - "
     "\033[1;34m   0.05 GB/s\033[0m\n"
     "  SSM_SCAN(type=f32,d_state=128,head_dim=64,n_head=24,n_group=1,n_seq_tokens=1,n_seqs=1,"
-    "xbc_overlap=0,K=1): not supported\n"
+    "xbc_overlap=0,K=1,weak_decay=0): not supported\n"
     "  Backend CPU: \033[1;32mOK\033[0m\n"
     "1/1 backends passed\n"
     "\033[1;32mOK\033[0m\n";
 
 constexpr const char* kPolicyScan =
     "SSM_SCAN(type=f32,d_state=16,head_dim=1,n_head=512,n_group=1,n_seq_tokens=60,n_seqs=1,xbc_"
-    "overlap=0,K=1)";
+    "overlap=0,K=1,weak_decay=0)";
 constexpr const char* kPlainConv = "SSM_CONV(type=f32,ne_a=[515,3328,1,1],ne_b=[4,3328,1,1])";
 constexpr const char* kPolicyConv =
     "SSM_CONV_BIAS_SILU(type=f32,ne_a=[63,512,1,1],ne_b=[4,512,1,1],fuse_bias=1)";
@@ -79,7 +79,7 @@ TEST(GgmlCaseNames, MatchTheRecordedOutput) {
   EXPECT_EQ(
       GgmlSsmScanCase(128, 64, 24, 1, 2048, 1),
       "SSM_SCAN(type=f32,d_state=128,head_dim=64,n_head=24,n_group=1,n_seq_tokens=2048,n_seqs=1,"
-      "xbc_overlap=0,K=1)");
+      "xbc_overlap=0,K=1,weak_decay=0)");
   EXPECT_EQ(GgmlSsmConvCase(512, 60, 256, 4, true),
             "SSM_CONV_BIAS_SILU(type=f32,ne_a=[63,512,256,1],ne_b=[4,512,1,1],fuse_bias=1)");
 }

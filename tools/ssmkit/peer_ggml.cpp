@@ -15,7 +15,7 @@ std::string GgmlSsmScanCase(int64_t dstate, int64_t headdim, int64_t nheads, int
   return "SSM_SCAN(type=f32,d_state=" + std::to_string(dstate) +
          ",head_dim=" + std::to_string(headdim) + ",n_head=" + std::to_string(nheads) +
          ",n_group=" + std::to_string(ngroups) + ",n_seq_tokens=" + std::to_string(seqlen) +
-         ",n_seqs=" + std::to_string(batch) + ",xbc_overlap=0,K=1)";
+         ",n_seqs=" + std::to_string(batch) + ",xbc_overlap=0,K=1,weak_decay=0)";
 }
 
 std::string GgmlSsmConvCase(int64_t dim, int64_t seqlen, int64_t batch, int64_t width,
