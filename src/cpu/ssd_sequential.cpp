@@ -64,12 +64,15 @@ constexpr int kFwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
 constexpr int kBwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr int64_t kFwdBlock = 64;
-constexpr int64_t kBwdBlock = 64;  // 32: m2-130m fwd+bwd ~2% slower (A/B)
+// Backward time block: on Zen 4 (AVX-512) 32 ran m2-130m fwd+bwd ~2% slower than 64; on Zen 3
+// (AVX2, 2 threads, A/B interleaved) 32 ran it in 72.3-74.9 ms against 75.4-80.7.
+constexpr int64_t kBwdBlock = HWY_MAX_BYTES >= 64 ? 64 : 32;
 // Sequences this short take the transpose-free plain recurrence (ForwardHeadShort).
 constexpr int64_t kShortSequence = 8;
-// Steps between the backward's state checkpoints (a multiple of kBwdBlock). Numerics: the
-// sum giving dLoss/dlog(a) runs over at most this many steps; the rest comes exactly from
-// <g, h> at the next checkpoint (see BackwardHead). 128 against 64: m2-130m backward 6-10%
+// Steps between the backward's state checkpoints (a multiple of kBwdBlock): 128 on AVX-512, 64
+// on AVX2. Numerics: the sum giving dLoss/dlog(a) runs over at most this many steps; the rest
+// comes exactly from <g, h> at the next checkpoint (see BackwardHead). On Zen 4, 128 against 64:
+// m2-130m backward 6-10%
 // faster on 2 threads (half the checkpoint traffic, 12 MB written and read back per thread
 // instead of 24), and over 25 runs of SsdGrad.LongSequence (L = 1024) the relative error of
 // dA and ddt_bias went from mean 2.4e-6 / max 1.35e-5 to mean 3.7e-6 / max 2.5e-5.
