@@ -20,6 +20,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 #include "cpu/conv1d.hpp"
 #include "cpu/packed_sequences.hpp"
 
@@ -47,7 +48,6 @@ constexpr int64_t kMinParallelElements = 1 << 15;
 constexpr int64_t kUpdateRowsPerPass = 256;
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 template <class Fn>
 void MaybeParallelFor(int64_t n, int64_t elements, Fn&& fn) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/norm.cpp"
@@ -49,7 +50,7 @@ struct Layout {
 Layout MakeLayout(const NormParams& p) {
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   const int64_t S = p.group_size;
-  return {p.features, S, p.features / S, (S + lanes - 1) / lanes * lanes};
+  return {p.features, S, p.features / S, RoundUp(S, lanes)};
 }
 
 // Row m of `v` into the packed layout (f32), pads zeroed.
@@ -140,7 +141,7 @@ float* Workspace(size_t floats) {
 class Workspaces {
  public:
   Workspaces(Layout l, int blocks, bool partials)
-      : P_(Round(l.packed())), per_block_(7 * P_ + Round(l.G)) {
+      : P_(RoundUp(l.packed(), 16)), per_block_(7 * P_ + RoundUp(l.G, 16)) {
     base_ = Workspace(static_cast<size_t>(blocks * per_block_ + (partials ? 2 * blocks * P_ : 0)));
     if (partials) {
       dweight_ = base_ + blocks * per_block_;
@@ -156,7 +157,6 @@ class Workspaces {
   float* DBias(int block) const { return dbias_ + block * P_; }      // (P)
 
  private:
-  static int64_t Round(int64_t n) { return (n + 15) / 16 * 16; }
   int64_t P_, per_block_;
   float* base_ = nullptr;
   float* dweight_ = nullptr;

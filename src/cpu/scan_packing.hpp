@@ -8,13 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/round_up.hpp"
 #include "ops/selective_scan_params.hpp"
 
 namespace ssmkit::cpu {
-
-inline int64_t RoundUp(int64_t n, int64_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
 
 // Np, the padded length of a packed B, C or A row, for vector width `lanes`: a whole number of
 // vectors, and at least N rounded up to 4, because the channel-tiled paths step the states in

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/round_up.hpp"
 #include "cpu/simd_math-inl.h"
 #include "cpu/ssd_chunk.hpp"
 #include "hwy/highway.h"
@@ -39,7 +40,7 @@ HWY_INLINE void ExpInPlace(DF df, float* v, int64_t n) {
 template <class DF>
 HWY_INLINE void ComputeChunkDecay(DF df, float A, const float* dt, int64_t len,
                                   ssd::ChunkDecay* d) {
-  const int64_t padded = ssd::RoundUp(len, 64);
+  const int64_t padded = RoundUp(len, 64);
   d->len = len;
   for (auto* v : {&d->cs_hi, &d->cs_lo, &d->e_in, &d->e_out}) v->assign(padded, 0.0f);
   double sum = 0.0;
@@ -96,13 +97,13 @@ struct ChunkScratch {
   ssd::ChunkInfo info;
 };
 
-inline int64_t PaddedChunk(int64_t Q) { return ssd::RoundUp(Q, 64); }
+inline int64_t PaddedChunk(int64_t Q) { return RoundUp(Q, 64); }
 
 // Sizes the scratch for a task and loads its heads' dt rows and initial states.
 inline void StartChunkTask(const SsdParams& p, int64_t b, int64_t h0, int64_t h1, ChunkScratch& s) {
   const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Q = std::min(p.chunk_size, L);
   const int64_t Hb = h1 - h0, HbP = Hb * P, Qp = PaddedChunk(Q);
-  s.ldt = ssd::RoundUp(L, 64) + 64;  // whole vectors may be read past L
+  s.ldt = RoundUp(L, 64) + 64;  // whole vectors may be read past L
   s.dt.assign(Hb * s.ldt, 0.0f);
   s.S.assign(HbP * N, 0.0f);
   s.X.assign(Q * HbP, 0.0f);

@@ -25,6 +25,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 #include "cpu/ssd_chunk.hpp"
 #include "cpu/ssd_common.hpp"
 
@@ -61,7 +62,7 @@ void IntraBackward(const ssd::ChunkDecay& d, const ssd::ChunkInfo& ci, const flo
                    float* row_w, float* col_v) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  std::fill(col_v, col_v + ssd::RoundUp(len, lanes), 0.0f);
+  std::fill(col_v, col_v + RoundUp(len, lanes), 0.0f);
   for (int64_t t = 0; t < len; ++t) {
     const int64_t width = t + 1;  // columns past t stay zero in M (see DecayRow)
     float* m = M + t * ld;
@@ -90,7 +91,7 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
                          int64_t b, int64_t g, int64_t h0, int64_t h1, float* dB_part,
                          float* dC_part, float* dA_part, float* ddt_bias_part, float* dD_part,
                          ChunkScratch& s, ChunkBwdScratch& w) {
-  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = ssd::RoundUp(N, 16);
+  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
   const int64_t Q = std::min(p.chunk_size, L), Qp = PaddedChunk(Q), chunks = (L + Q - 1) / Q;
   const int64_t Hb = h1 - h0, HbP = Hb * P;
   StartChunkTask(p, b, h0, h1, s);
@@ -303,7 +304,7 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
 }
 
 void ChunkedBackwardImpl(const SsdBwdParams& p) {
-  const int64_t L = p.seqlen, Nn = ssd::RoundUp(p.dstate, 16);
+  const int64_t L = p.seqlen, Nn = RoundUp(p.dstate, 16);
   ssd::PackedBC Bp, Cp;
   ssd::PackBC(p, p.B, &Bp);
   ssd::PackBC(p, p.C, &Cp);

@@ -18,6 +18,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 #include "cpu/state_update.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -45,7 +46,6 @@ constexpr int64_t kMinParallelElements = 1 << 14;
 constexpr int64_t kSegmentEntries = 2048;
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // A workspace of the calling thread, grown (never shrunk) before the parallel region and
 // carved per block: no allocation inside the region, none per call once warm.
