@@ -6,11 +6,12 @@
 // Both split the M output features over threads in contiguous blocks (ParallelFor), so each
 // output element is computed by one thread over the whole of K: the result depends on the
 // thread count only through the block boundaries (deterministic for a given count).
-// The sgemm path runs OpenBLAS single-threaded inside each of our blocks (BlasSingleThread:
+// The sgemm path runs OpenBLAS single-threaded inside each of our blocks (blas::SingleThread:
 // its own pool would fight ours for the cores). A bf16/f16 or quantized weight is widened
 // (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
+#include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 
 #include <algorithm>
@@ -20,7 +21,6 @@
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "cpu/quant_linear.hpp"
-#include "cpu/ssd_chunk.hpp"
 #include "ssmkit/linear.hpp"
 
 namespace ssmkit::cpu {
@@ -50,7 +50,7 @@ void GemmPanel(const LinearParams& p, const float* w, int64_t m0, int64_t rows) 
   const int64_t ldx = x_rm ? p.x_stride_row : p.x_stride_feature;
   if (p.out_row_major()) {
     // out (T, rows) = op(x) (T, K) . w^T (K, rows)
-    ssd::Gemm(!x_rm, true, T, rows, K, 1.0f, p.x, ldx, w, K, 0.0f, p.out + m0, p.out_stride_row);
+    blas::Gemm(!x_rm, true, T, rows, K, 1.0f, p.x, ldx, w, K, 0.0f, p.out + m0, p.out_stride_row);
     if (p.bias != nullptr) {
       for (int64_t t = 0; t < T; ++t) {
         float* o = p.out + t * p.out_stride_row + m0;
@@ -61,7 +61,7 @@ void GemmPanel(const LinearParams& p, const float* w, int64_t m0, int64_t rows) 
   }
   // out stored (M, T): out^T (rows, T) = w (rows, K) . op(x)^T (K, T)
   float* o = p.out + m0 * p.out_stride_feature;
-  ssd::Gemm(false, x_rm, rows, T, K, 1.0f, w, K, p.x, ldx, 0.0f, o, p.out_stride_feature);
+  blas::Gemm(false, x_rm, rows, T, K, 1.0f, w, K, p.x, ldx, 0.0f, o, p.out_stride_feature);
   if (p.bias != nullptr) {
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t t = 0; t < T; ++t) o[r * p.out_stride_feature + t] += p.bias[m0 + r];
@@ -164,7 +164,7 @@ Status Linear(const LinearParams& p) {
   if (TakesGemv(p)) {
     SplitRows(p.out_features, p.in_features, rows);
   } else {
-    ssd::BlasSingleThread single;
+    blas::SingleThread single;
     SplitRows(p.out_features, p.in_features, rows);
   }
   if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight buffer");

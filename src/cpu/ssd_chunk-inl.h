@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/round_up.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/simd_math-inl.h"
 #include "cpu/ssd_chunk.hpp"
 #include "hwy/highway.h"
@@ -161,8 +162,8 @@ inline void PrepareChunk(const SsdParams& p, const ssd::PackedBC& Bp, const ssd:
   const float* Cc = Cp.Row(b, g, c0);
   for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
     const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
-    ssd::Gemm(false, true, r1 - r0, r1, N, 1.0f, Cc + r0 * Cp.ld, Cp.ld, Bc, Bp.ld, 0.0f,
-              s.CB.data() + r0 * Qp, Qp);
+    blas::Gemm(false, true, r1 - r0, r1, N, 1.0f, Cc + r0 * Cp.ld, Cp.ld, Bc, Bp.ld, 0.0f,
+               s.CB.data() + r0 * Qp, Qp);
   }
 }
 
@@ -175,7 +176,7 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
   const int64_t fr = s.info.first_reset;
   const float* Cc = Cp.Row(b, g, c0);
   if (fr > 0)
-    ssd::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
+    blas::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
   for (int64_t t = 0; t < len; ++t) {
     float* yt = s.Y.data() + t * HbP;
     if (t >= fr) {
@@ -192,8 +193,8 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
     for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
       const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
       IntraMatrix(s.decay[hl], s.info, dt, s.CB.data(), Qp, r0, r1, r1, s.M.data());
-      ssd::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P,
-                HbP, 1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
+      blas::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P,
+                 HbP, 1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
     }
   }
 }
@@ -225,8 +226,8 @@ inline void AdvanceStates(const SsdParams& p, const ssd::PackedBC& Bp, int64_t b
     for (int64_t i = 0; i < P * N; ++i) Sh[i] *= keep;
   }
   const float* Bc = Bp.Row(b, g, c0);
-  ssd::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld,
-            Bp.ld, 1.0f, s.S.data(), N);
+  blas::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld,
+             Bp.ld, 1.0f, s.S.data(), N);
 }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE
