@@ -16,11 +16,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "cpu/quant_linear.hpp"
+#include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
 namespace ssmkit::cpu {
@@ -76,16 +76,15 @@ void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
     return;
   }
   const int64_t panel_rows = std::max<int64_t>(1, kPanelFloats / K);
-  thread_local std::vector<float> panel;  // each worker's own, kept between calls
-  const size_t floats = static_cast<size_t>(std::min(panel_rows, m_end - m_begin) * K);
-  if (panel.size() < floats) panel.resize(floats);
+  float* panel =  // (Pm, K), this worker's own
+      ThreadScratch(ScratchSlot::kLinearPanel, std::min(panel_rows, m_end - m_begin) * K);
   // Panels start on a row: a quantized row is whole blocks (K a multiple of the block).
   const int64_t row_bytes = DTypeRowBytes(p.weight_dtype, K);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += panel_rows) {
     const int64_t rows = std::min(panel_rows, m_end - m0);
     WidenToF32(static_cast<const uint8_t*>(p.weight) + m0 * row_bytes, p.weight_dtype, rows * K,
-               panel.data());
-    GemmPanel(p, panel.data(), m0, rows);
+               panel);
+    GemmPanel(p, panel, m0, rows);
   }
 }
 

@@ -133,7 +133,7 @@ struct SuperBlock {
   float* y;    // (S, W) step layout C.h
   float* one;  // (S) one row of scratch
   // Room for `steps` steps (rounded up to W).
-  SuperBlock(int64_t steps, int slot) {
+  SuperBlock(int64_t steps, ScratchSlot slot) {
     S = RoundUp(steps, kBlockWidth);
     const int64_t size = kBlockWidth * S;
     u = ThreadScratch(slot, 5 * size + S);
