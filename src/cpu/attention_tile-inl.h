@@ -30,7 +30,7 @@
 #include "cpu/simd_math-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "ops/attention_params.hpp"
+#include "params/attention_params.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

@@ -36,7 +36,7 @@
 #include "core/parallel.hpp"
 #include "cpu/linear.hpp"
 #include "cpu/mlp_activation.hpp"
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
 namespace {

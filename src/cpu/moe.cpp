@@ -25,7 +25,7 @@
 #include "cpu/mlp.hpp"
 #include "cpu/mlp_group.hpp"
 #include "cpu/moe_routing.hpp"
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
 namespace {

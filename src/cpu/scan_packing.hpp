@@ -10,7 +10,7 @@
 
 #include "core/round_up.hpp"
 #include "cpu/thread_scratch.hpp"
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 
 namespace ssmkit::cpu {
 

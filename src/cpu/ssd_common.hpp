@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/round_up.hpp"
-#include "ops/ssd_params.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit::cpu::ssd {
 

@@ -9,8 +9,8 @@
 #include "cpu/ssd.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/ssd_params.hpp"
 #include "ops/varlen.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit {
 namespace {
