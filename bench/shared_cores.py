@@ -52,7 +52,7 @@ def time_once(ssmkit, threads, suite_args, algo, pass_name, runs):
     if algo is None:
         rows = rows[:1]  # the suite's first (default) algorithm
     else:
-        rows = [r for r in rows if r["algo"].split("=")[0] == algo]  # "auto=sequential"
+        rows = [r for r in rows if r["algo"] == algo]
     if len(rows) != 1:
         raise SystemExit(f"{' '.join(cmd)}: expected one {algo}/{pass_name} row, got {rows}")
     return rows[0]["ms"], rows[0]["algo"]

@@ -32,7 +32,7 @@ namespace ssmkit {
 
 // Both algorithms compute the same function; they differ in speed and rounding.
 enum class SsdAlgorithm : int {
-  kAuto = 0,        // picked by shape (docs/ops/ssd.md gives the rule and its measurements)
+  kAuto = 0,        // the default: kSequential on the CPU, at every shape (docs/ops/ssd.md)
   kChunked = 1,     // chunks of Q steps: intra-chunk, chunk-state and output products on GEMM
   kSequential = 2,  // the recurrence one step at a time, SIMD over the state
 };
@@ -70,10 +70,6 @@ struct SsdOptions {
   // default. Need not divide L. Tuned for speed; the function computed does not depend on it.
   int64_t chunk_size = 0;
 };
-
-// The algorithm kAuto runs for this shape (the CPU rule of docs/ops/ssd.md).
-SsdAlgorithm SsdAutoAlgorithm(int64_t batch, int64_t seqlen, int64_t nheads, int64_t headdim,
-                              int64_t dstate);
 
 // out: (B, L, H, P), the dtype of x. final_states: optional (B, H, P, N) f32
 // (mamba_ssm's return_final_states).

@@ -3,7 +3,7 @@
 // Highway (run-time dispatch), work split over threads by ParallelFor.
 #pragma once
 
-#include "ops/attention_params.hpp"
+#include "params/attention_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

@@ -26,10 +26,11 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/round_up.hpp"
 #include "cpu/simd_math-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
-#include "ops/attention_params.hpp"
+#include "params/attention_params.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -51,7 +52,6 @@ constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
 inline int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-inline int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // A left operand: element (r, p) at data[r * row + p * depth].
 struct MatA {
@@ -163,7 +163,7 @@ class Carver {
   explicit Carver(T* base) : base_(base) {}
   T* Take(int64_t n) {
     T* taken = base_ ? base_ + used_ : nullptr;
-    used_ += (n + 15) / 16 * 16;
+    used_ += RoundUp(n, 16);
     return taken;
   }
   int64_t used() const { return used_; }

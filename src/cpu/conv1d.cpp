@@ -16,12 +16,13 @@
 // bits whatever the thread count) with no partial buffers.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 #include "cpu/conv1d.hpp"
 #include "cpu/packed_sequences.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/conv1d.cpp"
@@ -47,7 +48,6 @@ constexpr int64_t kMinParallelElements = 1 << 15;
 constexpr int64_t kUpdateRowsPerPass = 256;
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 template <class Fn>
 void MaybeParallelFor(int64_t n, int64_t elements, Fn&& fn) {
@@ -60,14 +60,6 @@ void MaybeParallelFor(int64_t n, int64_t elements, Fn&& fn) {
 
 int Blocks(int64_t n, int64_t elements) {
   return elements < kMinParallelElements ? 1 : ParallelBlocks(n);
-}
-
-// A workspace of the calling thread, grown (never shrunk) before any parallel region, then
-// carved per block: no allocation inside the region, none per call once warm.
-float* Workspace(size_t floats) {
-  thread_local std::vector<float> storage;
-  if (storage.size() < floats) storage.resize(floats);
-  return storage.data();
 }
 
 // Per-row buffer sizes, each a whole number of vectors plus the K - 1 lead-in where needed.
@@ -170,7 +162,7 @@ void ForwardImpl(const CausalConv1dParams& p) {
   const PackedSequences seqs(p.seq_idx, {}, p.batch, p.seqlen);
   const int64_t rows = p.batch * p.dim, elements = rows * p.seqlen;
   const int64_t per_block = Round16(lay.xpad()) + Round16(lay.Lp);
-  float* ws = Workspace(static_cast<size_t>(Blocks(rows, elements) * per_block));
+  float* ws = ThreadScratch(ScratchSlot::kConv1d, Blocks(rows, elements) * per_block);
   MaybeParallelFor(rows, elements, [&](int64_t begin, int64_t end, int block) {
     float* xpad = ws + block * per_block;
     float* y = xpad + Round16(lay.xpad());
@@ -252,7 +244,7 @@ void BackwardImpl(const CausalConv1dBwdParams& p) {
   const int64_t elements = p.batch * p.dim * p.seqlen;
   const int64_t xs = Round16(lay.xpad()), gs = Round16(lay.gpad()), js = Round16(lay.Jp);
   const int64_t per_block = xs + gs + js;
-  float* ws = Workspace(static_cast<size_t>(Blocks(p.dim, elements) * per_block));
+  float* ws = ThreadScratch(ScratchSlot::kConv1d, Blocks(p.dim, elements) * per_block);
   MaybeParallelFor(p.dim, elements, [&](int64_t begin, int64_t end, int block) {
     float* xpad = ws + block * per_block;
     float* gpad = xpad + xs;
@@ -490,7 +482,7 @@ Status Conv1dUpdateImpl(const CausalConv1dUpdateParams& p) {
   const int64_t rows = p.batch * p.dim, elements = rows * p.steps;
   const int64_t window = Round16(p.state_len + p.steps);
   const int64_t per_block = window + Round16(RoundUp(kUpdateRowsPerPass * p.steps, Lanes()));
-  float* ws = Workspace(static_cast<size_t>(Blocks(rows, elements) * per_block));
+  float* ws = ThreadScratch(ScratchSlot::kConv1d, Blocks(rows, elements) * per_block);
   if (p.steps == 1 && p.state_len == p.width - 1) {
     DispatchWidth<RunUpdateOneStep>(p, ws, per_block);
     return Status::Ok();

@@ -2,7 +2,7 @@
 // dispatch), rows or channels split over threads (ParallelFor); one thread for small calls.
 #pragma once
 
-#include "ops/conv1d_params.hpp"
+#include "params/conv1d_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

@@ -6,21 +6,21 @@
 // Both split the M output features over threads in contiguous blocks (ParallelFor), so each
 // output element is computed by one thread over the whole of K: the result depends on the
 // thread count only through the block boundaries (deterministic for a given count).
-// The sgemm path runs OpenBLAS single-threaded inside each of our blocks (BlasSingleThread:
+// The sgemm path runs OpenBLAS single-threaded inside each of our blocks (blas::SingleThread:
 // its own pool would fight ours for the cores). A bf16/f16 or quantized weight is widened
 // (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
+#include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "cpu/quant_linear.hpp"
-#include "cpu/ssd_chunk.hpp"
+#include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
 namespace ssmkit::cpu {
@@ -50,7 +50,7 @@ void GemmPanel(const LinearParams& p, const float* w, int64_t m0, int64_t rows) 
   const int64_t ldx = x_rm ? p.x_stride_row : p.x_stride_feature;
   if (p.out_row_major()) {
     // out (T, rows) = op(x) (T, K) . w^T (K, rows)
-    ssd::Gemm(!x_rm, true, T, rows, K, 1.0f, p.x, ldx, w, K, 0.0f, p.out + m0, p.out_stride_row);
+    blas::Gemm(!x_rm, true, T, rows, K, 1.0f, p.x, ldx, w, K, 0.0f, p.out + m0, p.out_stride_row);
     if (p.bias != nullptr) {
       for (int64_t t = 0; t < T; ++t) {
         float* o = p.out + t * p.out_stride_row + m0;
@@ -61,7 +61,7 @@ void GemmPanel(const LinearParams& p, const float* w, int64_t m0, int64_t rows) 
   }
   // out stored (M, T): out^T (rows, T) = w (rows, K) . op(x)^T (K, T)
   float* o = p.out + m0 * p.out_stride_feature;
-  ssd::Gemm(false, x_rm, rows, T, K, 1.0f, w, K, p.x, ldx, 0.0f, o, p.out_stride_feature);
+  blas::Gemm(false, x_rm, rows, T, K, 1.0f, w, K, p.x, ldx, 0.0f, o, p.out_stride_feature);
   if (p.bias != nullptr) {
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t t = 0; t < T; ++t) o[r * p.out_stride_feature + t] += p.bias[m0 + r];
@@ -76,16 +76,15 @@ void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
     return;
   }
   const int64_t panel_rows = std::max<int64_t>(1, kPanelFloats / K);
-  thread_local std::vector<float> panel;  // each worker's own, kept between calls
-  const size_t floats = static_cast<size_t>(std::min(panel_rows, m_end - m_begin) * K);
-  if (panel.size() < floats) panel.resize(floats);
+  float* panel =  // (Pm, K), this worker's own
+      ThreadScratch(ScratchSlot::kLinearPanel, std::min(panel_rows, m_end - m_begin) * K);
   // Panels start on a row: a quantized row is whole blocks (K a multiple of the block).
   const int64_t row_bytes = DTypeRowBytes(p.weight_dtype, K);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += panel_rows) {
     const int64_t rows = std::min(panel_rows, m_end - m0);
     WidenToF32(static_cast<const uint8_t*>(p.weight) + m0 * row_bytes, p.weight_dtype, rows * K,
-               panel.data());
-    GemmPanel(p, panel.data(), m0, rows);
+               panel);
+    GemmPanel(p, panel, m0, rows);
   }
 }
 
@@ -164,7 +163,7 @@ Status Linear(const LinearParams& p) {
   if (TakesGemv(p)) {
     SplitRows(p.out_features, p.in_features, rows);
   } else {
-    ssd::BlasSingleThread single;
+    blas::SingleThread single;
     SplitRows(p.out_features, p.in_features, rows);
   }
   if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight buffer");

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {
@@ -23,7 +23,7 @@ void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
 // Output features [m_begin, m_end) on the calling thread: the matrix-vector kernel when Linear
 // would take it (for a quantized weight x is quantized on this thread first), else one sgemm
 // per weight panel (OpenBLAS as the caller set it up: inside a parallel region, under
-// ssd::BlasSingleThread). May throw std::bad_alloc (the per-thread panel of a bf16/f16 or
+// blas::SingleThread). May throw std::bad_alloc (the per-thread panel of a bf16/f16 or
 // quantized weight, or quantized x, kept between calls).
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
 

@@ -12,8 +12,8 @@
 #include <algorithm>
 
 #include "core/parallel.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
-#include "cpu/ssd_chunk.hpp"  // Gemm, BlasSingleThread
 
 namespace ssmkit::cpu {
 namespace {
@@ -53,8 +53,8 @@ void Product(const Matrix& a, const Matrix& b, const Matrix& c) {
     Product(b.Transposed(), a.Transposed(), c.Transposed());
     return;
   }
-  ssd::Gemm(!a.row_major(), !b.row_major(), c.rows, c.cols, a.cols, 1.0f, a.data, a.ld(), b.data,
-            b.ld(), 0.0f, c.data, c.ld());
+  blas::Gemm(!a.row_major(), !b.row_major(), c.rows, c.cols, a.cols, 1.0f, a.data, a.ld(), b.data,
+             b.ld(), 0.0f, c.data, c.ld());
 }
 
 // c = a b with c's rows split over threads.
@@ -75,7 +75,7 @@ Status LinearBackward(const LinearBackwardParams& p) {
   const Matrix x = View(p.x, T, K, p.x_stride_row, p.x_stride_feature);
   const Matrix w = View(static_cast<const float*>(p.weight), M, K, K, 1);
   const Matrix dout = View(p.dout, T, M, p.dout_stride_row, p.dout_stride_feature);
-  ssd::BlasSingleThread single;
+  blas::SingleThread single;
   if (p.dx != nullptr) {
     ParallelProduct(dout, w, View(p.dx, T, K, p.dx_stride_row, p.dx_stride_feature));
   }

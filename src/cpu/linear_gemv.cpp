@@ -22,11 +22,11 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/linear.hpp"
+#include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -174,13 +174,11 @@ void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   // Widen a block only when more than one tile of x reads it; each thread's copy is kept
   // between calls (no allocation once warm).
   const bool widen = !std::is_same_v<WT, float> && T > 2 * kTileXRows;
-  thread_local std::vector<float> block;  // (kBlockWeightRows, K)
-  if (widen && block.size() < static_cast<size_t>(kBlockWeightRows * K)) {
-    block.resize(static_cast<size_t>(kBlockWeightRows * K));
-  }
+  float* block =  // (kBlockWeightRows, K)
+      widen ? ThreadScratch(ScratchSlot::kLinearGemvBlock, kBlockWeightRows * K) : nullptr;
   for (int64_t m0 = m_begin; m0 < m_end; m0 += kBlockWeightRows) {
     const int64_t m1 = std::min(m0 + kBlockWeightRows, m_end);
-    if (widen) WidenBlock(weight + m0 * K, (m1 - m0) * K, block.data());
+    if (widen) WidenBlock(weight + m0 * K, (m1 - m0) * K, block);
     const int64_t m2 = std::min(m1 + kBlockWeightRows, m_end);
     const int64_t tiles =
         (T + kTileXRows - 1) / kTileXRows * ((m1 - m0 + kTileWeightRows - 1) / kTileWeightRows);
@@ -194,7 +192,7 @@ void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
       for (int64_t m = m0; m < m1; m += kTileWeightRows) {
         const int r = static_cast<int>(std::min<int64_t>(kTileWeightRows, m1 - m));
         if (widen) {
-          TileNR<float>(n, r, p, block.data() + (m - m0) * K, x, out, m, pf);
+          TileNR<float>(n, r, p, block + (m - m0) * K, x, out, m, pf);
         } else {
           TileNR<WT>(n, r, p, weight + m * K, x, out, m, pf);
         }

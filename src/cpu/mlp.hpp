@@ -2,7 +2,7 @@
 // Dimension legend: T rows, d model width, F hidden width, E experts, k per token.
 #pragma once
 
-#include "ops/mlp_params.hpp"
+#include "params/mlp_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

@@ -1,6 +1,6 @@
 // A group of MLPs on their own rows, forward and backward, on the linear op's row kernels
 // (cpu::LinearRows: the matrix-vector kernel for <= 8 rows, OpenBLAS sgemm otherwise) and
-// single-threaded sgemm calls (ssd::Gemm) for the backward's products.
+// single-threaded sgemm calls (blas::Gemm) for the backward's products.
 // Dimension legend: R rows of a member, d model width, F a member's hidden width, S hidden
 // features per sub-panel, B thread blocks.
 //
@@ -24,6 +24,7 @@
 // Every weight-gradient element belongs to one piece, so one thread writes it; dx sums over
 // all hidden features, so each block keeps a partial and the blocks that touched a member
 // are added in block order afterwards (with ddown_bias, in a region over model features).
+#include "cpu/blas.hpp"
 #include "cpu/mlp_group.hpp"
 
 #include <algorithm>
@@ -35,8 +36,7 @@
 #include "core/parallel.hpp"
 #include "cpu/linear.hpp"
 #include "cpu/mlp_activation.hpp"
-#include "cpu/ssd_chunk.hpp"  // Gemm (one OpenBLAS call), BlasSingleThread
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
 namespace {
@@ -85,7 +85,7 @@ template <class Body>
 Status RunBlocks(int blocks, Body&& body) {
   std::atomic<bool> out_of_memory{false};
   {
-    ssd::BlasSingleThread single;
+    blas::SingleThread single;
     ParallelFor(blocks, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b) {
         try {
@@ -309,23 +309,23 @@ void BackwardPanel(int64_t d, const MlpOptions& options, const MlpMember& mb, in
   ActivateForward(hb, options, ps.h, S, /*keep_pre=*/true);
 
   // dh = dy' Wd[:, S]; routing weights; ddown[:, S] = dy'^T h.
-  ssd::Gemm(false, false, R, S, d, dm, mb.dy, mb.dy_stride, wd.data, wd.stride, 0.0f, ps.dh, S);
+  blas::Gemm(false, false, R, S, d, dm, mb.dy, mb.dy_stride, wd.data, wd.stride, 0.0f, ps.dh, S);
   if (mb.row_weight != nullptr)
     DotAndScaleRows(R, S, ps.h, S, ps.dh, S, mb.row_weight, drw_partial);
   if (g.ddown != nullptr) {
-    ssd::Gemm(true, false, d, S, R, dm, mb.dy, mb.dy_stride, ps.h, S, beta, g.ddown + s0, F);
+    blas::Gemm(true, false, d, S, R, dm, mb.dy, mb.dy_stride, ps.h, S, beta, g.ddown + s0, F);
   }
 
   // dg (into a), du (into u); the gate and up weights' gradients.
   ActivateBackward(hb, options, ps.dh, S);
   if (g.dup != nullptr) {
-    ssd::Gemm(true, false, S, d, R, 1.0f, ps.u, S, mb.x, mb.x_stride, beta, g.dup + s0 * d, d);
+    blas::Gemm(true, false, S, d, R, 1.0f, ps.u, S, mb.x, mb.x_stride, beta, g.dup + s0 * d, d);
   }
   if (g.dup_bias != nullptr) ColumnSums(ps.u, R, S, g.dup_bias + s0, accumulate);
   if (mb.dup_add != nullptr) CopyRows(ps.u, R, S, mb.dup_add + s0, mb.dup_add_stride);
   if (w.gated()) {
     if (g.dgate != nullptr) {
-      ssd::Gemm(true, false, S, d, R, 1.0f, ps.a, S, mb.x, mb.x_stride, beta, g.dgate + s0 * d, d);
+      blas::Gemm(true, false, S, d, R, 1.0f, ps.a, S, mb.x, mb.x_stride, beta, g.dgate + s0 * d, d);
     }
     if (g.dgate_bias != nullptr) ColumnSums(ps.a, R, S, g.dgate_bias + s0, accumulate);
     if (mb.dgate_add != nullptr) CopyRows(ps.a, R, S, mb.dgate_add + s0, mb.dgate_add_stride);
@@ -333,10 +333,10 @@ void BackwardPanel(int64_t d, const MlpOptions& options, const MlpMember& mb, in
 
   // dx_partial (+)= du Wu[S, :] + dg Wg[S, :]
   if (dx_partial != nullptr) {
-    ssd::Gemm(false, false, R, d, S, 1.0f, ps.u, S, wu.data, wu.stride, first_panel ? 0.0f : 1.0f,
-              dx_partial, d);
+    blas::Gemm(false, false, R, d, S, 1.0f, ps.u, S, wu.data, wu.stride, first_panel ? 0.0f : 1.0f,
+               dx_partial, d);
     if (w.gated()) {
-      ssd::Gemm(false, false, R, d, S, 1.0f, ps.a, S, wg.data, wg.stride, 1.0f, dx_partial, d);
+      blas::Gemm(false, false, R, d, S, 1.0f, ps.a, S, wg.data, wg.stride, 1.0f, dx_partial, d);
     }
   }
 }

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "ops/mlp_params.hpp"
+#include "params/mlp_params.hpp"
 #include "ssmkit/mlp.hpp"
 #include "ssmkit/status.hpp"
 

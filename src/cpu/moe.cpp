@@ -20,12 +20,12 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 #include "cpu/mlp.hpp"
 #include "cpu/mlp_group.hpp"
 #include "cpu/moe_routing.hpp"
-#include "cpu/ssd_chunk.hpp"  // Gemm (one OpenBLAS call), BlasSingleThread
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
 namespace {
@@ -339,15 +339,15 @@ Status MoeBackward(const MoeBackwardParams& p) {
     router = widened;
   }
   {
-    ssd::BlasSingleThread single;
+    blas::SingleThread single;
     MaybeParallel(d, T * d, [&](int64_t i0, int64_t i1, int) {
       if (p.drouter_weight != nullptr) {
-        ssd::Gemm(true, false, E, i1 - i0, T, 1.0f, dlogits, E, p.x + i0, p.x_stride, 0.0f,
-                  p.drouter_weight + i0, d);
+        blas::Gemm(true, false, E, i1 - i0, T, 1.0f, dlogits, E, p.x + i0, p.x_stride, 0.0f,
+                   p.drouter_weight + i0, d);
       }
       if (p.dx != nullptr) {
-        ssd::Gemm(false, false, T, i1 - i0, E, 1.0f, dlogits, E, router + i0, d, 1.0f, p.dx + i0,
-                  p.dx_stride);
+        blas::Gemm(false, false, T, i1 - i0, E, 1.0f, dlogits, E, router + i0, d, 1.0f, p.dx + i0,
+                   p.dx_stride);
       }
     });
   }

@@ -22,9 +22,10 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <vector>
 
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/norm.cpp"
@@ -49,7 +50,7 @@ struct Layout {
 Layout MakeLayout(const NormParams& p) {
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   const int64_t S = p.group_size;
-  return {p.features, S, p.features / S, (S + lanes - 1) / lanes * lanes};
+  return {p.features, S, p.features / S, RoundUp(S, lanes)};
 }
 
 // Row m of `v` into the packed layout (f32), pads zeroed.
@@ -127,21 +128,14 @@ struct RowScratch {
   float *a, *b, *c, *d, *e, *f, *g, *rstd;
 };
 
-// A thread-local workspace owned by the calling thread, grown (never shrunk) before the
-// parallel region: no allocation inside it, none per call once warm (the decode path).
-float* Workspace(size_t floats) {
-  thread_local std::vector<float> storage;
-  if (storage.size() < floats) storage.resize(floats);
-  return storage.data();
-}
-
 // The workspace carved per block: row scratch, and for the backward the dweight and dbias
 // partials (zeroed). Sizes rounded to 16 floats so blocks never share a cache line.
 class Workspaces {
  public:
   Workspaces(Layout l, int blocks, bool partials)
-      : P_(Round(l.packed())), per_block_(7 * P_ + Round(l.G)) {
-    base_ = Workspace(static_cast<size_t>(blocks * per_block_ + (partials ? 2 * blocks * P_ : 0)));
+      : P_(RoundUp(l.packed(), 16)), per_block_(7 * P_ + RoundUp(l.G, 16)) {
+    base_ =
+        ThreadScratch(ScratchSlot::kNorm, blocks * per_block_ + (partials ? 2 * blocks * P_ : 0));
     if (partials) {
       dweight_ = base_ + blocks * per_block_;
       dbias_ = dweight_ + blocks * P_;
@@ -156,7 +150,6 @@ class Workspaces {
   float* DBias(int block) const { return dbias_ + block * P_; }      // (P)
 
  private:
-  static int64_t Round(int64_t n) { return (n + 15) / 16 * 16; }
   int64_t P_, per_block_;
   float* base_ = nullptr;
   float* dweight_ = nullptr;
@@ -338,24 +331,21 @@ void BackwardRow(const NormBwdParams& p, Layout l, const float* w, const float* 
 }
 
 // weight and bias (zeros when absent) in the packed layout, shared read-only by all rows.
-void PackAffine(const NormParams& p, Layout l, std::vector<float>* w, std::vector<float>* b) {
-  w->assign(static_cast<size_t>(l.packed()), 0.0f);
-  b->assign(static_cast<size_t>(l.packed()), 0.0f);
-  PackRow(l, {const_cast<float*>(p.weight), DType::kF32, 0}, 0, w->data());
-  if (p.bias) PackRow(l, {const_cast<float*>(p.bias), DType::kF32, 0}, 0, b->data());
-}
-
-// The calling thread's packed weight and bias. Workers must get the pointers, not the
-// names: a thread_local named inside the parallel region is the worker's own (empty) copy.
 struct PackedAffine {
   const float* w;  // (P)
   const float* b;  // (P)
 };
 
+// Packs them into the calling thread's scratch. Workers must get the pointers: the slot asked
+// for inside the parallel region would be the worker's own buffer.
 PackedAffine PackAffineForCall(const NormParams& p, Layout l) {
-  thread_local std::vector<float> w, b;
-  PackAffine(p, l, &w, &b);
-  return {w.data(), b.data()};
+  const int64_t P = l.packed();
+  float* w = ThreadScratch(ScratchSlot::kNormAffine, 2 * P);
+  float* b = w + P;
+  std::fill(w, w + 2 * P, 0.0f);
+  PackRow(l, {const_cast<float*>(p.weight), DType::kF32, 0}, 0, w);
+  if (p.bias) PackRow(l, {const_cast<float*>(p.bias), DType::kF32, 0}, 0, b);
+  return {w, b};
 }
 
 // Rows go to threads in chunks of at least kMinChunkElements elements, so that a small call

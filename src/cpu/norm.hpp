@@ -2,7 +2,7 @@
 // row, rows split over threads (ParallelFor).
 #pragma once
 
-#include "ops/norm_params.hpp"
+#include "params/norm_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

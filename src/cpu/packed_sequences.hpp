@@ -1,5 +1,5 @@
 // Packed sequences on the CPU: where each batch row's sequences start, read once per call
-// from seq_idx or cu_seqlens (ops/varlen_params.hpp, values checked by ops/varlen.cpp).
+// from seq_idx or cu_seqlens (params/varlen_params.hpp, values checked by ops/varlen.cpp).
 // Dimension legend: B batch, L length, S packed sequences.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/varlen_params.hpp"
+#include "params/varlen_params.hpp"
 
 namespace ssmkit::cpu {
 

@@ -36,11 +36,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/quant_linear.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/quant_linear.cpp"
@@ -363,14 +363,12 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
   const int64_t span_blocks = interleave ? span / F::kElements : blocks;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
   constexpr int kTile = formats::kTileRows;
-  thread_local std::vector<float> buffer;  // acc (block_rows, T, L), then min_total (block_rows, T)
   const int64_t floats = block_rows * T * (L + 1);
-  if (buffer.size() < static_cast<size_t>(floats)) buffer.resize(static_cast<size_t>(floats));
-  float* acc = buffer.data();
-  float* min_total = acc + block_rows * T * L;
+  float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc, floats);  // (block_rows, T, L)
+  float* min_total = acc + block_rows * T * L;                       // (block_rows, T)
   for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
     const int64_t rows = std::min(block_rows, m_end - m0);
-    std::fill(buffer.begin(), buffer.begin() + floats, 0.0f);
+    std::fill(acc, acc + floats, 0.0f);
     for (int64_t b0 = 0; b0 < blocks; b0 += span_blocks) {
       const int64_t b1 = std::min(b0 + span_blocks, blocks);
       for (int64_t r = 0; r < rows; ++r) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
 

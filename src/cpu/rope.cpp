@@ -13,9 +13,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/parallel.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/rope.cpp"
@@ -78,11 +78,9 @@ Status RopeImpl(const RopeParams& p) {
   const int64_t chunks = std::max<int64_t>(1, std::min(tokens, tokens * heads / kMinChunkRows));
   ParallelFor(chunks, [&](int64_t begin, int64_t end, int) {
     const DF df;
-    // Per thread, grown on its first call only.
-    thread_local std::vector<float> buffer;
     const int64_t R = p.rotary_dim, E = p.head_dim;
-    buffer.resize(static_cast<size_t>(3 * R + E));
-    float *c = buffer.data(), *s = c + R, *partner = s + R, *x = partner + R;
+    float* c = ThreadScratch(ScratchSlot::kRope, 3 * R + E);
+    float *s = c + R, *partner = s + R, *x = partner + R;
     for (int64_t n = tokens * begin / chunks; n < tokens * end / chunks; ++n) {
       const int64_t b = n / p.len, l = n % p.len;
       TokenMultipliers(p, p.positions[b * p.positions_stride_batch + l * p.positions_stride_seq], c,

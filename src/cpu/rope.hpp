@@ -2,7 +2,7 @@
 // head of q and k rotated with SIMD. Tokens split over threads (ParallelFor).
 #pragma once
 
-#include "ops/rope_params.hpp"
+#include "params/rope_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

@@ -337,7 +337,8 @@ Status ScanBackwardImpl(const SelectiveScanBwdParams& p, const SelectiveScanOpti
   const int64_t Np = PackedStateStride(p.dstate, W);
   const int64_t chunk =
       options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
-  const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
+  const PackedBC B = PackBC(p.B, p, Np, ScratchSlot::kScanPackedB),
+                 C = PackBC(p.C, p, Np, ScratchSlot::kScanPackedC);
   const float* A = PackA(p.A, p, Np);
   BackwardRows(p, B, C, A, Np, chunk);
   return Status::Ok();

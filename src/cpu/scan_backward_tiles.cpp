@@ -310,9 +310,9 @@ struct ChunkBuffers {
   float* h;     // (Q, Nq, W) recomputed states
   float* dB;    // (Q, Nq, W) per-lane dB partial of the current run
   float* dC;    // (Q, Nq, W)
-  ChunkBuffers(int64_t Q, int64_t Nq) : s(Q, 1) {
+  ChunkBuffers(int64_t Q, int64_t Nq) : s(Q, ScratchSlot::kScanChunkSteps) {
     const int64_t rows = W * s.S, states = Q * Nq * W;
-    dsp = ThreadScratch(2, 9 * rows + 4 * states);
+    dsp = ThreadScratch(ScratchSlot::kScanChunkRows, 9 * rows + 4 * states);
     dy_r = dsp + rows;
     gz_r = dy_r + rows;
     gB_r = gz_r + rows;
@@ -468,7 +468,8 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
   const int64_t L = p.seqlen, N = p.dstate, Nq = PaddedStates(N), Np = PackedStateStride(N, W);
   const int64_t Q = options.chunk_length > 0 ? options.chunk_length : kDefaultCheckpointInterval;
   const int64_t chunks = (L + Q - 1) / Q, NqW = Nq * W;
-  const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
+  const PackedBC B = PackBC(p.B, p, Np, ScratchSlot::kScanPackedB),
+                 C = PackBC(p.C, p, Np, ScratchSlot::kScanPackedC);
   const float* A = PackA(p.A, p, Np);
   const TileLayout layout = MakeTileLayout(p);
   const PackedSequences seqs = SequencesOf(p);
@@ -477,19 +478,20 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
   // Per-thread partials of dB and dC, (blocks, B, G, L, N); an output not wanted goes to `unused`.
   const int64_t dB_size = p.dB.data ? blocks * dB_slabs * L * N : 0;
   const int64_t dC_size = p.dC.data ? blocks * dC_slabs * L * N : 0;
-  float* dB_part = ThreadScratch(kSlotPartialB, dB_size);
-  float* dC_part = ThreadScratch(kSlotPartialC, dC_size);
-  float* unused = ThreadScratch(kSlotPartialUnused, L * N);
+  float* dB_part = ThreadScratch(ScratchSlot::kScanPartialB, dB_size);
+  float* dC_part = ThreadScratch(ScratchSlot::kScanPartialC, dC_size);
+  float* unused = ThreadScratch(ScratchSlot::kScanPartialUnused, L * N);
   std::fill(dB_part, dB_part + dB_size, 0.0f);
   std::fill(dC_part, dC_part + dC_size, 0.0f);
 
   ParallelFor(layout.Count(), [&](int64_t begin, int64_t end, int block) {
     const int64_t tiles = end - begin;
-    float* slot_base = ThreadScratch(3, tiles * TileSlot::Floats(chunks, Nq));
+    float* slot_base =
+        ThreadScratch(ScratchSlot::kScanTileGradients, tiles * TileSlot::Floats(chunks, Nq));
     auto slot = [&](int64_t k) {
       return TileSlot(slot_base + k * TileSlot::Floats(chunks, Nq), chunks, Nq);
     };
-    SuperBlock fwd(std::min(L, kSuperBlock), 0);
+    SuperBlock fwd(std::min(L, kSuperBlock), ScratchSlot::kScanSuperBlock);
     ChunkBuffers cb(std::min(L, Q), Nq);
     PrefetchQueue pf;
     std::vector<int64_t> spans;          // a chunk's span starts (local steps)

@@ -2,7 +2,7 @@
 // groupings nest (TilesApply in scan_packing.hpp).
 #pragma once
 
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/status.hpp"
 

@@ -24,11 +24,12 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/round_up.hpp"
 #include "cpu/scan_packing.hpp"
 #include "cpu/simd_math-inl.h"
 #include "cpu/transpose-inl.h"
 #include "hwy/highway.h"
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -41,7 +42,7 @@ inline constexpr int64_t kBlockWidth = static_cast<int64_t>(hn::MaxLanes(BlockTa
 inline constexpr float kLog2E = 1.44269504088896341f;
 
 // States are kept in registers in blocks of up to 16 (state rows padded to a multiple of 4).
-inline int64_t PaddedStates(int64_t dstate) { return (dstate + 3) / 4 * 4; }
+inline int64_t PaddedStates(int64_t dstate) { return RoundUp(dstate, 4); }
 
 // What a tile reads besides the per-step rows.
 struct TileRefs {
@@ -132,8 +133,8 @@ struct SuperBlock {
   float* y;    // (S, W) step layout C.h
   float* one;  // (S) one row of scratch
   // Room for `steps` steps (rounded up to W).
-  SuperBlock(int64_t steps, int slot) {
-    S = (steps + kBlockWidth - 1) / kBlockWidth * kBlockWidth;
+  SuperBlock(int64_t steps, ScratchSlot slot) {
+    S = RoundUp(steps, kBlockWidth);
     const int64_t size = kBlockWidth * S;
     u = ThreadScratch(slot, 5 * size + S);
     row = u + size;
@@ -144,9 +145,7 @@ struct SuperBlock {
   }
 };
 
-inline int64_t PadToBlock(int64_t len) {
-  return (len + kBlockWidth - 1) / kBlockWidth * kBlockWidth;
-}
+inline int64_t PadToBlock(int64_t len) { return RoundUp(len, kBlockWidth); }
 
 // Row layout (W, S) -> step layout (S, W) over `padded` steps (a multiple of W), or back.
 inline HWY_NOINLINE void RowsToSteps(const float* rows, int64_t S, int64_t padded, float* steps) {
@@ -294,7 +293,7 @@ inline TileLayout MakeTileLayout(const SelectiveScanParams& p) {
   TileLayout t;
   t.groups = std::max(p.B.groups, p.C.groups);  // the finer grouping; the other nests in it
   t.channels_per_group = p.dim / t.groups;
-  t.tiles_per_group = (t.channels_per_group + kBlockWidth - 1) / kBlockWidth;
+  t.tiles_per_group = CeilDiv(t.channels_per_group, kBlockWidth);
   return t;
 }
 

@@ -321,10 +321,11 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedSequences& seqs, con
   const int64_t L = p.seqlen, N = p.dstate, Nq = PaddedStates(N);
   const ChunkStatesView& chunks = p.chunk_states;
   ParallelFor(p.batch * layout.Count(), [&](int64_t begin, int64_t end, int) {
-    SuperBlock s(std::min(L, kSuperBlock), 0);
-    float* h = ThreadScratch(1, (2 * Nq + 1) * kBlockWidth);  // (Nq, W) state
-    float* A2 = h + Nq * kBlockWidth;                         // (Nq, W) decay rates
-    float* skip = A2 + Nq * kBlockWidth;                      // (W) D
+    SuperBlock s(std::min(L, kSuperBlock), ScratchSlot::kScanSuperBlock);
+    const int64_t state = Nq * kBlockWidth;
+    float* h = ThreadScratch(ScratchSlot::kScanTileState, 2 * state + kBlockWidth);  // (Nq, W)
+    float* A2 = h + state;     // (Nq, W) decay rates
+    float* skip = A2 + state;  // (W) D
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / layout.Count();
       int64_t d0, count;
@@ -443,7 +444,8 @@ Status ScanForwardImpl(const SelectiveScanParams& p, const SelectiveScanOptions&
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t Np = PackedStateStride(p.dstate, lanes), L = p.seqlen, N = p.dstate;
-  const PackedBC B = PackBC(p.B, p, Np, kSlotPackedB), C = PackBC(p.C, p, Np, kSlotPackedC);
+  const PackedBC B = PackBC(p.B, p, Np, ScratchSlot::kScanPackedB),
+                 C = PackBC(p.C, p, Np, ScratchSlot::kScanPackedC);
   const float* A = PackA(p.A, p, Np);
   const ScanAlgorithm algorithm = options.algorithm;
   const bool pairs = algorithm != ScanAlgorithm::kSequential;

@@ -7,14 +7,8 @@
 
 namespace ssmkit::cpu {
 
-float* ThreadScratch(int slot, int64_t floats) {
-  thread_local std::vector<float> buffers[kScratchSlots];
-  std::vector<float>& b = buffers[slot];
-  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
-  return b.data();
-}
-
-PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state, int slot) {
+PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state,
+                ScratchSlot slot) {
   PackedBC out;
   out.is_variable = v.is_variable;
   out.groups = v.groups;
@@ -43,7 +37,7 @@ PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_st
 }
 
 const float* PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state) {
-  float* out = ThreadScratch(kSlotPackedA, p.dim * padded_state);
+  float* out = ThreadScratch(ScratchSlot::kScanPackedA, p.dim * padded_state);
   std::fill(out, out + p.dim * padded_state, 0.0f);
   for (int64_t d = 0; d < p.dim; ++d) {
     for (int64_t n = 0; n < p.dstate; ++n) {

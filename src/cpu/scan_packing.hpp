@@ -8,13 +8,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/selective_scan_params.hpp"
+#include "core/round_up.hpp"
+#include "cpu/thread_scratch.hpp"
+#include "params/selective_scan_params.hpp"
 
 namespace ssmkit::cpu {
-
-inline int64_t RoundUp(int64_t n, int64_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
 
 // Np, the padded length of a packed B, C or A row, for vector width `lanes`: a whole number of
 // vectors, and at least N rounded up to 4, because the channel-tiled paths step the states in
@@ -43,15 +41,6 @@ inline bool TilesApply(const SelectiveScanParams& p) {
          std::max(p.B.groups, p.C.groups) % std::min(p.B.groups, p.C.groups) == 0;
 }
 
-// Per-thread scratch that outlives the call (grown on demand, never shrunk), so that a warm
-// call allocates and page-faults nothing. `slot` tells apart buffers in use at the same time:
-// slots 0-3 serve the worker threads' kernels, the others the calling thread's per-call data
-// (kSlotPackedB ...). Memory stays held by the thread for its next call.
-inline constexpr int kScratchSlots = 10;
-inline constexpr int kSlotPackedB = 4, kSlotPackedC = 5, kSlotPackedA = 6, kSlotPartialB = 7,
-                     kSlotPartialC = 8, kSlotPartialUnused = 9;
-float* ThreadScratch(int slot, int64_t floats);
-
 // B or C packed as (Bv, G, Lv, Np): Bv = batch and Lv = L for the variable forms, 1 for the
 // constant form (where G = D). Padded lanes are zero, so they add nothing to any sum.
 struct PackedBC {
@@ -71,7 +60,8 @@ struct PackedBC {
   int64_t TimeStep() const { return is_variable ? padded_state : 0; }
 };
 
-PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state, int slot);
+PackedBC PackBC(const BCView& v, const SelectiveScanParams& p, int64_t padded_state,
+                ScratchSlot slot);
 
 // One (b, d) row's per-step scalars in f32, each padded to a multiple of the vector width.
 struct RowBuffers {
@@ -93,7 +83,7 @@ struct RowGrads {
       : dout(padded_len), dy(padded_len), dz(padded_len), du(padded_len), ddelta(padded_len) {}
 };
 
-// A (D, N) as (D, Np), zero padded, in the calling thread's scratch slot kSlotPackedA.
+// A (D, N) as (D, Np), zero padded, in the calling thread's scratch slot kScanPackedA.
 const float* PackA(const F32View& A, const SelectiveScanParams& p, int64_t padded_state);
 
 }  // namespace ssmkit::cpu

@@ -12,7 +12,7 @@
 #include "cpu/scan_packing.hpp"
 #include "cpu/simd_math-inl.h"
 #include "hwy/highway.h"
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "cpu/packed_sequences.hpp"
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 
 namespace ssmkit::cpu {
 

@@ -1,7 +1,7 @@
 // CPU selective scan: SIMD (Highway, run-time dispatch) and multithreaded (ParallelFor).
 #pragma once
 
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/status.hpp"
 

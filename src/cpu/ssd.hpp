@@ -2,7 +2,7 @@
 // and backward, both multithreaded with ParallelFor.
 #pragma once
 
-#include "ops/ssd_params.hpp"
+#include "params/ssd_params.hpp"
 #include "ssmkit/ssd.hpp"
 #include "ssmkit/status.hpp"
 

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/round_up.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/simd_math-inl.h"
 #include "cpu/ssd_chunk.hpp"
 #include "hwy/highway.h"
@@ -39,7 +41,7 @@ HWY_INLINE void ExpInPlace(DF df, float* v, int64_t n) {
 template <class DF>
 HWY_INLINE void ComputeChunkDecay(DF df, float A, const float* dt, int64_t len,
                                   ssd::ChunkDecay* d) {
-  const int64_t padded = ssd::RoundUp(len, 64);
+  const int64_t padded = RoundUp(len, 64);
   d->len = len;
   for (auto* v : {&d->cs_hi, &d->cs_lo, &d->e_in, &d->e_out}) v->assign(padded, 0.0f);
   double sum = 0.0;
@@ -96,13 +98,13 @@ struct ChunkScratch {
   ssd::ChunkInfo info;
 };
 
-inline int64_t PaddedChunk(int64_t Q) { return ssd::RoundUp(Q, 64); }
+inline int64_t PaddedChunk(int64_t Q) { return RoundUp(Q, 64); }
 
 // Sizes the scratch for a task and loads its heads' dt rows and initial states.
 inline void StartChunkTask(const SsdParams& p, int64_t b, int64_t h0, int64_t h1, ChunkScratch& s) {
   const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Q = std::min(p.chunk_size, L);
   const int64_t Hb = h1 - h0, HbP = Hb * P, Qp = PaddedChunk(Q);
-  s.ldt = ssd::RoundUp(L, 64) + 64;  // whole vectors may be read past L
+  s.ldt = RoundUp(L, 64) + 64;  // whole vectors may be read past L
   s.dt.assign(Hb * s.ldt, 0.0f);
   s.S.assign(HbP * N, 0.0f);
   s.X.assign(Q * HbP, 0.0f);
@@ -160,8 +162,8 @@ inline void PrepareChunk(const SsdParams& p, const ssd::PackedBC& Bp, const ssd:
   const float* Cc = Cp.Row(b, g, c0);
   for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
     const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
-    ssd::Gemm(false, true, r1 - r0, r1, N, 1.0f, Cc + r0 * Cp.ld, Cp.ld, Bc, Bp.ld, 0.0f,
-              s.CB.data() + r0 * Qp, Qp);
+    blas::Gemm(false, true, r1 - r0, r1, N, 1.0f, Cc + r0 * Cp.ld, Cp.ld, Bc, Bp.ld, 0.0f,
+               s.CB.data() + r0 * Qp, Qp);
   }
 }
 
@@ -174,7 +176,7 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
   const int64_t fr = s.info.first_reset;
   const float* Cc = Cp.Row(b, g, c0);
   if (fr > 0)
-    ssd::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
+    blas::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, s.S.data(), N, 0.0f, s.Y.data(), HbP);
   for (int64_t t = 0; t < len; ++t) {
     float* yt = s.Y.data() + t * HbP;
     if (t >= fr) {
@@ -191,8 +193,8 @@ inline void ChunkOutput(const SsdParams& p, const ssd::PackedBC& Cp, int64_t b, 
     for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
       const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
       IntraMatrix(s.decay[hl], s.info, dt, s.CB.data(), Qp, r0, r1, r1, s.M.data());
-      ssd::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P,
-                HbP, 1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
+      blas::Gemm(false, false, r1 - r0, P, r1, 1.0f, s.M.data() + r0 * Qp, Qp, s.X.data() + hl * P,
+                 HbP, 1.0f, s.Y.data() + r0 * HbP + hl * P, HbP);
     }
   }
 }
@@ -224,8 +226,8 @@ inline void AdvanceStates(const SsdParams& p, const ssd::PackedBC& Bp, int64_t b
     for (int64_t i = 0; i < P * N; ++i) Sh[i] *= keep;
   }
   const float* Bc = Bp.Row(b, g, c0);
-  ssd::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld,
-            Bp.ld, 1.0f, s.S.data(), N);
+  blas::Gemm(true, false, HbP, N, len - ls, 1.0f, s.Xw.data() + ls * HbP, HbP, Bc + ls * Bp.ld,
+             Bp.ld, 1.0f, s.S.data(), N);
 }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE

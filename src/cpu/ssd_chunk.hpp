@@ -1,5 +1,5 @@
 // Chunk bookkeeping shared by the chunked SSD forward and backward: where sequences restart
-// inside a chunk, the per-head cumulative log-decay, and single-threaded OpenBLAS.
+// inside a chunk and the per-head cumulative log-decay.
 //
 // Dimension legend: B batch, L length, H heads, P head dim, N state size, Q chunk length.
 //
@@ -10,8 +10,6 @@
 //   h_out  = [first_reset == len] exp(cs_end) h_in
 //          + sum_{s >= last_start} exp(cs_end - cs_s) dt_s x_s B_s^T           (chunk state)
 #pragma once
-
-#include <cblas.h>
 
 #include <cstdint>
 #include <vector>
@@ -54,24 +52,5 @@ struct ChunkDecay {
   std::vector<float> e_out;         // exp(cs_end - cs_s): decay from s to the chunk end
   float e_end = 1.0f;               // exp(cs_end)
 };
-
-// Keeps OpenBLAS to one thread per call while our own threads split the work: the pthread
-// OpenBLAS would otherwise start its own pool inside each of our ParallelFor blocks and the
-// two would fight over the cores. The setting is process-wide, so it is restored when the last
-// guard alive in the process ends: with callers on several threads at once (a server, a BEAM
-// VM, XLA's pool), one caller leaving must not hand OpenBLAS its threads back while another is
-// inside a product (that changed the bits of concurrent results).
-class BlasSingleThread {
- public:
-  BlasSingleThread();
-  ~BlasSingleThread();
-  BlasSingleThread(const BlasSingleThread&) = delete;
-  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-};
-
-// Row-major single-precision GEMM, C = alpha op(A) op(B) + beta C, with int64 arguments
-// checked to fit OpenBLAS's int.
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace ssmkit::cpu::ssd

@@ -14,11 +14,10 @@
 //   S_h  = exp(cs_end) S_h + Xw^T B  (HbP, N)  Xw = exp(cs_end - cs_s) dt_s x_s (last
 //                                              sequence of the chunk only)
 #include <algorithm>
-#include <climits>
-#include <mutex>
 #include <vector>
 
 #include "core/parallel.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/ssd_chunk.hpp"
 #include "cpu/ssd_common.hpp"
 
@@ -60,7 +59,7 @@ void ChunkedForwardImpl(const SsdParams& p) {
   ssd::PackBC(p, p.B, &Bp);
   ssd::PackBC(p, p.C, &Cp);
   const ssd::TaskSplit split = ssd::MakeTaskSplit(p);
-  ssd::BlasSingleThread blas_guard;
+  blas::SingleThread blas_guard;
   ParallelFor(split.count(), [&](int64_t begin, int64_t end, int) {
     thread_local ChunkScratch s;  // kept between calls: no page faults per call
     for (int64_t task = begin; task < end; ++task) {
@@ -80,50 +79,6 @@ namespace ssmkit::cpu::ssd {
 HWY_EXPORT(ChunkedForwardImpl);
 
 void ChunkedForward(const SsdParams& p) { HWY_DYNAMIC_DISPATCH(ChunkedForwardImpl)(p); }
-
-namespace {
-std::mutex g_blas_mutex;
-int g_blas_guards = 0;  // BlasSingleThread objects alive in the process
-int g_blas_saved = 1;   // OpenBLAS's thread count before the first of them
-}  // namespace
-
-BlasSingleThread::BlasSingleThread() {
-  std::lock_guard<std::mutex> lock(g_blas_mutex);
-  if (g_blas_guards++ == 0) {
-    g_blas_saved = openblas_get_num_threads();
-    if (g_blas_saved != 1) openblas_set_num_threads(1);
-  }
-}
-
-BlasSingleThread::~BlasSingleThread() {
-  std::lock_guard<std::mutex> lock(g_blas_mutex);
-  if (--g_blas_guards == 0 && g_blas_saved != 1) openblas_set_num_threads(g_blas_saved);
-}
-
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  const bool fits = std::max({m, n, k, lda, ldb, ldc}) <= INT_MAX;
-  if (fits && k > 0) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-                beta, c, static_cast<int>(ldc));
-    return;
-  }
-  // A dimension or stride beyond OpenBLAS's 32-bit int (or k = 0): plain loops.
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float acc = 0.0f;
-      for (int64_t q = 0; q < k; ++q) {
-        const float av = trans_a ? a[q * lda + i] : a[i * lda + q];
-        const float bv = trans_b ? b[j * ldb + q] : b[q * ldb + j];
-        acc += av * bv;
-      }
-      c[i * ldc + j] = alpha * acc + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
-    }
-  }
-}
 
 }  // namespace ssmkit::cpu::ssd
 #endif  // HWY_ONCE

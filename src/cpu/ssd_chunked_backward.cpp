@@ -25,6 +25,8 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
+#include "cpu/blas.hpp"
 #include "cpu/ssd_chunk.hpp"
 #include "cpu/ssd_common.hpp"
 
@@ -61,7 +63,7 @@ void IntraBackward(const ssd::ChunkDecay& d, const ssd::ChunkInfo& ci, const flo
                    float* row_w, float* col_v) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  std::fill(col_v, col_v + ssd::RoundUp(len, lanes), 0.0f);
+  std::fill(col_v, col_v + RoundUp(len, lanes), 0.0f);
   for (int64_t t = 0; t < len; ++t) {
     const int64_t width = t + 1;  // columns past t stay zero in M (see DecayRow)
     float* m = M + t * ld;
@@ -90,7 +92,7 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
                          int64_t b, int64_t g, int64_t h0, int64_t h1, float* dB_part,
                          float* dC_part, float* dA_part, float* ddt_bias_part, float* dD_part,
                          ChunkScratch& s, ChunkBwdScratch& w) {
-  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = ssd::RoundUp(N, 16);
+  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
   const int64_t Q = std::min(p.chunk_size, L), Qp = PaddedChunk(Q), chunks = (L + Q - 1) / Q;
   const int64_t Hb = h1 - h0, HbP = Hb * P;
   StartChunkTask(p, b, h0, h1, s);
@@ -164,7 +166,7 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
 
     // From-the-state term: dcs_t += exp(cs_t) <dy_t, C_t S_in>.
     if (fr > 0) {
-      ssd::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, S_in, N, 0.0f, w.BG.data(), HbP);
+      blas::Gemm(false, true, fr, HbP, N, 1.0f, Cc, Cp.ld, S_in, N, 0.0f, w.BG.data(), HbP);
       for (int64_t hl = 0; hl < Hb; ++hl) {
         for (int64_t t = 0; t < fr; ++t) {
           const float* yo = w.BG.data() + t * HbP + hl * P;
@@ -176,8 +178,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
       }
     }
     // Chunk-state term with G: dx, ddt, dcs, and dB += Xw G.
-    ssd::Gemm(false, true, len - ls, HbP, N, 1.0f, Bc + ls * Bp.ld, Bp.ld, w.G.data(), N, 0.0f,
-              w.BG.data() + ls * HbP, HbP);
+    blas::Gemm(false, true, len - ls, HbP, N, 1.0f, Bc + ls * Bp.ld, Bp.ld, w.G.data(), N, 0.0f,
+               w.BG.data() + ls * HbP, HbP);
     for (int64_t hl = 0; hl < Hb; ++hl) {
       const ssd::ChunkDecay& d = s.decay[hl];
       const float* dt = s.dt.data() + hl * s.ldt + c0;
@@ -204,8 +206,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
       }
     }
     WeightedX(p, Hb, c0, len, s);
-    ssd::Gemm(false, false, len - ls, N, HbP, 1.0f, s.Xw.data() + ls * HbP, HbP, w.G.data(), N,
-              1.0f, dB_part + (c0 + ls) * Nn, Nn);
+    blas::Gemm(false, false, len - ls, N, HbP, 1.0f, s.Xw.data() + ls * HbP, HbP, w.G.data(), N,
+               1.0f, dB_part + (c0 + ls) * Nn, Nn);
     // G becomes dLoss/dS_in: carried through the chunk, plus the outputs' use of S_in.
     for (int64_t hl = 0; hl < Hb; ++hl) {
       const float keep = passes ? s.decay[hl].e_end : 0.0f;
@@ -221,9 +223,9 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
           for (int64_t i = 0; i < P; ++i) dyw[i] = e * dy[i];
         }
       }
-      ssd::Gemm(true, false, HbP, N, fr, 1.0f, w.dYw.data(), HbP, Cc, Cp.ld, 1.0f, w.G.data(), N);
-      ssd::Gemm(false, false, fr, N, HbP, 1.0f, w.dYw.data(), HbP, S_in, N, 1.0f, dC_part + c0 * Nn,
-                Nn);
+      blas::Gemm(true, false, HbP, N, fr, 1.0f, w.dYw.data(), HbP, Cc, Cp.ld, 1.0f, w.G.data(), N);
+      blas::Gemm(false, false, fr, N, HbP, 1.0f, w.dYw.data(), HbP, S_in, N, 1.0f,
+                 dC_part + c0 * Nn, Nn);
     }
     // Intra-chunk, per head; dCB summed over the task's heads.
     for (int64_t t = 0; t < len; ++t)
@@ -232,8 +234,8 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
       const float* dt = s.dt.data() + hl * s.ldt + c0;
       for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
         const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
-        ssd::Gemm(false, true, r1 - r0, r1, P, 1.0f, w.dY.data() + r0 * HbP + hl * P, HbP,
-                  s.X.data() + hl * P, HbP, 0.0f, w.dM.data() + r0 * Qp, Qp);
+        blas::Gemm(false, true, r1 - r0, r1, P, 1.0f, w.dY.data() + r0 * HbP + hl * P, HbP,
+                   s.X.data() + hl * P, HbP, 0.0f, w.dM.data() + r0 * Qp, Qp);
       }
       IntraBackward(s.decay[hl], ci, dt, s.CB.data(), w.dM.data(), Qp, len, s.M.data(),
                     w.dCB.data(), w.row_w.data(), w.col_v.data());
@@ -245,16 +247,17 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
       }
       for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
         const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
-        ssd::Gemm(true, false, r1 - r0, P, len - r0, 1.0f, s.M.data() + r0 * Qp + r0, Qp,
-                  w.dY.data() + r0 * HbP + hl * P, HbP, 1.0f, w.dX.data() + r0 * HbP + hl * P, HbP);
+        blas::Gemm(true, false, r1 - r0, P, len - r0, 1.0f, s.M.data() + r0 * Qp + r0, Qp,
+                   w.dY.data() + r0 * HbP + hl * P, HbP, 1.0f, w.dX.data() + r0 * HbP + hl * P,
+                   HbP);
       }
     }
     for (int64_t r0 = 0; r0 < len; r0 += kChunkRowBlock) {
       const int64_t r1 = std::min(len, r0 + kChunkRowBlock);
-      ssd::Gemm(false, false, r1 - r0, N, r1, 1.0f, w.dCB.data() + r0 * Qp, Qp, Bc, Bp.ld, 1.0f,
-                dC_part + (c0 + r0) * Nn, Nn);
-      ssd::Gemm(true, false, r1 - r0, N, len - r0, 1.0f, w.dCB.data() + r0 * Qp + r0, Qp,
-                Cc + r0 * Cp.ld, Cp.ld, 1.0f, dB_part + (c0 + r0) * Nn, Nn);
+      blas::Gemm(false, false, r1 - r0, N, r1, 1.0f, w.dCB.data() + r0 * Qp, Qp, Bc, Bp.ld, 1.0f,
+                 dC_part + (c0 + r0) * Nn, Nn);
+      blas::Gemm(true, false, r1 - r0, N, len - r0, 1.0f, w.dCB.data() + r0 * Qp + r0, Qp,
+                 Cc + r0 * Cp.ld, Cp.ld, 1.0f, dB_part + (c0 + r0) * Nn, Nn);
     }
     // Per head: dt and A through the cumulative log-decay, then dx and dD.
     for (int64_t hl = 0; hl < Hb; ++hl) {
@@ -303,7 +306,7 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
 }
 
 void ChunkedBackwardImpl(const SsdBwdParams& p) {
-  const int64_t L = p.seqlen, Nn = ssd::RoundUp(p.dstate, 16);
+  const int64_t L = p.seqlen, Nn = RoundUp(p.dstate, 16);
   ssd::PackedBC Bp, Cp;
   ssd::PackBC(p, p.B, &Bp);
   ssd::PackBC(p, p.C, &Cp);
@@ -311,7 +314,7 @@ void ChunkedBackwardImpl(const SsdBwdParams& p) {
   ssd::GradPartials& part = ssd::ThreadGradPartials(p, split);
   std::vector<float>&dB_part = part.dB, &dC_part = part.dC, &dA_part = part.dA;
   std::vector<float>&ddt_bias_part = part.ddt_bias, &dD_part = part.dD;
-  ssd::BlasSingleThread blas_guard;
+  blas::SingleThread blas_guard;
   ParallelFor(split.count(), [&](int64_t begin, int64_t end, int) {
     thread_local ChunkScratch s;  // kept between calls: no page faults per call
     thread_local ChunkBwdScratch w;

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "ops/ssd_params.hpp"
+#include "core/round_up.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit::cpu::ssd {
 
-inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+// ssd_sequential.cpp names it as ssd::RoundUp.
+using ssmkit::RoundUp;
 
 // B or C as f32 rows of Nn floats (zero beyond N): row (b, g, l) starts at
 // base + (b * G + g) * stride_bg + l * ld. Either the caller's tensor itself (f32 with

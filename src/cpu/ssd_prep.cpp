@@ -2,10 +2,10 @@
 // clamp, decay), the gated output row, and scaled x rows.
 // Dimension legend: B batch, L length, H heads, P head dim.
 #include <algorithm>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "cpu/ssd_common.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/ssd_prep.cpp"
@@ -60,14 +60,6 @@ void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t 
   }
 }
 
-// `floats` of this thread's scratch, kept between calls: these routines run once per head
-// and time block, where a heap allocation per call showed in profiles.
-float* RowScratch(int64_t floats) {
-  thread_local std::vector<float> storage;
-  if (static_cast<int64_t>(storage.size()) < floats) storage.resize(static_cast<size_t>(floats));
-  return storage.data();
-}
-
 // Row `offset` of a (.., P) operand as f32: the data itself when it is f32, else converted
 // into scratch (P floats).
 const float* RowAsF32(const void* data, DType dtype, int64_t offset, int64_t P, float* scratch) {
@@ -104,7 +96,7 @@ void SsdStoreOutputImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, in
                         const float* y, int64_t ld_y, const float* y_scale) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
-  float* scratch = RowScratch(4 * P);
+  float* scratch = ThreadScratch(ScratchSlot::kSsdPrepRow, 4 * P);
   float* skip = scratch;  // (P)
   std::fill(skip, skip + P, 0.0f);
   if (p.D.data) {
@@ -138,7 +130,7 @@ void SsdLoadScaledRowsImpl(const SsdSeqView& v, const SsdSeqView& gate, int64_t 
                            int64_t ld_dst, int64_t width) {
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  float* scratch = RowScratch(2 * P);
+  float* scratch = ThreadScratch(ScratchSlot::kSsdPrepRow, 2 * P);
   for (int64_t t = 0; t < count; ++t) {
     float* row = dst + t * ld_dst;
     const float* vr = RowAsF32(v.data, v.dtype, v.Offset(b, l0 + t, h), P, scratch);
@@ -160,7 +152,7 @@ void SsdStoreDzImpl(const SsdBwdParams& p, int64_t b, int64_t h, int64_t l0, int
                     const float* y, int64_t ld_y) {
   const DF df;
   const int64_t P = p.headdim, lanes = static_cast<int64_t>(hn::Lanes(df));
-  float* scratch = RowScratch(3 * P);
+  float* scratch = ThreadScratch(ScratchSlot::kSsdPrepRow, 3 * P);
   const bool dz_f32 = p.dz.dtype == DType::kF32;
   for (int64_t t = 0; t < count; ++t) {
     const float* dr = RowAsF32(p.dout.data, p.dout.dtype, p.dout.Offset(b, l0 + t, h), P, scratch);

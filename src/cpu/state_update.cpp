@@ -14,11 +14,12 @@
 // Work is split over the B * H (b, h) pairs; small steps stay on the calling thread.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/round_up.hpp"
 #include "cpu/state_update.hpp"
+#include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/state_update.cpp"
@@ -45,15 +46,6 @@ constexpr int64_t kMinParallelElements = 1 << 14;
 constexpr int64_t kSegmentEntries = 2048;
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
-int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
-
-// A workspace of the calling thread, grown (never shrunk) before the parallel region and
-// carved per block: no allocation inside the region, none per call once warm.
-float* Workspace(size_t floats) {
-  thread_local std::vector<float> storage;
-  if (storage.size() < floats) storage.resize(floats);
-  return storage.data();
-}
 
 // The rows of one segment (heads [h0, h1) of batch row b), each padded to whole vectors.
 struct Scratch {
@@ -443,7 +435,7 @@ Status StateUpdateImpl(const StateUpdateParams& p) {
   const int64_t elements = pairs * p.headdim * p.dstate;
   const int blocks = elements < kMinParallelElements ? 1 : ParallelBlocks(pairs);
   const int64_t per_block = RoundUp(layout.Floats() + Lanes(), 16);
-  float* ws = Workspace(static_cast<size_t>(blocks * per_block));
+  float* ws = ThreadScratch(ScratchSlot::kStateUpdate, blocks * per_block);
   auto run = [&](int64_t begin, int64_t end, int block) {
     const Scratch s = layout.Carve(ws + block * per_block);
     const int64_t seg_heads = layout.heads;

@@ -2,7 +2,7 @@
 // (Highway, run-time dispatch), heads split over threads when the step is large enough.
 #pragma once
 
-#include "ops/state_update_params.hpp"
+#include "params/state_update_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cpu {

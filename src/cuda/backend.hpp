@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "ops/conv1d_params.hpp"
-#include "ops/linear_params.hpp"
-#include "ops/norm_params.hpp"
-#include "ops/selective_scan_params.hpp"
-#include "ops/ssd_params.hpp"
-#include "ops/state_update_params.hpp"
+#include "params/conv1d_params.hpp"
+#include "params/linear_params.hpp"
+#include "params/norm_params.hpp"
+#include "params/selective_scan_params.hpp"
+#include "params/ssd_params.hpp"
+#include "params/state_update_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/round_up.hpp"  // CeilDiv, RoundUp
 #include "ssmkit/status.hpp"
 #include "ssmkit/tensor.hpp"
 
@@ -63,8 +64,6 @@ class Workspace {
   void* data_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
-
-inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Consecutive pieces of one f32 workspace: Take(want, n) is the next n floats, nullptr (and no
 // space) when not wanted. The first piece starts where the workspace does (256-byte aligned).

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "cuda/common.cuh"
-#include "ops/conv1d_params.hpp"
+#include "params/conv1d_params.hpp"
 #include "ssmkit/conv1d.hpp"
 
 namespace ssmkit::cuda {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/conv1d_params.hpp"
+#include "params/conv1d_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cuda {

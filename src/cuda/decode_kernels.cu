@@ -82,7 +82,7 @@ Status CheckRows(const char* op, int64_t rows) {
 
 Status EmbedRows(const EmbedParams& p) {
   SSMKIT_RETURN_IF_ERROR(CheckRows("embed_rows", p.rows));
-  const int threads = static_cast<int>(std::min<int64_t>(kEmbedThreads, CeilDiv(p.d, 32) * 32));
+  const int threads = static_cast<int>(std::min<int64_t>(kEmbedThreads, RoundUp(p.d, 32)));
   EmbedRowsKernel<<<static_cast<unsigned>(p.rows), threads, 0, CurrentStream()>>>(p);
   return CheckLaunch("embed_rows", "EmbedRowsKernel");
 }

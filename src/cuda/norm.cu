@@ -121,7 +121,7 @@ Status Grid(const char* op, int64_t row_blocks, int64_t groups, dim3* grid) {
 }
 
 int ThreadsFor(int64_t group_size) {
-  return static_cast<int>(std::min<int64_t>(kThreads, CeilDiv(group_size, 32) * 32));
+  return static_cast<int>(std::min<int64_t>(kThreads, RoundUp(group_size, 32)));
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ Status Workspace::Allocate(const char* op, int64_t bytes) {
     data_ = nullptr;
   }
   stream_ = CurrentStream();
-  const size_t size = static_cast<size_t>(CeilDiv(bytes > 0 ? bytes : 1, 256) * 256);
+  const size_t size = static_cast<size_t>(RoundUp(bytes > 0 ? bytes : 1, 256));
   return FromCuda(cudaMallocAsync(&data_, size, stream_), op, "workspace (cudaMallocAsync)");
 }
 

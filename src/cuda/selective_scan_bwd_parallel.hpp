@@ -4,7 +4,7 @@
 // picked and applies.
 #pragma once
 
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cuda {

@@ -3,7 +3,7 @@
 // by selective_scan.cu's dispatch when the variant is picked and applies.
 #pragma once
 
-#include "ops/selective_scan_params.hpp"
+#include "params/selective_scan_params.hpp"
 #include "ssmkit/status.hpp"
 
 namespace ssmkit::cuda {

@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kOp = "ssd";
 
-int Pad16(int64_t v) { return static_cast<int>(CeilDiv(v, 16) * 16); }
+int Pad16(int64_t v) { return static_cast<int>(RoundUp(v, 16)); }
 
 // Shared-memory floats of each kernel (the backward's are in ssd_backward.cu's comment and
 // must match BackwardSmemFloats there).

@@ -18,7 +18,7 @@
 #include <mma.h>
 
 #include "cuda/common.cuh"
-#include "ops/ssd_params.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit::cuda {
 

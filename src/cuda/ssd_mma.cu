@@ -154,7 +154,7 @@ Status SsdForwardMma(const SsdParams& p, bool* handled) {
   // Workspace: the states (B, nchunks, H, P, N) bf16 first (16-byte aligned for cp.async),
   // then dt, cs, mask (B, H, Lpad) f32 each.
   const int64_t state_bytes = p.batch * lay.nchunks * p.nheads * p.headdim * p.dstate * 2;
-  const int64_t state_span = CeilDiv(state_bytes, 256) * 256;
+  const int64_t state_span = RoundUp(state_bytes, 256);
   const int64_t time_floats = p.batch * p.nheads * lay.Lpad;
   Workspace ws;
   SSMKIT_RETURN_IF_ERROR(ws.Allocate(kOp, state_span + 3 * time_floats * 4));

@@ -15,7 +15,7 @@
 
 #include "cuda/ssd_mma_tiles.cuh"
 #include "cuda/variant.hpp"
-#include "ops/ssd_params.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit::cuda {
 

@@ -389,7 +389,7 @@ class Carver {
   template <class T>
   T* Take(int64_t count) {
     T* region = reinterpret_cast<T*>(at_);
-    at_ += CeilDiv(count * static_cast<int64_t>(sizeof(T)), 256) * 256;
+    at_ += RoundUp(count * static_cast<int64_t>(sizeof(T)), 256);
     return region;
   }
 
@@ -412,7 +412,7 @@ Status SsdBackwardMma(const SsdBwdParams& p, bool* handled) {
   const int64_t part_floats = lay.slices * p.batch * lay.Lpad * p.ngroups * p.dstate;
   const int64_t bch = p.batch * lay.nchunks * p.nheads;
   const int64_t d_width = p.d_per_channel ? p.headdim : 1;
-  auto span = [](int64_t bytes) { return CeilDiv(bytes, 256) * 256; };
+  auto span = [](int64_t bytes) { return RoundUp(bytes, 256); };
   const int64_t total = 2 * span(state_elems * 2) + 3 * span(time_floats * 4) +
                         2 * span(part_floats * 4) + 2 * span(bch * 4) + span(bch * d_width * 4);
   Workspace ws;

@@ -18,7 +18,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
-#include "ops/ssd_params.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit::cuda {
 

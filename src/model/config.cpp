@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/round_up.hpp"
 #include "model/config_reader.hpp"
 #include "model/families.hpp"
 
@@ -80,7 +81,7 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   SSMKIT_RETURN_IF_ERROR(r.Int("pad_vocab_size_multiple", &pad_multiple));
   if (pad_multiple < 1)
     return r.Wrong("pad_vocab_size_multiple", "an integer >= 1", j.at("pad_vocab_size_multiple"));
-  c->vocab_size = (c->config_vocab_size + pad_multiple - 1) / pad_multiple * pad_multiple;
+  c->vocab_size = RoundUp(c->config_vocab_size, pad_multiple);
   SSMKIT_RETURN_IF_ERROR(r.Bool("tie_embeddings", &c->tie_embeddings));
   SSMKIT_RETURN_IF_ERROR(r.Int("d_intermediate", &d_intermediate));
   if (d_intermediate != 0) {

@@ -8,6 +8,7 @@
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
+#include "core/round_up.hpp"
 
 namespace ssmkit::model {
 namespace {
@@ -119,7 +120,7 @@ Status DeviceWeights::Upload(const ModelWeights& host, std::unique_ptr<DeviceWei
     }
     item.offset = bytes;
     placed.emplace(key, bytes);
-    bytes += (DeviceBytes(item) + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+    bytes += RoundUp(DeviceBytes(item), kAlignBytes);
   }
   SSMKIT_RETURN_IF_ERROR(d->memory_.Allocate("device weights", bytes));
   char* base = static_cast<char*>(d->memory_.data());

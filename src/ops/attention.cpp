@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cpu/attention.hpp"
-#include "ops/attention_params.hpp"
 #include "ops/check.hpp"
 #include "ops/tensor_span.hpp"
+#include "params/attention_params.hpp"
 
 namespace ssmkit {
 namespace {

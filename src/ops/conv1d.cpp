@@ -9,8 +9,8 @@
 #include "cpu/conv1d.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/conv1d_params.hpp"
 #include "ops/varlen.hpp"
+#include "params/conv1d_params.hpp"
 
 namespace ssmkit {
 namespace {

@@ -12,7 +12,7 @@
 #include "cpu/linear.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/linear_params.hpp"
+#include "params/linear_params.hpp"
 
 namespace ssmkit {
 namespace {

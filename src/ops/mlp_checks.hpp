@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/mlp_params.hpp"
+#include "params/mlp_params.hpp"
 #include "ssmkit/mlp.hpp"
 #include "ssmkit/status.hpp"
 #include "ssmkit/tensor.hpp"

@@ -7,7 +7,7 @@
 #include "cpu/mlp.hpp"
 #include "ops/check.hpp"
 #include "ops/mlp_checks.hpp"
-#include "ops/mlp_params.hpp"
+#include "params/mlp_params.hpp"
 #include "ssmkit/mlp.hpp"
 
 namespace ssmkit {

@@ -11,7 +11,7 @@
 #include "cpu/norm.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/norm_params.hpp"
+#include "params/norm_params.hpp"
 
 namespace ssmkit {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "cpu/rope.hpp"
 #include "ops/check.hpp"
-#include "ops/rope_params.hpp"
 #include "ops/tensor_span.hpp"
+#include "params/rope_params.hpp"
 
 namespace ssmkit {
 namespace {

@@ -8,8 +8,8 @@
 #include "cpu/selective_scan.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/selective_scan_params.hpp"
 #include "ops/varlen.hpp"
+#include "params/selective_scan_params.hpp"
 
 namespace ssmkit {
 namespace {

@@ -9,8 +9,8 @@
 #include "cpu/ssd.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/ssd_params.hpp"
 #include "ops/varlen.hpp"
+#include "params/ssd_params.hpp"
 
 namespace ssmkit {
 namespace {
@@ -158,9 +158,10 @@ Status CheckOptions(const SsdOptions& options, SsdParams* p, SsdAlgorithm* algor
                            std::to_string(options.chunk_size));
   }
   p->chunk_size = options.chunk_size > 0 ? options.chunk_size : kDefaultChunkSize;
-  *algorithm = options.algorithm == SsdAlgorithm::kAuto
-                   ? SsdAutoAlgorithm(p->batch, p->seqlen, p->nheads, p->headdim, p->dstate)
-                   : options.algorithm;
+  // kAuto runs the sequential algorithm: the chunked one lost to it at every shape measured on
+  // the CPU (docs/ops/ssd.md, "What kAuto runs"), so there is no shape rule to apply.
+  *algorithm =
+      options.algorithm == SsdAlgorithm::kAuto ? SsdAlgorithm::kSequential : options.algorithm;
   return Status::Ok();
 }
 
@@ -207,16 +208,6 @@ Status ParseSsdAlgorithm(std::string_view name, SsdAlgorithm* algorithm) {
   given.append(name);
   given += '"';
   return check::Mismatch("ssd algorithm", "name", "auto, chunked or sequential", given);
-}
-
-SsdAlgorithm SsdAutoAlgorithm(int64_t batch, int64_t seqlen, int64_t nheads, int64_t headdim,
-                              int64_t dstate) {
-  (void)batch;
-  (void)seqlen;
-  (void)nheads;
-  (void)headdim;
-  (void)dstate;
-  return SsdAlgorithm::kSequential;
 }
 
 Status SsdForward(const SsdInputs& inputs, const Tensor& out, const Tensor& final_states,

@@ -10,7 +10,7 @@
 #include "cpu/state_update.hpp"
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
-#include "ops/state_update_params.hpp"
+#include "params/state_update_params.hpp"
 
 namespace ssmkit {
 namespace {

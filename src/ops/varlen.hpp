@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "ops/check.hpp"
-#include "ops/varlen_params.hpp"
+#include "params/varlen_params.hpp"
 #include "ssmkit/status.hpp"
 #include "ssmkit/tensor.hpp"
 

@@ -155,11 +155,6 @@ int RunSsdBench(const Options& options) {
       std::string algo = SsdAlgorithmName(algorithm);
       if (packed) algo += kPackedSuffix;
       if (!options.algo.empty() && options.algo != algo) continue;
-      if (algorithm == SsdAlgorithm::kAuto) {
-        const SsdAlgorithm picked =
-            SsdAutoAlgorithm(shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.dstate);
-        algo += std::string("=") + SsdAlgorithmName(picked);
-      }
       const SsdInputs& inputs = packed ? packed_inputs : data.inputs;
       const SsdOutputs outputs =
           packed ? packed_outputs : SsdOutputs{data.out_t, data.final_t, Tensor{}};

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ops/attention_params.hpp"
+#include "params/attention_params.hpp"
 
 namespace ssmkit {
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "ops/varlen_params.hpp"
+#include "params/varlen_params.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/tensor.hpp"
 

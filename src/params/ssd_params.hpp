@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "ops/varlen_params.hpp"
+#include "params/varlen_params.hpp"
 #include "ssmkit/ssd.hpp"
 #include "ssmkit/tensor.hpp"
 

@@ -1,14 +1,14 @@
 // The resolved, checked arguments of the causal conv1d ops, handed to a backend: pointers,
 // dtypes and int64 strides. Every (B, D, *) operand has a contiguous last dimension and is
-// read through a SeqView (ops/selective_scan_params.hpp): element (b, d, i) of `v` is at
+// read through a SeqView (params/selective_scan_params.hpp): element (b, d, i) of `v` is at
 // v.data[b * v.stride_batch + d * v.stride_dim + i].
 // Dimension legend: B batch, D channels, L length, K conv width, T update steps, S state length.
 #pragma once
 
 #include <cstdint>
 
-#include "ops/selective_scan_params.hpp"
-#include "ops/varlen_params.hpp"
+#include "params/selective_scan_params.hpp"
+#include "params/varlen_params.hpp"
 
 namespace ssmkit {
 
