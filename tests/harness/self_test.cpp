@@ -70,7 +70,9 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
       static_cast<float*>(input.data)[0] += 1.0f;
       break;
     case Flaw::kWrongValue:
-      d[2 * stride] *= 1.01f;
+      // An offset, not a factor: the inputs are fresh random normals each run, and 1% of an
+      // element near zero hid under the normwise tolerance (seen failing in full-suite runs).
+      d[2 * stride] += 1.0f;
       break;
     default:
       break;
