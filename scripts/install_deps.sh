@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ssmkit builds with, and any named as arguments, only those
-# missing.
+# missing. A package named PKG:ARCH (scripts/test_arm64.sh's libhwy-dev:arm64) is another
+# architecture's: ARCH is added to dpkg's foreign architectures first.
 set -euo pipefail
 packages=(g++ cmake ninja-build pkg-config libhwy-dev libgtest-dev libgmock-dev libcli11-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev clang-format ccache)
@@ -15,6 +16,12 @@ if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo_cmd=()
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  for p in "${missing[@]}"; do
+    arch=${p##*:}
+    if [ "$arch" != "$p" ] && ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+      "${sudo_cmd[@]}" dpkg --add-architecture "$arch"
+    fi
+  done
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

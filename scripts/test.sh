@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the release suite (large int64 cases included), the Python and
-# Elixir packages' tests, the AddressSanitizer + UBSan suite, the ThreadSanitizer suite (the
-# thread pool, the engine and the C ABI from many threads, the server's scheduler), then every
+# Builds and runs every test: the release suite (large int64 cases included), the op tests of
+# the aarch64 cross build under qemu-user (scripts/test_arm64.sh), the Python and Elixir
+# packages' tests, the AddressSanitizer + UBSan suite, the ThreadSanitizer suite (the thread
+# pool, the engine and the C ABI from many threads, the server's scheduler), then every
 # libFuzzer target for a short budget (scripts/fuzz.sh; docs/testing.md says what each covers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ build_and_test() {
   ctest --preset "$1" -j "$jobs"
 }
 stage release build_and_test release
+stage arm64 scripts/test_arm64.sh
 stage python scripts/test_python.sh
 stage server scripts/test_server.sh
 stage elixir scripts/test_elixir.sh

@@ -163,7 +163,7 @@ TEST(AttentionGrad, FastMatchesOracleOnEverySimdTarget) {
       ExpectMatchesOracle(c, seed, false);
     }
   });
-  EXPECT_GE(targets, 2);
+  EXPECT_GE(targets, kMinSimdTargets);
 }
 
 TEST(AttentionGrad, BitsDoNotDependOnThreadsOrOnOtherGrads) {

@@ -91,7 +91,7 @@ TEST(Attention, ForwardMatchesOracleOnEverySimdTarget) {
       EXPECT_LT(ForwardError(c, seed), Tolerance(c.dtype));
     }
   });
-  EXPECT_GE(targets, 2);
+  EXPECT_GE(targets, kMinSimdTargets);
 }
 
 // Same inputs, 1 and 2 threads: the same bits (each row is one thread's fixed arithmetic; the

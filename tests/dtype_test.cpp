@@ -1,6 +1,7 @@
-// The portable f16 conversions (src/core/dtype.hpp), which builds without _Float16 use, against
-// the compiler's _Float16: every one of the 65536 f16 bit patterns widened, and f32 values on
-// and around every f16 rounding boundary (halfway points, subnormals, overflow) narrowed.
+// The portable f16 conversions (src/core/dtype.hpp), which builds without a binary16 type use,
+// against the compiler's (_Float16, or __fp16 on ARM): every one of the 65536 f16 bit patterns
+// widened, and f32 values on and around every f16 rounding boundary (halfway points,
+// subnormals, overflow) narrowed.
 #include "core/dtype.hpp"
 
 #include <cmath>
@@ -15,7 +16,7 @@
 namespace ssmkit::testing {
 namespace {
 
-#if defined(__FLT16_MANT_DIG__)
+#if defined(SSMKIT_NATIVE_F16)
 uint32_t Bits(float f) {
   uint32_t b;
   std::memcpy(&b, &f, sizeof b);
@@ -57,7 +58,7 @@ TEST(DTypeF16, NarrowingRoundsAsTheCompilerDoes) {
 }
 #else
 TEST(DTypeF16, PortablePathIsTheOnlyOne) {
-  GTEST_SKIP() << "no _Float16 in this compiler to compare with (the portable path is in use)";
+  GTEST_SKIP() << "no binary16 type in this compiler to compare with (the portable path is in use)";
 }
 #endif
 

@@ -159,7 +159,7 @@ TEST(MlpForward, EverySimdTarget) {
       }
     }
   });
-  EXPECT_GE(targets, 2);
+  EXPECT_GE(targets, kMinSimdTargets);
 }
 
 TEST(MlpForward, DeterministicForAThreadCount) {
@@ -365,7 +365,7 @@ TEST(MlpBackward, EverySimdTarget) {
       }
     }
   });
-  EXPECT_GE(targets, 2);
+  EXPECT_GE(targets, kMinSimdTargets);
 }
 
 TEST(MlpBackward, DeterministicForAThreadCount) {

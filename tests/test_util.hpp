@@ -178,9 +178,19 @@ inline std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, Rng& rng) 
   return v;
 }
 
+// How many targets ForEachSimdTarget runs at least. x86-64: a SIMD target (AVX2, on every
+// machine CI uses) and the portable fallback. aarch64: NEON alone, the baseline every such CPU
+// has, beneath which Highway builds no fallback (the SVE targets are not built: CMakeLists.txt).
+#if defined(__x86_64__) || defined(__i386__)
+constexpr int kMinSimdTargets = 2;
+#else
+constexpr int kMinSimdTargets = 1;
+#endif
+
 // Runs fn once with dispatch forced to each Highway target the library was compiled for
-// (CMakeLists.txt: AVX-512, AVX2 and Highway's portable fallback, SCALAR or EMU128 by Highway
-// release, which is what a machine without a better compiled target runs) that this CPU supports,
+// (CMakeLists.txt: on x86-64 AVX-512, AVX2 and Highway's portable fallback, SCALAR or EMU128 by
+// Highway release, which is what a machine without a better compiled target runs; on aarch64
+// NEON) that this CPU supports,
 // so the narrower vector widths (and their tile and padding paths) are tested on a machine that
 // would otherwise only ever run the widest. Returns how many ran.
 template <class Fn>

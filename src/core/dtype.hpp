@@ -1,5 +1,5 @@
 // Scalar conversions between the storage dtypes and f32. bf16 rounds to nearest even;
-// f16 uses the compiler's _Float16 (IEEE binary16) where it has one.
+// f16 uses the compiler's IEEE binary16 type (SSMKIT_NATIVE_F16) where it has one.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,9 @@ inline uint16_t F32ToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-// f16 by bit manipulation, for compilers without _Float16 on this target (clang before 15 on
-// x86, which the fuzz preset uses); tests/dtype_test.cpp checks them against _Float16 on every
-// f16 value and on f32 values around every rounding boundary.
+// f16 by bit manipulation, for compilers without a binary16 type on this target (clang before 15
+// on x86, which the fuzz preset uses); tests/dtype_test.cpp checks them against the compiler's
+// (SSMKIT_NATIVE_F16) on every f16 value and on f32 values around every rounding boundary.
 inline float F16ToF32Portable(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
   const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
@@ -70,15 +70,23 @@ inline uint16_t F32ToF16Portable(float f) {
   return static_cast<uint16_t>(out | sign);
 }
 
-#if defined(__FLT16_MANT_DIG__)
+// The compiler's IEEE binary16 type, where C++ has one: on ARM the ACLE's __fp16 (GCC defines
+// __FLT16_MANT_DIG__ there but has _Float16 in C only before GCC 13), elsewhere _Float16.
+#if defined(__ARM_FP16_FORMAT_IEEE)
+#define SSMKIT_NATIVE_F16 __fp16
+#elif defined(__FLT16_MANT_DIG__)
+#define SSMKIT_NATIVE_F16 _Float16
+#endif
+
+#if defined(SSMKIT_NATIVE_F16)
 inline float F16ToF32(uint16_t bits) {
-  _Float16 h;
+  SSMKIT_NATIVE_F16 h;
   std::memcpy(&h, &bits, sizeof h);
   return static_cast<float>(h);
 }
 
 inline uint16_t F32ToF16(float f) {
-  _Float16 h = static_cast<_Float16>(f);
+  SSMKIT_NATIVE_F16 h = static_cast<SSMKIT_NATIVE_F16>(f);
   uint16_t bits;
   std::memcpy(&bits, &h, sizeof bits);
   return bits;

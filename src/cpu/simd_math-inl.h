@@ -88,13 +88,19 @@ HWY_INLINE V Sigmoid(D d, V x) {
   return hn::Div(one, hn::Add(one, e));
 }
 
-// 1 / x from the hardware estimate (14 bits on AVX-512, 12 on AVX2) and one Newton step,
-// r' = r (2 - x r): relative error below 3e-7 for finite x != 0 (a vector divide issues one
-// per ~10 cycles, the bottleneck of a row-wise sigmoid otherwise).
+// 1 / x from the hardware estimate and Newton steps, r' = r (2 - x r), each squaring the
+// relative error: below 3e-7 for finite x != 0 (a vector divide issues one per ~10 cycles, the
+// bottleneck of a row-wise sigmoid otherwise). One step after x86's estimate (14 bits on
+// AVX-512, 12 on AVX2); two after ARM's FRECPE (NEON, SVE), which has 8 bits: one step leaves
+// 2^-16 = 1.5e-5 there, which broke the MLP and SSD backward tolerances on aarch64.
 template <class D, class V>
 HWY_INLINE V ReciprocalNewton(D d, V x) {
-  const V r = hn::ApproximateReciprocal(x);
-  return hn::Mul(r, hn::NegMulAdd(x, r, hn::Set(d, 2.0f)));
+  const V two = hn::Set(d, 2.0f);
+  V r = hn::ApproximateReciprocal(x);
+#if HWY_ARCH_ARM
+  r = hn::Mul(r, hn::NegMulAdd(x, r, two));
+#endif
+  return hn::Mul(r, hn::NegMulAdd(x, r, two));
 }
 
 // Sigmoid without the divider, for streaming kernels: within ~3e-7 relative of Sigmoid.
