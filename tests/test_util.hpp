@@ -190,9 +190,8 @@ constexpr int kMinSimdTargets = 1;
 // Runs fn once with dispatch forced to each Highway target the library was compiled for
 // (CMakeLists.txt: on x86-64 AVX-512, AVX2 and Highway's portable fallback, SCALAR or EMU128 by
 // Highway release, which is what a machine without a better compiled target runs; on aarch64
-// NEON) that this CPU supports,
-// so the narrower vector widths (and their tile and padding paths) are tested on a machine that
-// would otherwise only ever run the widest. Returns how many ran.
+// NEON) that this CPU supports, so the narrower vector widths (and their tile and padding paths)
+// are tested on a machine that would otherwise only ever run the widest. Returns how many ran.
 template <class Fn>
 int ForEachSimdTarget(Fn&& fn) {
   int targets_run = 0;

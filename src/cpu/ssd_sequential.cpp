@@ -72,10 +72,10 @@ constexpr int64_t kShortSequence = 8;
 // Steps between the backward's state checkpoints (a multiple of kBwdBlock): 128 on AVX-512, 64
 // on AVX2. Numerics: the sum giving dLoss/dlog(a) runs over at most this many steps; the rest
 // comes exactly from <g, h> at the next checkpoint (see BackwardHead). On Zen 4, 128 against 64:
-// m2-130m backward 6-10%
-// faster on 2 threads (half the checkpoint traffic, 12 MB written and read back per thread
-// instead of 24), and over 25 runs of SsdGrad.LongSequence (L = 1024) the relative error of
-// dA and ddt_bias went from mean 2.4e-6 / max 1.35e-5 to mean 3.7e-6 / max 2.5e-5.
+// m2-130m backward 6-10% faster on 2 threads (half the checkpoint traffic, 12 MB written and
+// read back per thread instead of 24), and over 25 runs of SsdGrad.LongSequence (L = 1024) the
+// relative error of dA and ddt_bias went from mean 2.4e-6 / max 1.35e-5 to mean 3.7e-6 / max
+// 2.5e-5.
 constexpr int64_t kCheckpointSteps = 2 * kBwdBlock;
 constexpr int64_t kMaxCheckpoints = 64;
 
@@ -84,6 +84,13 @@ constexpr float kRebaseLow = 0x1p-32f;
 constexpr float kRebaseHigh = 0x1p32f;
 
 bool NeedsRebase(float scale) { return !(scale >= kRebaseLow && scale <= kRebaseHigh); }
+
+// Vectors per tile row: the largest of 4, 2, 1 that divides the row's nV vectors and is at
+// most `most` (kFwdTileVectors or kBwdTileVectors).
+int TileVectors(int64_t nV, int most) {
+  if (most >= 4 && nV % 4 == 0) return 4;
+  return most >= 2 && nV % 2 == 0 ? 2 : 1;
+}
 
 // Forward scales: before step t's update the state is multiplied by mult[t] (1 = no-op;
 // a rebase factor; 0 at a reset), and after it h_t = alpha[t] * S.
@@ -286,9 +293,10 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
       const FwdTileArgs a{Bp.Row(b, g, t0),    Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
                           hd.mult.data() + t0, s.y.data(),       hd.S.data(), T,     Pp};
-      if (kFwdTileVectors >= 4 && nPV % 4 == 0) {
-        FwdTiles<kFwdTileVectors>(a, Nn, next);
-      } else if (nPV % 2 == 0) {
+      const int kPV = TileVectors(nPV, kFwdTileVectors);
+      if (kPV == 4) {
+        FwdTiles<4>(a, Nn, next);
+      } else if (kPV == 2) {
         FwdTiles<2>(a, Nn, next);
       } else {
         FwdTiles<1>(a, Nn, next);
@@ -527,11 +535,10 @@ HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
     for (int j = 0; j < kV; ++j) hn::StoreU(G[i][j], df, a.S + (p0 + i) * Nn + n0 + j * lanes);
 }
 
-// The tile shape of the backward: kV vectors of n (the largest of 4, 2, 1 dividing
-// Nn / lanes, at most kBwdTileVectors) and kP = kBwdStateRegs / kV rows of p.
+// The tile shape of the backward: kV vectors of n (TileVectors of Nn / lanes) and
+// kP = kBwdStateRegs / kV rows of p.
 int BwdTileVectors(int64_t Nn) {
-  const int64_t nV = Nn / static_cast<int64_t>(hn::Lanes(DF()));
-  return nV % 4 == 0 && kBwdTileVectors >= 4 ? 4 : (nV % 2 == 0 ? 2 : 1);
+  return TileVectors(Nn / static_cast<int64_t>(hn::Lanes(DF())), kBwdTileVectors);
 }
 int64_t BwdTileRows(int kV) { return kBwdStateRegs / kV; }
 

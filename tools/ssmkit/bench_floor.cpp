@@ -158,28 +158,11 @@ double FmaRate(const Options& options, int threads, double lanes, std::vector<Re
 
 namespace {
 
-int RunFloorBench(const Options& options) {
-  const int threads = NumThreads();
-  std::vector<Result> results;
-  std::vector<std::string> notes;
-  const double lanes = static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)());
-  char line[400];
-  const double one = FmaRate(options, 1, lanes, &results);
-  const double all = threads > 1 ? FmaRate(options, threads, lanes, &results) : one;
-  std::snprintf(line, sizeof(line),
-                "%d-lane multiply-adds per core: %.2f G/s alone, %.2f G/s with %d threads",
-                static_cast<int>(lanes), one * 1e-9, all * 1e-9, threads);
-  notes.push_back(line);
-  const double states = static_cast<double>(kL * kH * kP * kN);
-  const double fwd_ms = 2.0 * states / lanes / (all * threads) * 1e3;
-  std::snprintf(
-      line, sizeof(line),
-      "SSD m2-130m at that rate on %d threads: forward (2 multiply-adds per state element "
-      "and step) >= %.2f ms; fwd+bwd (2 + 5) >= %.2f ms = 3.5x the forward",
-      threads, fwd_ms, fwd_ms * 3.5);
-  notes.push_back(line);
-
-  // The decode step's arithmetic: H * P rows of N, split over the threads by row pairs.
+// The m2-130m decode step's arithmetic alone (H * P rows of N, split over the threads by row
+// pairs) against the multiply-add rate `all` per thread; on a target too narrow for its loop
+// (scalar, 1 lane) only a note: the rate and the SSD floors still hold there.
+void StepArithmetic(const Options& options, double lanes, double all, int threads,
+                    std::vector<Result>* results, std::vector<std::string>* notes) {
   const int64_t rows = kH * kP, W = static_cast<int64_t>(lanes);
   std::vector<float> state(rows * kN), x(rows), B(kN), C(kN), acc(rows * W);
   for (int64_t i = 0; i < rows * kN; ++i) state[i] = 1e-3f * static_cast<float>(i % 97);
@@ -190,12 +173,9 @@ int RunFloorBench(const Options& options) {
   }
   if (!HWY_DYNAMIC_DISPATCH(StepArithmetic128)(state.data(), x.data(), B.data(), C.data(), 0.999f,
                                                0, 0, acc.data())) {
-    // The scalar target (1 lane): the multiply-add rate and the SSD floors above still hold.
-    notes.push_back("m2-130m step arithmetic: not measured on a " + std::to_string(W) +
-                    "-lane target (the loop needs 128 floats to be 4, 8 or 16 vectors)");
-    Print(options, results);
-    PrintNotes(options, notes);
-    return 0;
+    notes->push_back("m2-130m step arithmetic: not measured on a " + std::to_string(W) +
+                     "-lane target (the loop needs 128 floats to be 4, 8 or 16 vectors)");
+    return;
   }
   const double step_ms = MedianMs(options,
                                   [&] {
@@ -218,14 +198,39 @@ int RunFloorBench(const Options& options) {
               "state"};
   step.peer_ms = kGgmlM2StepMs;
   step.peer = kGgmlStepPeer;
-  results.push_back(step);
+  results->push_back(step);
   const double step_fma_us = 3.0 * static_cast<double>(rows * kN) / lanes / (all * threads) * 1e6;
+  char line[400];
   std::snprintf(line, sizeof(line),
                 "m2-130m step on %d threads: 3 multiplies per state element are >= %.2f us at the "
                 "rate above; the loop doing only them, with one fork/join: %.2f us; the 2x-ggml "
                 "bar: %.2f us",
                 threads, step_fma_us, step_ms * 1e3, kGgmlM2StepMs / 2 * 1e3);
+  notes->push_back(line);
+}
+
+int RunFloorBench(const Options& options) {
+  const int threads = NumThreads();
+  std::vector<Result> results;
+  std::vector<std::string> notes;
+  const double lanes = static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)());
+  char line[400];
+  const double one = FmaRate(options, 1, lanes, &results);
+  const double all = threads > 1 ? FmaRate(options, threads, lanes, &results) : one;
+  std::snprintf(line, sizeof(line),
+                "%d-lane multiply-adds per core: %.2f G/s alone, %.2f G/s with %d threads",
+                static_cast<int>(lanes), one * 1e-9, all * 1e-9, threads);
   notes.push_back(line);
+  const double states = static_cast<double>(kL * kH * kP * kN);
+  const double fwd_ms = 2.0 * states / lanes / (all * threads) * 1e3;
+  std::snprintf(
+      line, sizeof(line),
+      "SSD m2-130m at that rate on %d threads: forward (2 multiply-adds per state element "
+      "and step) >= %.2f ms; fwd+bwd (2 + 5) >= %.2f ms = 3.5x the forward",
+      threads, fwd_ms, fwd_ms * 3.5);
+  notes.push_back(line);
+
+  StepArithmetic(options, lanes, all, threads, &results, &notes);
   Print(options, results);
   PrintNotes(options, notes);
   return 0;
