@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model_args.hpp"
 #include "ssmkit/generate.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/threads.hpp"
@@ -26,32 +27,6 @@ struct GenerateArgs {
   bool print_ids = false;
 };
 
-int Fail(const Status& s) {
-  std::fprintf(stderr, "error: %s\n", s.message().c_str());
-  return 1;
-}
-
-// No --model: the built-in model (models/default, ssmkit::DefaultModelDir).
-bool ResolveModel(const char* command, std::string* model) {
-  if (!model->empty()) return true;
-  const Status s = DefaultModelDir(model);
-  if (s.ok()) return true;
-  std::fprintf(stderr, "ssmkit %s: no --model given and %s\n", command, s.message().c_str());
-  return false;
-}
-
-// --tokenizer FILE | bytes; by default the model directory's (Tokenizer::ForModel).
-Status OpenTokenizer(const GenerateArgs& a, const Model& model, std::unique_ptr<Tokenizer>* t) {
-  if (a.tokenizer == "bytes") {
-    *t = Tokenizer::Bytes();
-    return Status::Ok();
-  }
-  if (!a.tokenizer.empty()) return Tokenizer::FromFile(a.tokenizer, t);
-  const Status s = Tokenizer::ForModel(a.model, model.config().vocab_size, t);
-  if (s.ok()) return s;
-  return Status(s.code(), s.message() + ": --tokenizer FILE, or --tokenizer bytes");
-}
-
 // One line on stderr, "label: 1 2 3": token ids that have no text of their own (a random
 // model's, or ids past the tokenizer's vocabulary) can be compared with another engine's.
 void PrintIds(const char* label, const std::vector<int32_t>& ids) {
@@ -66,7 +41,7 @@ int RunGenerate(GenerateArgs a) {
   Status s = Model::Load(a.model, &model);
   if (!s.ok()) return Fail(s);
   std::unique_ptr<Tokenizer> tokenizer;
-  s = OpenTokenizer(a, *model, &tokenizer);
+  s = OpenTokenizer(a.tokenizer, a.model, *model, &tokenizer);
   if (!s.ok()) return Fail(s);
   std::vector<int32_t> prompt;
   s = tokenizer->Encode(a.prompt, &prompt);

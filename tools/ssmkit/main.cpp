@@ -1,12 +1,13 @@
 // ssmkit: the command-line front end. Subcommands: bench (every registered suite), check
 // (ops against their oracles), generate and info (the engine, engine_commands.cpp), serve
-// (serve_command.cpp).
+// (serve_command.cpp), train, quantize and perplexity (their *_command.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "bench_harness.hpp"
 #include "check_harness.hpp"
 #include "engine_commands.hpp"
+#include "perplexity_command.hpp"
 #include "quantize_command.hpp"
 #include "serve_command.hpp"
 #include "ssmkit/threads.hpp"
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
     sub->add_option("--algo", options.algo, "only this algorithm");
     sub->add_option("--weights", options.weights,
                     "weight dtypes of `generate`: f32, bf16, f16, q8_0, q4_0, q4_k, q5_k, q6_k "
-                    "(comma-separated; default f32,bf16)");
+                    "(comma-separated; default f32,bf16, and q8_0,q4_k for m1-2.8b and m2-2.7b)");
     sub->add_option("--target", options.target,
                     "force this SIMD target (e.g. avx2, scalar; default: the best this CPU runs)");
     sub->add_option("--ggml", options.ggml,
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   ssmkit::cli::AddTrainCommand(app, threads, exit_code);
   ssmkit::cli::AddServeCommand(app, threads, exit_code);
   ssmkit::cli::AddQuantizeCommand(app, threads, exit_code);
+  ssmkit::cli::AddPerplexityCommand(app, threads, exit_code);
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;
