@@ -103,6 +103,32 @@ TEST(PresetShapes, FalconH1_0_5b) {
   EXPECT_EQ(PlannedParameters(c), 521411104);
 }
 
+// The 2.8B pure Mamba shapes (issue 19 item 6): 64 layers of d_model 2560, the counts of
+// state-spaces/mamba-2.8b and mamba2-2.7b.
+TEST(PresetShapes, Mamba1_2_8b) {
+  const ModelConfig c = Preset("m1-2.8b");
+  EXPECT_EQ(c.arch, ModelArch::kMamba1);
+  EXPECT_EQ(c.n_layer, 64);
+  EXPECT_EQ(c.d_inner, 5120);
+  EXPECT_EQ(c.dt_rank, 160);
+  // Embedding 50280 x 2560 (tied); per layer in_proj 2560 x 10240, conv 5120 x 5, x_proj
+  // (160 + 2 x 16) x 5120, dt_proj 5120 x 161, A_log 5120 x 16, D 5120, out_proj 5120 x 2560
+  // and the norm 2560 (41,244,160); the final norm: 128,716,800 + 64 x 41,244,160 + 2560.
+  EXPECT_EQ(PlannedParameters(c), 2768345600);
+}
+
+TEST(PresetShapes, Mamba2_2_7b) {
+  const ModelConfig c = Preset("m2-2.7b");
+  EXPECT_EQ(c.arch, ModelArch::kMamba2);
+  EXPECT_EQ(c.n_layer, 64);
+  EXPECT_EQ(c.nheads, 80);
+  EXPECT_EQ(c.headdim, 64);
+  // Embedding 50288 x 2560 (tied); per layer in_proj 2560 x (2 x 5120 + 2 x 128 + 80), conv
+  // 5376 x 5, A / D / dt_bias 3 x 80, gated norm 5120, out_proj 5120 x 2560 and the norm 2560
+  // (40,216,560); the final norm: 128,737,280 + 64 x 40,216,560 + 2560.
+  EXPECT_EQ(PlannedParameters(c), 2702599680);
+}
+
 TEST(PresetShapes, UnknownNameListsTheKnownOnes) {
   ModelConfig c;
   const Status s = PresetConfig("granite-4.0-h-tiny", &c);

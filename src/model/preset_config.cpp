@@ -1,5 +1,6 @@
 // The benchmark shapes of docs/targets.md as ModelConfigs, for random weights:
-//   - m1-130m, m2-130m: the pure Mamba checkpoints' shapes, set field by field;
+//   - m1-130m, m2-130m, m1-2.8b, m2-2.7b: the pure Mamba checkpoints' shapes (state-spaces'
+//     mamba-130m / mamba2-130m / mamba-2.8b / mamba2-2.7b), set field by field;
 //   - granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b: the hybrids, as config.json text
 //     read by the same family readers as a checkpoint on disk (model/family_*.cpp), so that the
 //     block list, the attention and the multipliers are what loading the published files gives.
@@ -65,24 +66,26 @@ constexpr const char* kFalconH1_0_5b = R"({
   "ssm_out_multiplier": 0.23570226039551587, "tie_word_embeddings": false,
   "vocab_size": 32784})";
 
+// d_inner = 2 d_model and conv width 4 throughout; Mamba-1's dt_rank = d_model / 16.
 Status PureMambaPreset(const std::string& name, ModelConfig* config) {
+  const bool large = name == "m1-2.8b" || name == "m2-2.7b";
   ModelConfig c;
-  c.d_model = 768;
-  c.n_layer = 24;
-  c.d_inner = 1536;
+  c.d_model = large ? 2560 : 768;
+  c.n_layer = large ? 64 : 24;
+  c.d_inner = 2 * c.d_model;
   c.d_conv = 4;
   c.eos_token_id = 0;
-  if (name == "m1-130m") {
+  if (name == "m1-130m" || name == "m1-2.8b") {
     c.arch = ModelArch::kMamba1;
     c.vocab_size = c.config_vocab_size = 50280;
     c.d_state = 16;
-    c.dt_rank = 48;
+    c.dt_rank = c.d_model / 16;
   } else {
     c.arch = ModelArch::kMamba2;
     c.vocab_size = c.config_vocab_size = 50288;
     c.d_state = 128;
-    c.nheads = 24;
     c.headdim = 64;
+    c.nheads = c.d_inner / c.headdim;
     c.ngroups = 1;
   }
   *config = c;
@@ -93,7 +96,7 @@ Status PureMambaPreset(const std::string& name, ModelConfig* config) {
 
 Status PresetConfig(const std::string& name, ModelConfig* config) {
   ModelConfig c;
-  if (name == "m1-130m" || name == "m2-130m") {
+  if (name == "m1-130m" || name == "m2-130m" || name == "m1-2.8b" || name == "m2-2.7b") {
     SSMKIT_RETURN_IF_ERROR(PureMambaPreset(name, &c));
   } else {
     const char* text = name == "granite-4.0-h-350m" ? kGranite350m
@@ -111,7 +114,8 @@ Status PresetConfig(const std::string& name, ModelConfig* config) {
 }
 
 std::string PresetNames() {
-  return "m1-130m, m2-130m, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b";
+  return "m1-130m, m2-130m, m1-2.8b, m2-2.7b, granite-4.0-h-350m, granite-4.0-h-1b, "
+         "falcon-h1-0.5b";
 }
 
 }  // namespace ssmkit

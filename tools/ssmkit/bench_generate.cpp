@@ -1,13 +1,14 @@
 // `ssmkit bench generate`: whole-model generation speed on random weights of the docs/targets.md
-// shapes: the pure m1-130m and m2-130m, and the hybrids granite-4.0-h-350m, granite-4.0-h-1b
-// (Mamba-2 + attention + MLP) and falcon-h1-0.5b (attention and Mamba-2 side by side), their
-// configs read from the published config.json keys (PresetConfig). Per shape and weight dtype
-// (--weights, default f32,bf16; the quantized ones are llama.cpp's block types, each matrix
-// quantized from the same random values): a prefill of 512 tokens, then greedy decode steps (256;
-// 64 for the hybrids), at batch 1 and 8, and at batch 32 (a server's batched decode step) a prefill
-// of 64 tokens and 64 decode steps; for the hybrids also a prefill of one 8192-token prompt, where
-// attention's quadratic cost shows, reported beside 16 times the 512-token prefill's time (issue
-// 18's bar: within 1.5x).
+// shapes: the pure m1-130m and m2-130m, the 2.8B m1-2.8b and m2-2.7b, and the hybrids
+// granite-4.0-h-350m, granite-4.0-h-1b (Mamba-2 + attention + MLP) and falcon-h1-0.5b
+// (attention and Mamba-2 side by side), their configs read from the published config.json keys
+// (PresetConfig). Per shape and weight dtype (--weights, default f32,bf16, q8_0,q4_k for the
+// 2.8B shapes; the quantized ones are llama.cpp's block types, each matrix quantized from the
+// same random values): a prefill of 512 tokens (64 for the 2.8B shapes), then greedy decode
+// steps (256; 64 for the hybrids, 32 for the 2.8B shapes), at batch 1 and 8, and at batch 32 (a
+// server's batched decode step) a prefill of 64 tokens and 64 decode steps; for the hybrids also
+// a prefill of one 8192-token prompt, where attention's quadratic cost shows, reported beside 16
+// times the 512-token prefill's time (issue 18's bar: within 1.5x).
 //
 // The floor: a decode step must read every weight once (Model::decode_weight_bytes), so at
 // batch B it cannot produce more than B * bandwidth / bytes tokens per second. The read
@@ -89,16 +90,25 @@ double TimedSum(const std::vector<float>& data, volatile float* sink) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A benchmark shape: its PresetConfig name, decode steps per repetition, and whether the
-// 8192-token prefill runs (the hybrids, whose attention grows with the prompt).
+// A benchmark shape: its PresetConfig name, prompt tokens and decode steps per repetition at
+// batch <= kLongRunMaxBatch, whether the 8192-token prefill runs (the hybrids, whose attention
+// grows with the prompt), and the weight dtypes run when --weights is not given. The 2.8B shapes
+// (issue 19 item 6) prefill and decode less, and run quantized by default: f32 weights (11 GB)
+// and the bandwidth probe's buffer of the same size would not fit a 24 GB machine.
 struct Shape {
   const char* name;
-  int64_t decode_steps;
+  int64_t prompt_tokens, decode_steps;
   bool long_prefill;
+  const char* default_weights;
 };
 constexpr Shape kShapes[] = {
-    {"m1-130m", 256, false},        {"m2-130m", 256, false},      {"granite-4.0-h-350m", 64, true},
-    {"granite-4.0-h-1b", 64, true}, {"falcon-h1-0.5b", 64, true},
+    {"m1-130m", kPromptTokens, 256, false, "f32,bf16"},
+    {"m2-130m", kPromptTokens, 256, false, "f32,bf16"},
+    {"m1-2.8b", kShortPromptTokens, 32, false, "q8_0,q4_k"},
+    {"m2-2.7b", kShortPromptTokens, 32, false, "q8_0,q4_k"},
+    {"granite-4.0-h-350m", kPromptTokens, 64, true, "f32,bf16"},
+    {"granite-4.0-h-1b", kPromptTokens, 64, true, "f32,bf16"},
+    {"falcon-h1-0.5b", kPromptTokens, 64, true, "f32,bf16"},
 };
 
 struct CaseResult {
@@ -136,7 +146,7 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
   SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, config.vocab_size, &sampler));
   std::mt19937 rng(42);
   const bool long_run = batch <= kLongRunMaxBatch;
-  const int64_t prompt_tokens = long_run ? kPromptTokens : kShortPromptTokens;
+  const int64_t prompt_tokens = long_run ? shape.prompt_tokens : kShortPromptTokens;
   const int64_t decode_steps =
       long_run ? shape.decode_steps : std::min(shape.decode_steps, kShortDecodeSteps);
   std::vector<std::vector<int32_t>> prompts;
@@ -212,29 +222,36 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
   return Status::Ok();
 }
 
-int RunGenerateBench(const Options& options) {
-  if (options.device == "cuda") return RunCudaGenerateBench(options);
-  std::vector<DType> dtypes;
-  for (size_t begin = 0; begin <= options.weights.size();) {
-    const size_t end = std::min(options.weights.find(',', begin), options.weights.size());
-    const std::string name = options.weights.substr(begin, end - begin);
+// "f32,q4_k" -> {kF32, kQ4_K}; false, with the message on stderr, at an unknown name.
+bool ParseWeights(const std::string& text, std::vector<DType>* dtypes) {
+  dtypes->clear();
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string name = text.substr(begin, end - begin);
     DType d;
     if (!name.empty() && !DTypeFromName(name, &d)) {
       std::fprintf(stderr,
                    "bench generate: --weights %s: unknown dtype (f32, bf16, f16, q8_0, "
                    "q4_0, q4_k, q5_k, q6_k)\n",
                    name.c_str());
-      return 2;
+      return false;
     }
-    if (!name.empty()) dtypes.push_back(d);
+    if (!name.empty()) dtypes->push_back(d);
     begin = end + 1;
   }
-  if (dtypes.empty()) dtypes = {DType::kF32, DType::kBF16};
+  return true;
+}
+
+int RunGenerateBench(const Options& options) {
+  if (options.device == "cuda") return RunCudaGenerateBench(options);
+  std::vector<DType> dtypes;
+  if (!ParseWeights(options.weights, &dtypes)) return 2;
   const int repetitions = options.runs == Options{}.runs ? kDefaultRepetitions : options.runs;
   const int long_repetitions = options.runs == Options{}.runs ? 1 : options.runs;
   std::vector<CaseResult> results;
   for (const Shape& shape : kShapes) {
     if (!options.shape.empty() && options.shape != shape.name) continue;
+    if (options.weights.empty()) ParseWeights(shape.default_weights, &dtypes);
     for (DType dtype : dtypes) {
       // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
       const std::string dtype_name = DTypeName(dtype);
@@ -297,12 +314,12 @@ int RunGenerateBench(const Options& options) {
     return 0;
   }
   std::printf(
-      "prefill %lld tokens (and %lld for the hybrids at batch 1; %lld at batch 32), then decode "
-      "steps (at most %lld at batch 32); median of %d, %d threads, %s; a read-bandwidth probe "
-      "over the step's weight bytes and an FMA probe of the step's multiply-adds after every "
-      "%lldth step\n",
-      static_cast<long long>(kPromptTokens), static_cast<long long>(kLongPromptTokens),
-      static_cast<long long>(kShortPromptTokens), static_cast<long long>(kShortDecodeSteps),
+      "prefill %lld tokens (%lld for the 2.8B shapes and at batch 32; also %lld for the hybrids "
+      "at batch 1), then decode steps (at most %lld at batch 32); median of %d, %d threads, %s; "
+      "a read-bandwidth probe over the step's weight bytes and an FMA probe of the step's "
+      "multiply-adds after every %lldth step\n",
+      static_cast<long long>(kPromptTokens), static_cast<long long>(kShortPromptTokens),
+      static_cast<long long>(kLongPromptTokens), static_cast<long long>(kShortDecodeSteps),
       repetitions, NumThreads(), DispatchedTargetName().c_str(),
       static_cast<long long>(kProbeEvery));
   std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
@@ -326,8 +343,9 @@ int RunGenerateBench(const Options& options) {
 const SuiteRegistration kRegistration{
     {"generate",
      "whole-model prefill (512 tokens; 8192 for the hybrids) and decode on random weights of "
-     "m1-130m, m2-130m, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b (--shape NAME), "
-     "batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...), against the "
+     "m1-130m, m2-130m, m1-2.8b, m2-2.7b, granite-4.0-h-350m, granite-4.0-h-1b, falcon-h1-0.5b "
+     "(--shape NAME), batch 1, 8 and 32, f32 and bf16 (--algo f32|bf16|b8|bf16/b32 ...; "
+     "--weights q8_0,q4_k,...), against the "
      "weight-bandwidth floor and the FMA rate; all shapes take over an hour on 2 threads. "
      "--device cuda: the GPU engine on m1-130m and m2-130m, bf16, batch 1 and 64",
      RunGenerateBench}};
