@@ -13,6 +13,11 @@ the same random checkpoints of the docs/targets.md shapes (batch 1, greedy).
               and decode tok/s from its stderr line, generated ids from --print-ids) and
               llama.cpp through llama-cpp-python (n_threads = n_threads_batch = --threads) on
               the GGUF file, the same prompt ids, greedy, --decode decode steps; one table
+  batched     per GGUF file and batch (--batches, e.g. 1,8): decode tokens/s summed over the
+              sequences of `ssmkit bench generate --model FILE` and of llama.cpp's own
+              llama-batched-bench on the same file (64-token prompts, 64 decode steps each
+              side), runs interleaved; the table gives each engine's batch-B / batch-1 ratio
+              (issue 19's batch-8 bar) and ssmkit / llama.cpp at each batch
 
 Prefill time: the prompt (the sentence below repeated --prompt-repeat times) in one forward
 pass, with the first token's greedy choice. Decode time: the --decode steps after the first
@@ -212,6 +217,49 @@ def compare(args) -> None:
                   f"  ssmkit    {r['ssmkit_ids']}\n  llama.cpp {r['llama_cpp_ids']}")
 
 
+def batched(args) -> None:
+    """Decode tokens/s at each batch: ssmkit's bench generate and llama-batched-bench."""
+    batches = [int(b) for b in args.batches.split(",")]
+    rows = []
+    for gguf in args.gguf:
+        ours = {b: [] for b in batches}
+        theirs = {b: [] for b in batches}
+        for _ in range(args.runs):  # interleaved
+            for b in batches:
+                cmd = [args.ssmkit, "--threads", str(args.threads), "bench", "generate", "--model", gguf,
+                       "--algo", f"b{b}", "--runs", "1", "--json"]
+                p = subprocess.run(cmd, capture_output=True, text=True)
+                if p.returncode != 0:
+                    sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
+                ours[b].append(json.loads(p.stdout)[0]["decode_tokens_per_s"])
+            cmd = [args.batched_bench, "-m", gguf, "-c", "4096", "-b", "2048", "-ub", "512", "-npp", "64",
+                   "-ntg", "64", "-npl", args.batches, "-t", str(args.threads), "-tb", str(args.threads),
+                   "--output-format", "jsonl"]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            lines = [json.loads(l) for l in (p.stdout + p.stderr).splitlines() if l.startswith('{"n_kv_max"')]
+            if p.returncode != 0 or len(lines) != len(batches):
+                sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+            for line in lines:
+                theirs[line["pl"]].append(line["speed_tg"])
+        row = dict(model=Path(gguf).name, threads=args.threads,
+                   ssmkit={b: statistics.median(v) for b, v in ours.items()},
+                   llama_cpp={b: statistics.median(v) for b, v in theirs.items()},
+                   ssmkit_runs=ours, llama_cpp_runs=theirs)
+        rows.append(row)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    first = batches[0]
+    print(f"decode tokens/s summed over the batch, {args.threads} threads, 64-token prompts, 64 decode steps, "
+          f"median of {args.runs} interleaved runs; x{first} = over batch {first} of the same engine")
+    print(f"{'model':28} {'batch':>5} {'ssmkit':>9} {'x' + str(first):>6} {'llama.cpp':>10} {'x' + str(first):>6} "
+          f"{'ssmkit/llama.cpp':>17}")
+    for r in rows:
+        a, b = r["ssmkit"], r["llama_cpp"]
+        for n in batches:
+            print(f"{r['model']:28} {n:5d} {a[n]:9.1f} {a[n] / a[first]:6.2f} {b[n]:10.1f} {b[n] / b[first]:6.2f} "
+                  f"{a[n] / b[n]:17.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -239,6 +287,15 @@ def main() -> None:
     p.add_argument("--check", type=int, default=16)
     p.add_argument("--json")
     p.set_defaults(fn=compare)
+    p = sub.add_parser("batched")
+    p.add_argument("--ssmkit", required=True)
+    p.add_argument("--batched-bench", required=True, help="llama.cpp's llama-batched-bench binary")
+    p.add_argument("--gguf", action="append", required=True, help="a GGUF file both engines load")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--json")
+    p.set_defaults(fn=batched)
     args = parser.parse_args()
     args.fn(args)
 

@@ -11,7 +11,8 @@
 # torch and transformers from the wheelhouse cache), the llama-cpp-python sdist from PyPI (cached in
 # ~/.cache/ssmkit), unpacked under build/llama-cpp-peer/ with the llama.cpp it vendors built there
 # by CMake (CPU backend, GGML_NATIVE: libllama for llama-cpp-python's ctypes API, read from the
-# sdist's own sources, and llama-quantize / llama-bench / llama-server / llama-perplexity), the
+# sdist's own sources, and llama-quantize / llama-bench / llama-batched-bench / llama-server /
+# llama-perplexity), the
 # checkpoints and their GGUF files. Nothing of llama.cpp is part of this repository. The first run
 # takes ~25 minutes on 2 cores (the llama.cpp build); later runs reuse what is there.
 #
@@ -21,7 +22,9 @@
 #      of build/llama-cpp-peer's), THREADS (default 2), CASES (default "mamba1-f32 mamba1-bf16
 #      mamba2-f32 mamba2-bf16"; ARCH-WEIGHTS with ARCH mamba1, mamba2 or granite-350m and WEIGHTS
 #      f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; granite-350m only as f32 / bf16, which ssmkit
-#      reads from the checkpoint directory).
+#      reads from the checkpoint directory); BATCHES (e.g. "1,8": also decode at these batches on
+#      each case's GGUF file, `ssmkit bench generate --model FILE` against llama-batched-bench,
+#      bench/llama_cpp_decode.py batched; RUNS of them, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
@@ -51,16 +54,18 @@ if [ ! -d "$sdist_dir" ]; then
 fi
 llama=$sdist_dir/vendor/llama.cpp
 bin=$llama/build/bin
-if [ ! -x "$bin/llama-quantize" ] || [ ! -f "$bin/libllama.so" ]; then
+if [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-batched-bench" ] || [ ! -f "$bin/libllama.so" ]; then
   cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
-  cmake --build "$llama/build" -j2 --target llama-bench llama-server llama-quantize llama-perplexity llama-cli
+  cmake --build "$llama/build" -j2 --target llama-bench llama-batched-bench llama-server llama-quantize \
+    llama-perplexity llama-cli
 fi
 export PYTHONPATH="$sdist_dir${PYTHONPATH:+:$PYTHONPATH}" LLAMA_CPP_LIB_PATH="$bin"
 
 # llama-quantize's names: the K-quants as its _M mixes (the files users download).
 declare -A quant_names=([q8_0]=Q8_0 [q4_0]=Q4_0 [q4_k]=Q4_K_M [q5_k]=Q5_K_M [q6_k]=Q6_K)
 compare=()
+batched=()
 for c in $cases; do
   arch=${c%-*} weights=${c##*-}
   dir=$work/$arch
@@ -81,5 +86,10 @@ for c in $cases; do
       ours=$gguf ;;
   esac
   compare+=(--case "$arch,$weights,$ours,$gguf")
+  batched+=(--gguf "$gguf")
 done
 "$py" "$helper" compare --ssmkit build/release/ssmkit --threads "$threads" "${compare[@]}" "$@"
+if [ -n "${BATCHES:-}" ]; then
+  LD_LIBRARY_PATH="$bin" "$py" "$helper" batched --ssmkit build/release/ssmkit --threads "$threads" \
+    --batched-bench "$bin/llama-batched-bench" --batches "$BATCHES" --runs "${RUNS:-3}" "${batched[@]}"
+fi

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -137,8 +138,16 @@ double TimedFma(FmaProbe& probe) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batch, int repetitions,
-               int long_repetitions, CaseResult* r) {
+// Multiply-adds of one decode step of one sequence: every parameter once, except an untied
+// embedding's (a row lookup). MoE models count every expert (as the floor's bytes do).
+double StepMultiplyAdds(const Model& model) {
+  const ModelConfig& c = model.config();
+  const double lookup = c.tie_embeddings ? 0.0 : static_cast<double>(c.vocab_size * c.d_model);
+  return static_cast<double>(model.parameter_count()) - lookup;
+}
+
+Status RunCase(const Model& model, const std::string& weights, const Shape& shape, int64_t batch,
+               int repetitions, int long_repetitions, CaseResult* r) {
   const ModelConfig& config = model.config();
   std::unique_ptr<Session> session;
   SSMKIT_RETURN_IF_ERROR(Session::Create(model, batch, &session));
@@ -157,11 +166,7 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
   const int64_t weight_bytes = model.decode_weight_bytes();
   const std::vector<float> probe(static_cast<size_t>(weight_bytes / 4), 1.0f);
   volatile float sink = 0.0f;
-  // Multiply-adds of one step: every weight element once per sequence (elements from bytes at
-  // the dtype's bytes per element; a quantized model's fallback matrices make it approximate).
-  const double bytes_per_element =
-      static_cast<double>(DTypeBlockBytes(dtype)) / static_cast<double>(DTypeBlockElements(dtype));
-  const double step_fmas = static_cast<double>(weight_bytes) / bytes_per_element * batch;
+  const double step_fmas = StepMultiplyAdds(model) * static_cast<double>(batch);
   const double lanes = DispatchedFloatLanes();
   FmaProbe fma(NumThreads(), step_fmas / NumThreads() / lanes);
   const double probe_fmas = fma.FmasPerThread() * NumThreads() * lanes;
@@ -192,8 +197,7 @@ Status RunCase(const Model& model, DType dtype, const Shape& shape, int64_t batc
     decode_s.push_back(decode);
   }
   r->shape = shape.name;
-  // The requested dtype: a quantized model's few fallback matrices would make it "mixed".
-  r->dtype = DTypeIsQuantized(dtype) ? DTypeName(dtype) : model.weight_dtype_name();
+  r->dtype = weights;
   r->batch = batch;
   r->prompt_tokens = prompt_tokens;
   r->decode_steps = decode_steps;
@@ -242,42 +246,81 @@ bool ParseWeights(const std::string& text, std::vector<DType>* dtypes) {
   return true;
 }
 
+// Repetitions of prefill + decode per case: --runs, else kDefaultRepetitions.
+int Repetitions(const Options& options) {
+  return options.runs == Options{}.runs ? kDefaultRepetitions : options.runs;
+}
+
+// --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
+bool Selected(const Options& options, const std::string& weights, int64_t batch) {
+  const std::string batch_name = "b" + std::to_string(batch);
+  return options.algo.empty() || options.algo == weights || options.algo == batch_name ||
+         options.algo == weights + "/" + batch_name;
+}
+
+// The cases of one model, batches 1, 8 and 32 as --algo selects; false after printing a failure.
+bool RunModelCases(const Model& model, const std::string& weights, const Shape& shape,
+                   const Options& options, std::vector<CaseResult>* results) {
+  const int long_repetitions = options.runs == Options{}.runs ? 1 : options.runs;
+  for (int64_t batch : {1, 8, 32}) {
+    if (!Selected(options, weights, batch)) continue;
+    CaseResult r;
+    const Status s =
+        RunCase(model, weights, shape, batch, Repetitions(options), long_repetitions, &r);
+    if (!s.ok()) {
+      std::fprintf(stderr, "bench generate %s %s B=%lld: %s\n", shape.name, weights.c_str(),
+                   static_cast<long long>(batch), s.message().c_str());
+      return false;
+    }
+    results->push_back(r);
+  }
+  return true;
+}
+
+// --model PATH: a checkpoint directory or GGUF file instead of the random presets (the same
+// file llama.cpp runs, bench/llama_cpp_decode.sh), named by its file name; 64-token prompts
+// and 64 decode steps at every batch, as llama-batched-bench -npp 64 -ntg 64 runs them.
+int RunFileModel(const Options& options, std::vector<CaseResult>* results) {
+  std::unique_ptr<Model> model;
+  const Status s = Model::Load(options.model, &model);
+  if (!s.ok()) {
+    std::fprintf(stderr, "bench generate: --model %s\n", s.message().c_str());
+    return 1;
+  }
+  const std::string name = std::filesystem::path(options.model).filename().string();
+  const Shape shape{name.c_str(), kShortPromptTokens, kShortDecodeSteps, false, ""};
+  return RunModelCases(*model, model->weight_dtype_name(), shape, options, results) ? 0 : 1;
+}
+
 int RunGenerateBench(const Options& options) {
   if (options.device == "cuda") return RunCudaGenerateBench(options);
   std::vector<DType> dtypes;
   if (!ParseWeights(options.weights, &dtypes)) return 2;
-  const int repetitions = options.runs == Options{}.runs ? kDefaultRepetitions : options.runs;
-  const int long_repetitions = options.runs == Options{}.runs ? 1 : options.runs;
   std::vector<CaseResult> results;
+  if (!options.model.empty()) {
+    if (const int rc = RunFileModel(options, &results); rc != 0) return rc;
+  }
   for (const Shape& shape : kShapes) {
+    if (!options.model.empty()) break;
     if (!options.shape.empty() && options.shape != shape.name) continue;
     if (options.weights.empty()) ParseWeights(shape.default_weights, &dtypes);
     for (DType dtype : dtypes) {
-      // --algo f32 | bf16 | b32 | bf16/b32: a weight dtype, a batch, or both.
-      const std::string dtype_name = DTypeName(dtype);
-      auto selected = [&](int64_t batch) {
-        const std::string batch_name = "b" + std::to_string(batch);
-        return options.algo.empty() || options.algo == dtype_name || options.algo == batch_name ||
-               options.algo == dtype_name + "/" + batch_name;
-      };
-      if (!selected(1) && !selected(8) && !selected(32)) continue;
-      auto fail = [&](int64_t batch, const Status& s) {
-        std::fprintf(stderr, "bench generate %s %s B=%lld: %s\n", shape.name, DTypeName(dtype),
-                     static_cast<long long>(batch), s.message().c_str());
-        return 1;
-      };
+      const std::string weights = DTypeName(dtype);
+      if (!Selected(options, weights, 1) && !Selected(options, weights, 8) &&
+          !Selected(options, weights, 32))
+        continue;
       ModelConfig config;
       std::unique_ptr<Model> model;
       Status s = PresetConfig(shape.name, &config);
       if (s.ok()) s = Model::Random(config, dtype, 1234, &model);
-      if (!s.ok()) return fail(0, s);
-      for (int64_t batch : {1, 8, 32}) {
-        if (!selected(batch)) continue;
-        CaseResult r;
-        s = RunCase(*model, dtype, shape, batch, repetitions, long_repetitions, &r);
-        if (!s.ok()) return fail(batch, s);
-        results.push_back(r);
+      if (!s.ok()) {
+        std::fprintf(stderr, "bench generate %s %s: %s\n", shape.name, weights.c_str(),
+                     s.message().c_str());
+        return 1;
       }
+      // A quantized model's few fallback matrices make weight_dtype_name() "mixed": the
+      // requested dtype names the row.
+      if (!RunModelCases(*model, weights, shape, options, &results)) return 1;
     }
   }
   if (results.empty()) {
@@ -320,7 +363,7 @@ int RunGenerateBench(const Options& options) {
       "multiply-adds after every %lldth step\n",
       static_cast<long long>(kPromptTokens), static_cast<long long>(kShortPromptTokens),
       static_cast<long long>(kLongPromptTokens), static_cast<long long>(kShortDecodeSteps),
-      repetitions, NumThreads(), DispatchedTargetName().c_str(),
+      Repetitions(options), NumThreads(), DispatchedTargetName().c_str(),
       static_cast<long long>(kProbeEvery));
   std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
               "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step",

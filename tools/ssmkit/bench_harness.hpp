@@ -20,6 +20,7 @@ struct Options {
   // Weight dtypes of the whole-model benches, comma-separated ("f32,bf16", "q8_0,q4_k").
   std::string weights;
   std::string device = "cpu";  // `bench generate`: "cpu" or "cuda" (bench_generate_cuda.cpp)
+  std::string model;  // `bench generate`: a checkpoint directory or GGUF file ("" = the presets)
 };
 
 // Forces run-time dispatch to the SIMD target `name` (case-insensitive Highway name) for the
