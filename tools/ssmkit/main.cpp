@@ -45,9 +45,10 @@ int main(int argc, char** argv) {
       sub->add_option("--device", options.device,
                       "cpu (default) or cuda: the engine on the GPU at batch 1 and 64 (bf16)")
           ->check(CLI::IsMember({"cpu", "cuda"}));
-      sub->add_option("--model", options.model,
-                      "a checkpoint directory or .gguf file instead of the random presets (64-token "
-                      "prompts, 64 decode steps)");
+      sub->add_option(
+          "--model", options.model,
+          "a checkpoint directory or .gguf file instead of the random presets (64-token "
+          "prompts, 64 decode steps)");
     }
     sub->callback([&options, &exit_code, &suite, &threads] {
       ssmkit::SetNumThreads(threads);
