@@ -85,12 +85,10 @@ TEST_P(PerplexityTest, MatchesTokenByTokenRecomputation) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     PerplexityResult r;
     std::vector<int64_t> progress;
-    ASSERT_TRUE(Perplexity(*model_, tokens, {L, 0, batch}, &r,
-                           [&](int64_t done, double ppl) {
-                             EXPECT_TRUE(std::isfinite(ppl));
-                             progress.push_back(done);
-                           })
-                    .ok());
+    ASSERT_TRUE(Perplexity(*model_, tokens, {L, 0, batch}, &r, [&](int64_t done, double ppl) {
+                  EXPECT_TRUE(std::isfinite(ppl));
+                  progress.push_back(done);
+                }).ok());
     EXPECT_EQ(r.chunks, chunks);
     EXPECT_EQ(r.scored_tokens, want.scored);
     EXPECT_NEAR(r.mean_nll, want.mean, 1e-5 * want.mean);

@@ -22,11 +22,11 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-  int64_t chunks = 0;         // chunks scored
-  int64_t scored_tokens = 0;  // chunks * (context - 1 - context / 2)
-  double mean_nll = 0.0;      // nats per scored token: -log p(token | the chunk before it)
-  double nll_stderr = 0.0;    // standard error of mean_nll (over the scored tokens)
-  double perplexity = 0.0;    // exp(mean_nll)
+  int64_t chunks = 0;              // chunks scored
+  int64_t scored_tokens = 0;       // chunks * (context - 1 - context / 2)
+  double mean_nll = 0.0;           // nats per scored token: -log p(token | the chunk before it)
+  double nll_stderr = 0.0;         // standard error of mean_nll (over the scored tokens)
+  double perplexity = 0.0;         // exp(mean_nll)
   double perplexity_stderr = 0.0;  // perplexity * nll_stderr (first order)
 };
 

@@ -59,7 +59,7 @@ Status Perplexity(const Model& model, std::span<const int32_t> tokens,
   }
   std::unique_ptr<Session> session;
   SSMKIT_RETURN_IF_ERROR(Session::Create(model, B, &session));
-  const int64_t first = L / 2;  // the first scored position
+  const int64_t first = L / 2;           // the first scored position
   const int64_t scored = L - 1 - first;  // positions first .. L-2 predict tokens first+1 .. L-1
   std::vector<float> logits, all_logits;
   std::vector<double> nll;  // (chunks * scored)
