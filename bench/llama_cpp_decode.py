@@ -2,7 +2,8 @@
 """The steps of bench/llama_cpp_decode.sh: ssmkit's prefill and decode against llama.cpp's on
 the same random checkpoints of the docs/targets.md shapes (batch 1, greedy).
 
-  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the m1-130m / m2-130m shapes, or a
+  checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the m1-130m / m2-130m shapes (or
+              m1-2.8b: --arch mamba1-2.8b, 64 layers of d_model 2560; f32 only), or a
               GraniteMoeHybridForCausalLM of granite-4.0-h-350m's published config, saved with
               save_pretrained (f32, and a bf16 copy of the same weights), with the fixtures'
               tokenizer.json (both engines need one to load the checkpoint; the prompt is the
@@ -68,7 +69,9 @@ def make_checkpoint(args) -> None:
     common = dict(hidden_size=768, num_hidden_layers=24, expand=2, conv_kernel=4, use_conv_bias=True,
                   use_bias=False, layer_norm_epsilon=1e-5, bos_token_id=0, eos_token_id=0, pad_token_id=0,
                   tie_word_embeddings=True)
-    if args.arch == "mamba1":
+    if args.arch == "mamba1-2.8b":  # state-spaces/mamba-2.8b's shape
+        common.update(hidden_size=2560, num_hidden_layers=64)
+    if args.arch.startswith("mamba1"):
         model = MambaForCausalLM(MambaConfig(vocab_size=50280, state_size=16, time_step_rank="auto", **common))
     elif args.arch == "granite-350m":
         model = GraniteMoeHybridForCausalLM(GraniteMoeHybridConfig(**GRANITE_350M))
@@ -264,7 +267,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("checkpoint")
-    p.add_argument("--arch", choices=["mamba1", "mamba2", "granite-350m"], required=True)
+    p.add_argument("--arch", choices=["mamba1", "mamba2", "granite-350m", "mamba1-2.8b"], required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--bf16-out")
     p.add_argument("--seed", type=int, default=130)

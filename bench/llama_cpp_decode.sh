@@ -20,7 +20,8 @@
 #        e.g. --runs 5 --prompt-repeat 50 --json FILE]
 # Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), LLAMA_CPP_DIR (an unpacked sdist to use instead
 #      of build/llama-cpp-peer's), THREADS (default 2), CASES (default "mamba1-f32 mamba1-bf16
-#      mamba2-f32 mamba2-bf16"; ARCH-WEIGHTS with ARCH mamba1, mamba2 or granite-350m and WEIGHTS
+#      mamba2-f32 mamba2-bf16"; ARCH-WEIGHTS with ARCH mamba1, mamba2, mamba1-2.8b (an 11 GB f32
+#      checkpoint, then an 11 GB f32 GGUF: quantized types only) or granite-350m and WEIGHTS
 #      f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; granite-350m only as f32 / bf16, which ssmkit
 #      reads from the checkpoint directory); BATCHES (e.g. "1,8": also decode at these batches on
 #      each case's GGUF file, `ssmkit bench generate --model FILE` against llama-batched-bench,
@@ -69,7 +70,9 @@ batched=()
 for c in $cases; do
   arch=${c%-*} weights=${c##*-}
   dir=$work/$arch
-  if [ ! -f "$dir-f32/model.safetensors" ] || [ ! -f "$dir-bf16/model.safetensors" ]; then
+  if [ "$arch" = mamba1-2.8b ]; then  # f32 only: its bf16 copy would be 5.5 GB more
+    [ -f "$dir-f32/model.safetensors" ] || "$py" "$helper" checkpoint --arch "$arch" --out "$dir-f32"
+  elif [ ! -f "$dir-f32/model.safetensors" ] || [ ! -f "$dir-bf16/model.safetensors" ]; then
     "$py" "$helper" checkpoint --arch "$arch" --out "$dir-f32" --bf16-out "$dir-bf16"
   fi
   case $weights in
