@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model_handles.hpp"
+#include "ssmkit/perplexity.hpp"
 
 namespace ssmkit::python {
 namespace {
@@ -172,6 +173,28 @@ void Decode(SessionHandle& self, IdsVector tokens, Logits2 logits) {
   });
 }
 
+// include/ssmkit/perplexity.hpp on token ids (N); a dict of the result's fields.
+nb::dict Perplexity(const ModelHandle& self, IdsVector tokens, int64_t context, int64_t max_chunks,
+                    int64_t batch) {
+  PerplexityResult r;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = ssmkit::Perplexity(
+        *self.model, std::span<const int32_t>(tokens.data(), tokens.shape(0)),
+        PerplexityOptions{context, max_chunks, batch}, &r);
+  }
+  ThrowIfError(status);
+  nb::dict d;
+  d["perplexity"] = r.perplexity;
+  d["perplexity_stderr"] = r.perplexity_stderr;
+  d["mean_nll"] = r.mean_nll;
+  d["nll_stderr"] = r.nll_stderr;
+  d["chunks"] = r.chunks;
+  d["scored_tokens"] = r.scored_tokens;
+  return d;
+}
+
 int64_t Batch(SessionHandle& self) {
   std::lock_guard<std::mutex> lock(self.state->mu);
   return self.state->session->batch();
@@ -195,7 +218,9 @@ void RegisterModel(nb::module_& m) {
                    [](const ModelHandle& h) { return h.model->decode_weight_bytes(); })
       .def_prop_ro("weight_dtype",
                    [](const ModelHandle& h) { return h.model->weight_dtype_name(); })
-      .def_prop_ro("source", [](const ModelHandle& h) { return h.model->source(); });
+      .def_prop_ro("source", [](const ModelHandle& h) { return h.model->source(); })
+      .def("perplexity", &Perplexity, nb::arg("tokens").noconvert(), nb::arg("context"),
+           nb::arg("max_chunks"), nb::arg("batch"));
 
   nb::class_<SessionHandle>(m, "_Session")
       .def("__init__", &CreateSession, nb::arg("model"), nb::arg("max_batch"),

@@ -138,6 +138,18 @@ class Model:
         tokens, _ = _ids.batch(ids)
         return Session(self, tokens.shape[0]).prefill(ids, all_logits=True)
 
+    def perplexity(self, text, context=512, *, max_chunks=0, batch=1):
+        """The perplexity of `text` (a string, encoded with the model's tokenizer, or token ids)
+        as llama.cpp's llama-perplexity measures it: chunks of `context` tokens, each from a
+        fresh state, the second half of each scored (at most max_chunks chunks, 0: all; `batch`
+        chunks run together). Returns a dict: perplexity, perplexity_stderr, mean_nll (nats per
+        scored token), nll_stderr, chunks, scored_tokens."""
+        if isinstance(text, str):
+            ids = np.asarray(self.tokenizer.encode(text), np.int32)
+        else:
+            ids = _ids.sequence(text, "text")
+        return self._handle.perplexity(ids, context, max_chunks, batch)
+
     def stream(self, prompt="", max_new_tokens=128, *, temperature=0.0, top_k=0, top_p=1.0,
                seed=0, stop=None, ignore_eos=False, skip_special=True, device="cpu"):
         """Generates token by token: an iterator of Token(id, text) (see generate for the
