@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -198,6 +199,15 @@ class Model {
   // expected tensor is checked for presence, dtype and shape, and tensors the model does not
   // use are an error.
   static Status Load(const std::string& dir, std::unique_ptr<Model>* model);
+  // A model over tensors the caller owns (a framework's parameters: PyTorch's
+  // ssmkit.torch.accelerate): config_json is a config.json's text (any class Load reads),
+  // tensors its checkpoint's names -> contiguous f32 / bf16 / f16 views, checked as Load checks
+  // a checkpoint's. The matrices are used in place (the memory must outlive the model and its
+  // sessions; in-place changes show); the vectors (norms, A, D, biases) are converted into the
+  // model when it is made, so a caller that changes its parameters makes a new model.
+  static Status FromTensors(const std::string& config_json,
+                            const std::map<std::string, Tensor>& tensors,
+                            std::unique_ptr<Model>* model);
   // Random weights (uniform, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
   // the benchmark's models. weight_dtype: f32, bf16, f16 or a quantized type (q8_0, q4_0,
   // q4_k, q5_k, q6_k) for the projections and embedding; a matrix whose rows are not whole

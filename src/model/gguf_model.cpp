@@ -16,10 +16,6 @@ class GgufWeightSource final : public WeightSource {
  public:
   Status Init(GgufFile file, const ModelConfig& config);
 
-  const WeightTensor* Find(const std::string& name) const override {
-    const auto it = tensors_.find(name);
-    return it == tensors_.end() ? nullptr : &it->second;
-  }
   const std::map<std::string, WeightTensor>& tensors() const override { return tensors_; }
   std::string description() const override { return file_.label(); }
 

@@ -1,8 +1,10 @@
-// Model: loading a checkpoint directory (config.json + safetensors) or making random weights.
+// Model: loading a checkpoint directory (config.json + safetensors), binding tensors in memory
+// or making random weights.
 #include <new>
 
 #include "core/dtype.hpp"
 #include "model/checkpoint_source.hpp"
+#include "model/config.hpp"
 #include "model/model_impl.hpp"
 
 namespace ssmkit {
@@ -20,6 +22,22 @@ Status Model::Load(const std::string& dir, std::unique_ptr<Model>* model) {
     return Status::Ok();
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory(dir + ": out of memory while loading the model");
+  }
+}
+
+Status Model::FromTensors(const std::string& config_json,
+                          const std::map<std::string, Tensor>& tensors,
+                          std::unique_ptr<Model>* model) {
+  try {
+    auto impl = std::make_unique<Impl>();
+    SSMKIT_RETURN_IF_ERROR(model::ParseModelConfig(config_json, "config_json", &impl->config));
+    SSMKIT_RETURN_IF_ERROR(model::MemoryWeightSource::Create(tensors, &impl->source));
+    SSMKIT_RETURN_IF_ERROR(model::BindWeights(impl->config, *impl->source, &impl->weights));
+    impl->source_name = impl->source->description();
+    model->reset(new Model(std::move(impl)));
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("model from tensors: out of memory");
   }
 }
 

@@ -39,9 +39,9 @@ Status SafetensorsWeightSource::Open(const std::string& dir,
   return Status::Ok();
 }
 
-const WeightTensor* SafetensorsWeightSource::Find(const std::string& name) const {
-  const auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
+const WeightTensor* WeightSource::Find(const std::string& name) const {
+  const auto it = tensors().find(name);
+  return it == tensors().end() ? nullptr : &it->second;
 }
 
 }  // namespace ssmkit::model

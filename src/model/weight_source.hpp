@@ -36,8 +36,8 @@ int64_t Numel(const std::vector<int64_t>& shape);
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
-  // nullptr when absent.
-  virtual const WeightTensor* Find(const std::string& name) const = 0;
+  // nullptr when absent (a lookup in tensors()).
+  const WeightTensor* Find(const std::string& name) const;
   // Every tensor, by name (the binder rejects the ones the model does not use).
   virtual const std::map<std::string, WeightTensor>& tensors() const = 0;
   // The files read, for messages.
@@ -50,12 +50,25 @@ class SafetensorsWeightSource final : public WeightSource {
  public:
   static Status Open(const std::string& dir, std::unique_ptr<WeightSource>* source);
 
-  const WeightTensor* Find(const std::string& name) const override;
   const std::map<std::string, WeightTensor>& tensors() const override { return tensors_; }
   std::string description() const override { return checkpoint_.description(); }
 
  private:
   SafetensorsCheckpoint checkpoint_;
+  std::map<std::string, WeightTensor> tensors_;
+};
+
+// Tensors in the caller's memory (Model::FromTensors: a framework's parameters, borrowed, never
+// copied): contiguous f32, bf16 or f16, under their checkpoint names.
+class MemoryWeightSource final : public WeightSource {
+ public:
+  static Status Create(const std::map<std::string, Tensor>& tensors,
+                       std::unique_ptr<WeightSource>* source);
+
+  const std::map<std::string, WeightTensor>& tensors() const override { return tensors_; }
+  std::string description() const override { return "tensors in memory"; }
+
+ private:
   std::map<std::string, WeightTensor> tensors_;
 };
 
