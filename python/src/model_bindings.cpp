@@ -180,9 +180,9 @@ nb::dict Perplexity(const ModelHandle& self, IdsVector tokens, int64_t context, 
   Status status;
   {
     nb::gil_scoped_release release;
-    status = ssmkit::Perplexity(
-        *self.model, std::span<const int32_t>(tokens.data(), tokens.shape(0)),
-        PerplexityOptions{context, max_chunks, batch}, &r);
+    status =
+        ssmkit::Perplexity(*self.model, std::span<const int32_t>(tokens.data(), tokens.shape(0)),
+                           PerplexityOptions{context, max_chunks, batch}, &r);
   }
   ThrowIfError(status);
   nb::dict d;
