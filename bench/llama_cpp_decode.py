@@ -3,7 +3,8 @@
 the same random checkpoints of the docs/targets.md shapes (batch 1, greedy).
 
   checkpoint  a random MambaForCausalLM / Mamba2ForCausalLM of the m1-130m / m2-130m shapes (or
-              m1-2.8b: --arch mamba1-2.8b, 64 layers of d_model 2560; f32 only), or a
+              m1-2.8b: --arch mamba1-2.8b, 64 layers of d_model 2560; f32 only), a FalconH1ForCausalLM
+              of Falcon-H1-0.5B's published config (--arch falcon-h1-0.5b), or a
               GraniteMoeHybridForCausalLM of granite-4.0-h-350m's published config, saved with
               save_pretrained (f32, and a bf16 copy of the same weights), with the fixtures'
               tokenizer.json (both engines need one to load the checkpoint; the prompt is the
@@ -56,9 +57,28 @@ GRANITE_350M = dict(
     tie_word_embeddings=True, vocab_size=100352, bos_token_id=0, eos_token_id=0, pad_token_id=0)
 
 
+# falcon-h1-0.5b: the keys of tiiuae/Falcon-H1-0.5B-Base's config.json that shape the model (as
+# the engine's preset of the same name): attention and Mamba-2 side by side in every layer, its
+# muP multipliers.
+FALCON_H1_05B = dict(
+    attention_bias=False, attention_in_multiplier=1.0, attention_out_multiplier=0.9375,
+    embedding_multiplier=5.656854249492381, head_dim=64, hidden_act="silu", hidden_size=1024,
+    intermediate_size=2048, key_multiplier=0.39062499999999994, lm_head_multiplier=0.0390625,
+    mamba_chunk_size=128, mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64, mamba_d_ssm=1536,
+    mamba_d_state=128, mamba_expand=2, mamba_n_groups=1, mamba_n_heads=24,
+    mamba_norm_before_gate=False, mamba_proj_bias=False, mamba_rms_norm=False,
+    max_position_embeddings=16384, mlp_bias=False, mlp_multipliers=[0.8838834764831844, 0.5859375],
+    num_attention_heads=8, num_hidden_layers=36, num_key_value_heads=2, projectors_bias=False,
+    rms_norm_eps=1e-5, rope_theta=100000000000.0, ssm_in_multiplier=1.25,
+    ssm_multipliers=[0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738],
+    ssm_out_multiplier=0.23570226039551587, tie_word_embeddings=False, vocab_size=32784,
+    bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+
 def make_checkpoint(args) -> None:
     import torch
-    from transformers import (GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM, Mamba2Config,
+    from transformers import (FalconH1Config, FalconH1ForCausalLM, GraniteMoeHybridConfig,
+                              GraniteMoeHybridForCausalLM, Mamba2Config,
                               Mamba2ForCausalLM, MambaConfig, MambaForCausalLM)
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -75,6 +95,8 @@ def make_checkpoint(args) -> None:
         model = MambaForCausalLM(MambaConfig(vocab_size=50280, state_size=16, time_step_rank="auto", **common))
     elif args.arch == "granite-350m":
         model = GraniteMoeHybridForCausalLM(GraniteMoeHybridConfig(**GRANITE_350M))
+    elif args.arch == "falcon-h1-0.5b":
+        model = FalconH1ForCausalLM(FalconH1Config(**FALCON_H1_05B))
     else:
         model = Mamba2ForCausalLM(Mamba2Config(vocab_size=50288, state_size=128, num_heads=24, head_dim=64,
                                                n_groups=1, chunk_size=256, **common))
@@ -267,7 +289,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("checkpoint")
-    p.add_argument("--arch", choices=["mamba1", "mamba2", "granite-350m", "mamba1-2.8b"], required=True)
+    p.add_argument("--arch", choices=["mamba1", "mamba2", "granite-350m", "falcon-h1-0.5b", "mamba1-2.8b"],
+                   required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--bf16-out")
     p.add_argument("--seed", type=int, default=130)

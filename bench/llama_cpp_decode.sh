@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prefill and decode at batch 1 against llama.cpp (docs/benchmarks.md, "Engine decode vs
 # llama.cpp"): the same random checkpoints of the docs/targets.md shapes (m1-130m, m2-130m,
-# granite-4.0-h-350m), converted to GGUF with llama.cpp's own convert_hf_to_gguf.py and, for the
+# m1-2.8b, granite-4.0-h-350m, falcon-h1-0.5b), converted to GGUF with llama.cpp's own convert_hf_to_gguf.py and, for the
 # quantized types, quantized by llama.cpp's own llama-quantize; timed in both engines in one run
 # (2 threads, greedy, median of 3, runs interleaved), with a check that both pick the same first
 # greedy tokens. ssmkit loads the checkpoint directory for f32 / bf16 and the same GGUF file
@@ -21,8 +21,8 @@
 # Env: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), LLAMA_CPP_DIR (an unpacked sdist to use instead
 #      of build/llama-cpp-peer's), THREADS (default 2), CASES (default "mamba1-f32 mamba1-bf16
 #      mamba2-f32 mamba2-bf16"; ARCH-WEIGHTS with ARCH mamba1, mamba2, mamba1-2.8b (an 11 GB f32
-#      checkpoint, then an 11 GB f32 GGUF: quantized types only) or granite-350m and WEIGHTS
-#      f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; granite-350m only as f32 / bf16, which ssmkit
+#      checkpoint, then an 11 GB f32 GGUF: quantized types only), granite-350m or falcon-h1-0.5b
+#      and WEIGHTS f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; the hybrids only as f32 / bf16, which ssmkit
 #      reads from the checkpoint directory); BATCHES (e.g. "1,8": also decode at these batches on
 #      each case's GGUF file, `ssmkit bench generate --model FILE` against llama-batched-bench,
 #      bench/llama_cpp_decode.py batched; RUNS of them, default 3).
