@@ -478,6 +478,32 @@ TEST_F(MlpErrors, DxOverlapsExpertWeight) {
 
 // ------------------------------------------------------------------ views
 
+TEST_F(MlpErrors, QuantizedWeightsRowsOfWholeBlocks) {
+  // d = 5 is no whole number of q8_0's 32-element blocks.
+  mlp_in_.weights.up.dtype = DType::kQ8_0;
+  Expect(MlpFwd(), {"mlp: weights.up:", "rows of whole q8_0 blocks (32 elements)", "5 columns"});
+}
+TEST(MlpQuantized, ForwardTakesThemBackwardRefusesThem) {
+  // q8_0 matrices of zero blocks (scale 0): the forward runs (output 0), the backward names the
+  // first quantized weight.
+  constexpr int64_t T = 2, d = 32, F = 4;
+  HostTensor x({T, d}, DType::kF32), out({T, d}, DType::kF32), dout({T, d}, DType::kF32);
+  std::vector<uint8_t> up(static_cast<size_t>(DTypeRowBytes(DType::kQ8_0, d) * F), 0);
+  HostTensor down({d, F}, DType::kF32);
+  MlpInputs in;
+  in.x = x.view();
+  in.weights.up = Tensor::Contiguous(up.data(), DType::kQ8_0, {F, d});
+  in.weights.down = down.view();
+  MlpOptions options;
+  options.activation = MlpActivation::kRelu;
+  const Status fwd = MlpForward(in, out.view(), options);
+  EXPECT_TRUE(fwd.ok()) << fwd.message();
+  const Status bwd = MlpBackward(in, dout.view(), MlpGrads{}, options);
+  EXPECT_NE(bwd.message().find("mlp: weights.up: expected f32 | bf16 | f16 (the backward widens "
+                               "float weights), given q8_0"),
+            std::string::npos)
+      << bwd.message();
+}
 TEST_F(MlpErrors, SplitGateUpOdd) {
   Tensor gate, up;
   Tensor fused = mlp_in_.weights.up;

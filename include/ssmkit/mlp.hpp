@@ -37,6 +37,8 @@
 // Storage: x, out and every activation-sized tensor f32, rows possibly strided, the last
 // dimension contiguous; weights f32 | bf16 | f16 in the checkpoint's (out, in) layout,
 // row-major contiguous, widened to f32 as they are read (as LinearForward does); biases f32.
+// The forwards also take quantized weights (q8_0, q4_0, q4_K, q5_K, q6_K, rows of whole
+// blocks: a GGUF file's), multiplied as LinearForward multiplies them; the backwards do not.
 // Accumulation f32. Gradients of weights and biases are f32 whatever the weight's dtype.
 //
 // Workspace: internal. Each calling thread keeps its own buffers (thread_local), grown before
@@ -79,9 +81,9 @@ const char* MlpActivationName(MlpActivation activation);  // "silu", "gelu", ...
 
 // The weights of one MLP. gate absent: the ungated form (then gate_bias must be absent too).
 struct MlpWeights {
-  Tensor gate;       // (F, d) f32 | bf16 | f16, row-major contiguous; absent: ungated
-  Tensor up;         // (F, d) f32 | bf16 | f16, row-major contiguous
-  Tensor down;       // (d, F) f32 | bf16 | f16, row-major contiguous
+  Tensor gate;       // (F, d) f32 | bf16 | f16 (or quantized: above), row-major; absent: ungated
+  Tensor up;         // (F, d) f32 | bf16 | f16 (or quantized), row-major contiguous
+  Tensor down;       // (d, F) f32 | bf16 | f16 (or quantized), row-major contiguous
   Tensor gate_bias;  // optional (F) f32
   Tensor up_bias;    // optional (F) f32
   Tensor down_bias;  // optional (d) f32
@@ -184,8 +186,12 @@ Status SplitGateUp(const Tensor& fused, Tensor* gate, Tensor* up);
 
 // 3-D expert tensors (GraniteMoe's input_linear / output_linear, transformers 5's
 // experts.gate_up_proj / experts.down_proj): gate_up (E, 2F, d) chunked [gate, up], down
-// (E, d, F), both row-major contiguous. Fills experts[e].gate, .up, .down (biases untouched);
-// experts.size() must be E. No copy.
+// (E, d, F), both row-major contiguous, float or quantized (rows of whole blocks). Fills
+// experts[e].gate, .up, .down (biases untouched); experts.size() must be E. No copy.
 Status SplitFusedExperts(const Tensor& gate_up, const Tensor& down, std::span<MlpWeights> experts);
+// The same with gate and up stacked apart (GGUF files' ffn_gate_exps / ffn_up_exps): gate and
+// up (E, F, d), down (E, d, F).
+Status SplitStackedExperts(const Tensor& gate, const Tensor& up, const Tensor& down,
+                           std::span<MlpWeights> experts);
 
 }  // namespace ssmkit

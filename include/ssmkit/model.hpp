@@ -193,7 +193,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // A directory with config.json and model.safetensors (or model.safetensors.index.json and
-  // shards), or a GGUF file of a Mamba-1 or Mamba-2 model (llama.cpp's converter and
+  // shards), or a GGUF file of a Mamba-1, Mamba-2 or granitehybrid (Granite-4.0-H, Bamba)
+  // model (llama.cpp's converter and
   // llama-quantize output: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K; docs/gguf.md). The
   // weights are memory-mapped, never copied (quantized matrices are read as stored); every
   // expected tensor is checked for presence, dtype and shape, and tensors the model does not

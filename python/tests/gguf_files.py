@@ -7,6 +7,7 @@ The converter names a byte-level BPE pre-tokenizer by hashing how the tokenizer 
 text and refuses one it does not know; the fixtures' tokenizer is GPT-NeoX's byte-level one cut
 down to 300 tokens, which llama.cpp knows as "gpt-2", so the tests tell it so."""
 import functools
+import json
 import os
 import runpy
 import subprocess
@@ -25,17 +26,19 @@ def converter():
     return out.stdout.strip()
 
 
-def convert(model_dir, out_path, outtype):
-    """convert_hf_to_gguf.py MODEL_DIR --outfile OUT --outtype TYPE, in a child process."""
+def convert(model_dir, out_path, outtype, pre="gpt-2"):
+    """convert_hf_to_gguf.py MODEL_DIR --outfile OUT --outtype TYPE, in a child process, the
+    byte-level pre-tokenizer named `pre` ("gpt-2": GPT-NeoX's; "llama-bpe": the Split by the
+    Llama-3 regex of the hybrid fixtures' tokenizer)."""
     code = ("import runpy, sys\n"
-            "script = sys.argv[1]\n"
+            "script, pre = sys.argv[1], sys.argv[2]\n"
             "sys.path.insert(0, script.rsplit('/', 1)[0])\n"
             "import conversion.base as base\n"
-            "base.TextModel.get_vocab_base_pre = lambda self, tokenizer: 'gpt-2'\n"
-            "sys.argv = [script] + sys.argv[2:]\n"
+            "base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre\n"
+            "sys.argv = [script] + sys.argv[3:]\n"
             "runpy.run_path(script, run_name='__main__')\n")
-    subprocess.run([sys.executable, "-c", code, converter(), model_dir, "--outfile", out_path,
-                    "--outtype", outtype], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-c", code, converter(), pre, model_dir, "--outfile",
+                    out_path, "--outtype", outtype], check=True, capture_output=True)
     return out_path
 
 
@@ -96,17 +99,130 @@ def dequantized_state_dict(path, arch):
     return out
 
 
-def transformers_logits(model_dir, state_dict, ids):
-    """transformers' logits (L, V) for one prompt, with the checkpoint's config and the given
-    weights (float32)."""
+def transformers_logits(model_dir, state_dict, ids, **config_changes):
+    """transformers' logits (L, V) for one prompt, with the checkpoint's config (keys changed as
+    given) and the given weights (float32)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    config = AutoConfig.from_pretrained(model_dir)
+    config = AutoConfig.from_pretrained(model_dir, **config_changes)
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state_dict.items()}
-    if "lm_head.weight" not in tensors:
-        tensors["lm_head.weight"] = tensors["backbone.embeddings.weight"]
+    if "lm_head.weight" not in tensors:  # tied
+        embedding = [k for k in ("backbone.embeddings.weight", "model.embed_tokens.weight")
+                     if k in tensors]
+        tensors["lm_head.weight"] = tensors[embedding[0]]
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     assert not unexpected and not missing, (missing, unexpected)
     with torch.no_grad():
         return model(torch.tensor([list(ids)])).logits[0].numpy()
+
+
+# ------------------------------------------------------------------ the hybrid architectures
+
+def converter_input(model_dir, out_dir):
+    """A copy of a hybrid fixture's directory (the tensors and tokenizer linked) whose
+    config.json says what the converter reads the way the published checkpoints say it, the
+    model unchanged for transformers:
+      - GraniteMoeHybrid's layer_types as the hub files spell them ("mamba" / "attention"): the
+        converter looks for "attention" and would take transformers 5's "full_attention" layers
+        for Mamba ones;
+      - Bamba's attn_rotary_emb, the rotated dims per head its published configs state (head
+        dim / 2, what transformers hard-codes): without it the converter writes the whole head."""
+    os.makedirs(out_dir, exist_ok=True)
+    for f in os.listdir(model_dir):
+        if f != "config.json":
+            os.symlink(os.path.abspath(os.path.join(model_dir, f)), os.path.join(out_dir, f))
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    if config["model_type"] == "granitemoehybrid" and "layer_types" in config:
+        config["layer_types"] = ["attention" if t in ("attention", "full_attention") else "mamba"
+                                 for t in config["layer_types"]]
+    if config["model_type"] == "bamba":
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+        config["attn_rotary_emb"] = head_dim // 2
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    return out_dir
+
+
+# granitehybrid's per-layer names (llama.cpp's tensor_mapping for GraniteMoeHybridForCausalLM and
+# BambaForCausalLM) and transformers' (the in-memory names of its modules). A list value: the
+# GGUF tensors concatenated along `axis` (the converter split a fused tensor).
+GRANITE_MIXER = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ssm_in.weight": "mamba.in_proj.weight", "ssm_conv1d.weight": "mamba.conv1d.weight",
+    "ssm_conv1d.bias": "mamba.conv1d.bias", "ssm_dt.bias": "mamba.dt_bias", "ssm_a": "mamba.A_log",
+    "ssm_d": "mamba.D", "ssm_norm.weight": "mamba.norm.weight",
+    "ssm_out.weight": "mamba.out_proj.weight",
+    "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+}
+GRANITE_FFN = {
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate_inp.weight": "block_sparse_moe.router.weight",
+    "ffn_down_exps.weight": "block_sparse_moe.experts.down_proj",
+    "ffn_down_shexp.weight": "shared_mlp.output_linear.weight",
+    "ffn_down.weight": "shared_mlp.output_linear.weight",
+}
+GRANITE_FUSED = {  # HF name: ([GGUF parts], axis)
+    "block_sparse_moe.experts.gate_up_proj": (["ffn_gate_exps.weight", "ffn_up_exps.weight"], 1),
+    "shared_mlp.input_linear.weight": (["ffn_gate_shexp.weight", "ffn_up_shexp.weight"], 0),
+    "dense:shared_mlp.input_linear.weight": (["ffn_gate.weight", "ffn_up.weight"], 0),
+}
+BAMBA_FFN = {"ffn_norm.weight": "pre_ff_layernorm.weight"}
+for _w in ("gate", "up", "down"):
+    for _s in ("weight", "bias"):
+        BAMBA_FFN[f"ffn_{_w}.{_s}"] = f"feed_forward.{_w}_proj.{_s}"
+
+
+def unpermute_rows(w, heads):
+    """The inverse of the converter's Q / K row order for llama.cpp's rope: within each head the
+    stored rows are the two halves interleaved."""
+    rows = w.shape[0]
+    e = rows // heads
+    return (w.reshape(heads, e // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+def hybrid_state_dict(path, config):
+    """{transformers name: float32 array} of a granitehybrid GGUF file written from the checkpoint
+    whose config.json is `config` (a dict), every tensor dequantized with gguf-py and every
+    conversion step undone: A = -exp(A_log) back to A_log, the conv weight's squeezed axis and
+    the (H, 1) / (G, D / G) shapes, Q and K's rows put back, the split gate / up tensors fused
+    again as transformers holds them."""
+    gguf = gguf_py()
+    reader = gguf.GGUFReader(path)
+    bamba = config["model_type"] == "bamba"
+    stored = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+              for t in reader.tensors}
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads", heads)
+    out = {"model.embed_tokens.weight": stored.pop("token_embd.weight"),
+           ("model.final_layernorm.weight" if bamba else "model.norm.weight"):
+               stored.pop("output_norm.weight")}
+    if "output.weight" in stored:
+        out["lm_head.weight"] = stored.pop("output.weight")
+    for layer in range(config["num_hidden_layers"]):
+        blk, hf = f"blk.{layer}.", f"model.layers.{layer}."
+        if not bamba:
+            for name, (parts, axis) in GRANITE_FUSED.items():
+                if all(blk + p in stored for p in parts):
+                    out[hf + name.split(":")[-1]] = np.concatenate(
+                        [stored.pop(blk + p) for p in parts], axis=axis)
+        names = {**GRANITE_MIXER, **(BAMBA_FFN if bamba else GRANITE_FFN)}
+        for rest, target in names.items():
+            if blk + rest not in stored:
+                continue
+            values = stored.pop(blk + rest)
+            if rest == "ssm_a":
+                values = np.log(-values.astype(np.float64)).astype(np.float32).reshape(-1)
+            elif rest in ("ssm_d", "ssm_norm.weight"):
+                values = values.reshape(-1)
+            elif rest == "ssm_conv1d.weight":
+                values = values[:, None, :]
+            elif rest == "attn_q.weight":
+                values = unpermute_rows(values, heads)
+            elif rest == "attn_k.weight":
+                values = unpermute_rows(values, kv_heads)
+            out[hf + target] = values
+    assert not stored, f"tensors not mapped: {sorted(stored)}"
+    return out

@@ -51,33 +51,56 @@ def converted(request, tmp_path_factory):
                 state=dequantized_state_dict(path, arch))
 
 
-def test_config_matches_the_checkpoint(converted):
+def check_config(converted, keys=("arch", "d_model", "n_layer", "vocab_size", "d_inner",
+                                   "d_state", "d_conv")):
+    """The config read from the file's metadata has the checkpoint's values of `keys`."""
     original = ssmkit.Model.load(converted["model_dir"]).config
     got = converted["model"].config
-    for key in ("arch", "d_model", "n_layer", "vocab_size", "d_inner", "d_state", "d_conv"):
+    for key in keys:
         assert got[key] == original[key], key
     assert converted["model"].path == converted["path"]
 
 
-def test_tokenizer_from_metadata(converted):
+def check_tokenizer(converted):
+    """The tokenizer from tokenizer.ggml.* encodes and decodes the ASCII prompts (no NFC in
+    GGUF) as the fixture records."""
     tokenizer = converted["model"].tokenizer
-    for text, e in zip(PROMPT_TEXT[:3], converted["expected"]):  # ASCII: no NFC in GGUF
+    for text, e in zip(PROMPT_TEXT[:3], converted["expected"]):
         assert tokenizer.encode(text) == list(e["ids"]), text
         assert tokenizer.decode(list(e["ids"])) == text
 
 
-def test_logits_against_transformers_on_the_same_weights(converted):
+def check_logits(converted, **config_changes):
+    """Every prefill position and three decode steps per prompt against transformers on the
+    file's dequantized weights (converted["state"]), its config changed as given; returns the
+    largest relative error seen."""
     session = converted["model"].session()
     tol = SAME_WEIGHTS_TOLERANCE[converted["outtype"]]
+    worst = 0.0
     for e in converted["expected"]:
         ids = list(e["ids"]) + list(e["greedy"][:3])
-        want = transformers_logits(converted["model_dir"], converted["state"], ids)
+        want = transformers_logits(converted["model_dir"], converted["state"], ids,
+                                   **config_changes)
         got = session.prefill(ids, all_logits=True)[0]
         assert_close(got, want, tol, f"{converted['outtype']} prefill")
+        worst = max(worst, rel_err(got, want))
         logits = session.prefill(ids[:len(e["ids"])])
         for j in range(3):
             assert_close(logits[0], want[len(e["ids"]) - 1 + j], tol, f"decode step {j}")
             logits = session.decode(int(ids[len(e["ids"]) + j]))
+    return worst
+
+
+def test_config_matches_the_checkpoint(converted):
+    check_config(converted)
+
+
+def test_tokenizer_from_metadata(converted):
+    check_tokenizer(converted)
+
+
+def test_logits_against_transformers_on_the_same_weights(converted):
+    check_logits(converted)
 
 
 def test_long_prompt_is_exact_on_the_files_weights(converted):

@@ -7,7 +7,9 @@
 // layer_types: "mamba" / "attention" in the published hub files, "linear_attention" /
 // "full_attention" as transformers 5 writes them (both read); absent: every layer Mamba.
 // Tensors: the hub files' names (what save_pretrained writes too); the names transformers 5
-// converts them to in memory (block_sparse_moe.experts.gate_up_proj, ...) are read as well.
+// converts them to in memory (block_sparse_moe.experts.gate_up_proj, ...) are read as well, and
+// the split forms GGUF files hold (model/gguf_arch_granite.cpp): shared_mlp.{gate,up,down}_proj
+// and block_sparse_moe.experts.{gate,up,down}_proj.
 #include <string>
 
 #include "model/families.hpp"
@@ -98,12 +100,20 @@ void PlanGraniteMoeHybrid(Planner& p, ModelWeights* w) {
         p.Vector({l + "post_attention_layernorm.weight"}, {d}, &b.norm);
         const int64_t Fs = f.shared_intermediate;
         MlpWeights* shared = b.spec.kind == BlockKind::kMoe ? &b.ffn.shared_expert : &b.ffn.mlp;
-        p.FusedMlp(l + "shared_mlp.input_linear", l + "shared_mlp.output_linear", Fs, false,
-                   &b.ffn.fused_gate_up, shared);
+        if (p.Has(l + "shared_mlp.up_proj.weight")) {  // a GGUF file's: split
+          p.Mlp(l + "shared_mlp.", Fs, true, shared);
+        } else {
+          p.FusedMlp(l + "shared_mlp.input_linear", l + "shared_mlp.output_linear", Fs, false,
+                     &b.ffn.fused_gate_up, shared);
+        }
         if (b.spec.kind != BlockKind::kMoe) break;
         const std::string m = l + "block_sparse_moe.";
         const int64_t E = f.num_experts, F = f.moe_intermediate;
         p.Matrix({m + "router.layer.weight", m + "router.weight"}, {E, d}, &b.ffn.router);
+        if (p.Has(m + "experts.up_proj")) {  // a GGUF file's: gate and up stacked apart
+          p.StackedExperts(m + "experts.", &b.ffn);
+          break;
+        }
         p.Matrix({m + "input_linear.weight", m + "experts.gate_up_proj"}, {E, 2 * F, d},
                  &b.ffn.experts_gate_up);
         p.Matrix({m + "output_linear.weight", m + "experts.down_proj"}, {E, d, F},

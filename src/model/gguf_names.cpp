@@ -93,8 +93,14 @@ std::string HfToGgufName(const std::string& name, ModelArch arch) {
 }
 
 bool IsGgufMatrixName(const std::string& name) {
-  for (const char* suffix : {"token_embd.weight", "output.weight", "ssm_in.weight", "ssm_x.weight",
-                             "ssm_dt.weight", "ssm_out.weight"}) {
+  // Not the MoE router (ffn_gate_inp): the routing reads it in a float type only, and
+  // llama.cpp keeps it f32.
+  for (const char* suffix :
+       {"token_embd.weight", "output.weight", "ssm_in.weight", "ssm_x.weight", "ssm_dt.weight",
+        "ssm_out.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+        "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_gate_exps.weight",
+        "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_shexp.weight",
+        "ffn_up_shexp.weight", "ffn_down_shexp.weight"}) {
     const size_t n = std::strlen(suffix);
     if (name.size() >= n && name.compare(name.size() - n, n, suffix) == 0) return true;
   }

@@ -15,8 +15,8 @@ std::string GgufToHfName(const std::string& gguf_name, ModelArch arch);
 // The inverse; "" for a name with no GGUF counterpart.
 std::string HfToGgufName(const std::string& hf_name, ModelArch arch);
 
-// The tensors the engine reads as matrices (linear layers, the embedding): those a file may
-// hold quantized.
+// The tensors the engine reads as matrices (linear layers, the embedding, the experts): those
+// a file may hold quantized.
 bool IsGgufMatrixName(const std::string& gguf_name);
 
 }  // namespace ssmkit::model

@@ -88,6 +88,17 @@ void Planner::SplitExperts(FeedForwardWeights* f) {
       [f]() { return SplitFusedExperts(f->experts_gate_up, f->experts_down, f->experts); });
 }
 
+void Planner::StackedExperts(const std::string& p, FeedForwardWeights* f) {
+  const int64_t E = c_.ffn.num_experts, F = c_.ffn.moe_intermediate, d = c_.d_model;
+  Matrix({p + "gate_proj"}, {E, F, d}, &f->experts_gate);
+  Matrix({p + "up_proj"}, {E, F, d}, &f->experts_up);
+  Matrix({p + "down_proj"}, {E, d, F}, &f->experts_down);
+  f->experts.assign(static_cast<size_t>(E), MlpWeights{});
+  plan_->finish.push_back([f]() {
+    return SplitStackedExperts(f->experts_gate, f->experts_up, f->experts_down, f->experts);
+  });
+}
+
 void Planner::LowRank(const std::string& p, int64_t in, int64_t out, Adapter* a) {
   const int64_t r = c_.adapter_rank;
   Matrix({p + ".0.weight"}, {r, in}, &a->a);

@@ -55,6 +55,10 @@ class Planner {
   // Sizes f->experts to the config's experts and splits f->experts_gate_up / experts_down
   // (bound by the caller) into them after binding.
   void SplitExperts(FeedForwardWeights* f);
+  // The experts stacked as GGUF files hold them: "<p>gate_proj" and "<p>up_proj" (E, F, d),
+  // "<p>down_proj" (E, d, F), F = the config's moe_intermediate; split into f->experts after
+  // binding.
+  void StackedExperts(const std::string& p, FeedForwardWeights* f);
   // A low-rank adapter "<p>.0.weight" (r, in), "<p>.1.weight" (out, r).
   void LowRank(const std::string& p, int64_t in, int64_t out, Adapter* a);
 

@@ -79,9 +79,11 @@ struct FeedForwardWeights {
   std::vector<MlpWeights> experts;  // MoE: Ex experts (views into the fused tensors below)
   MlpWeights shared_expert;         // MoE: optional
   // Stored fused layouts the views above come from: a (2F, d) [gate, up] matrix, and the
-  // experts' (Ex, 2F, d) / (Ex, d, F) tensors.
+  // experts' (Ex, 2F, d) / (Ex, d, F) tensors, or (GGUF files) gate and up stacked apart, each
+  // (Ex, F, d).
   Tensor fused_gate_up;
   Tensor experts_gate_up, experts_down;
+  Tensor experts_gate, experts_up;
 };
 
 struct Block {

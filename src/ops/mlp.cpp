@@ -125,6 +125,7 @@ Status MlpBackward(const MlpInputs& inputs, const Tensor& dout, const MlpGrads& 
   SSMKIT_RETURN_IF_ERROR(check::CpuOnly(kOp, in_args, out_args));
   MlpBackwardParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
+  SSMKIT_RETURN_IF_ERROR(check::FloatMlpWeights(kOp, {"weights"}, inputs.weights));
   const int64_t T = p.rows, d = p.model, F = p.weights.hidden;
   SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "dout", dout, "(T, d)", T, d));
   SSMKIT_RETURN_IF_ERROR(check::OptionalRows(kOp, "grads.dx", grads.dx, "(T, d)", T, d));

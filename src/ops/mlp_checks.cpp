@@ -49,11 +49,31 @@ Status Finite(const char* op, const char* name, float v) {
 Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
                     int64_t rows, int64_t cols) {
   SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
-                                       {DType::kF32, DType::kBF16, DType::kF16}));
+                                       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
+                                        DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
   if (!t.is_contiguous()) {
     return Mismatch(
         op, field, std::string("a contiguous row-major ") + legend + " tensor",
         "strides (" + std::to_string(t.strides[0]) + ", " + std::to_string(t.strides[1]) + ")");
+  }
+  const int64_t block = DTypeBlockElements(t.dtype);
+  if (cols % block != 0) {
+    return Mismatch(op, field,
+                    std::string("rows of whole ") + DTypeName(t.dtype) + " blocks (" +
+                        std::to_string(block) + " elements)",
+                    std::to_string(cols) + " columns");
+  }
+  return Status::Ok();
+}
+
+Status FloatMlpWeights(const char* op, WeightsName name, const MlpWeights& w) {
+  for (auto [field, t] :
+       {std::pair{"gate", &w.gate}, std::pair{"up", &w.up}, std::pair{"down", &w.down}}) {
+    if (t->defined() && DTypeIsQuantized(t->dtype)) {
+      return Renamed(Mismatch(op, field, "f32 | bf16 | f16 (the backward widens float weights)",
+                              DTypeName(t->dtype)),
+                     op, name, field);
+    }
   }
   return Status::Ok();
 }

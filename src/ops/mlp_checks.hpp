@@ -30,7 +30,8 @@ Status Rows(const char* op, const char* name, const ssmkit::Tensor& t, const cha
 Status OptionalRows(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
                     int64_t rows, int64_t cols);
 
-// A weight matrix (rows, cols): f32 | bf16 | f16, row-major contiguous.
+// A weight matrix (rows, cols): f32 | bf16 | f16 or a quantized type (rows of whole blocks),
+// row-major contiguous.
 Status WeightMatrix(const char* op, const char* name, const ssmkit::Tensor& t, const char* legend,
                     int64_t rows, int64_t cols);
 
@@ -42,9 +43,12 @@ struct WeightsName {
 };
 
 // One MLP's weights for model width d: up (F, d) fixes F; gate (F, d) optional; down (d, F);
-// biases f32 of their rows. Each weight f32 | bf16 | f16, contiguous. Returns F.
+// biases f32 of their rows. Each weight as WeightMatrix takes it. Returns F.
 Status MlpWeightsFor(const char* op, WeightsName name, const MlpWeights& w, int64_t d,
                      int64_t* hidden);
+
+// The backward's restriction: none of `w`'s matrices quantized.
+Status FloatMlpWeights(const char* op, WeightsName name, const MlpWeights& w);
 
 // Gradients of `w`'s weights: absent when the weight is, else its shape, f32, contiguous.
 Status MlpWeightGradsFor(const char* op, WeightsName name, const MlpWeightGrads& g,

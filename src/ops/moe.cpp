@@ -180,6 +180,10 @@ Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& dr
 
   MoeBackwardParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
+  for (int64_t e = 0; e < static_cast<int64_t>(inputs.experts.size()); ++e) {
+    SSMKIT_RETURN_IF_ERROR(check::FloatMlpWeights(kOp, {"experts", e}, inputs.experts[e]));
+  }
+  SSMKIT_RETURN_IF_ERROR(check::FloatMlpWeights(kOp, {"shared_expert"}, inputs.shared_expert));
   const int64_t T = p.rows, d = p.model, E = p.experts;
   SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "dout", dout, "(T, d)", T, d));
   SSMKIT_RETURN_IF_ERROR(
@@ -227,39 +231,75 @@ Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& dr
   return check::RunGuarded(kOp, [&] { return cpu::MoeBackward(p); });
 }
 
+namespace {
+
+// Rows [row0, row0 + rows) of expert e of a contiguous 3-D (E, R, C) tensor: (rows, C), in its
+// dtype (quantized rows are whole blocks, DTypeRowBytes).
+Tensor ExpertRows(const Tensor& t, int64_t e, int64_t row0, int64_t rows) {
+  const int64_t R = t.shape[1], C = t.shape[2], row_bytes = DTypeRowBytes(t.dtype, C);
+  const char* base = static_cast<const char*>(t.data) + (e * R + row0) * row_bytes;
+  return Tensor::Contiguous(base, t.dtype, {rows, C}, t.device);
+}
+
+// `t` is a contiguous 3-D tensor of `shape`, float or quantized (the reader of a quantized
+// one checks that its rows are whole blocks).
+Status Stacked(const char* op, const char* name, const Tensor& t, check::ShapeSpec shape) {
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, name, t, shape,
+                                       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
+                                        DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
+  if (!t.is_contiguous()) return check::Mismatch(op, name, "a contiguous tensor", t.shape_string());
+  if (t.shape[2] % DTypeBlockElements(t.dtype) != 0) {
+    return check::Mismatch(op, name, "rows of whole blocks", t.shape_string());
+  }
+  return Status::Ok();
+}
+
+Status ExpertCount(const char* op, int64_t E, std::span<MlpWeights> experts) {
+  if (static_cast<int64_t>(experts.size()) == E) return Status::Ok();
+  return check::Mismatch(op, "experts", "E = " + std::to_string(E) + " entries",
+                         std::to_string(experts.size()));
+}
+
+}  // namespace
+
 Status SplitFusedExperts(const Tensor& gate_up, const Tensor& down, std::span<MlpWeights> experts) {
   constexpr const char* kSplit = "split_fused_experts";
   if (!gate_up.defined()) return check::Mismatch(kSplit, "gate_up", "a tensor (E, 2F, d)", "null");
-  if (!down.defined()) return check::Mismatch(kSplit, "down", "a tensor (E, d, F)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kSplit, "gate_up", gate_up, {3}));
-  SSMKIT_RETURN_IF_ERROR(check::RankIn(kSplit, "down", down, {3}));
   const int64_t E = gate_up.shape[0], F2 = gate_up.shape[1], d = gate_up.shape[2];
   if (E < 1 || F2 < 2 || F2 % 2 != 0 || d < 1) {
     return check::Mismatch(kSplit, "gate_up", "(E, 2F, d) with E >= 1, an even 2F >= 2, d >= 1",
                            gate_up.shape_string());
   }
   const int64_t F = F2 / 2;
-  const std::initializer_list<DType> dtypes = {DType::kF32, DType::kBF16, DType::kF16};
-  SSMKIT_RETURN_IF_ERROR(
-      check::Tensor(kSplit, "gate_up", gate_up, {"(E, 2F, d)", {E, F2, d}}, dtypes));
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(kSplit, "down", down, {"(E, d, F)", {E, d, F}}, dtypes));
-  if (!gate_up.is_contiguous()) {
-    return check::Mismatch(kSplit, "gate_up", "a contiguous tensor", gate_up.shape_string());
-  }
-  if (!down.is_contiguous()) {
-    return check::Mismatch(kSplit, "down", "a contiguous tensor", down.shape_string());
-  }
-  if (static_cast<int64_t>(experts.size()) != E) {
-    return check::Mismatch(kSplit, "experts", "E = " + std::to_string(E) + " entries",
-                           std::to_string(experts.size()));
-  }
-  const int64_t gsize = DTypeSize(gate_up.dtype), dsize = DTypeSize(down.dtype);
+  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "gate_up", gate_up, {"(E, 2F, d)", {E, F2, d}}));
+  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "down", down, {"(E, d, F)", {E, d, F}}));
+  SSMKIT_RETURN_IF_ERROR(ExpertCount(kSplit, E, experts));
   for (int64_t e = 0; e < E; ++e) {
-    char* gu = static_cast<char*>(gate_up.data) + e * F2 * d * gsize;
-    experts[e].gate = Tensor::Contiguous(gu, gate_up.dtype, {F, d}, gate_up.device);
-    experts[e].up = Tensor::Contiguous(gu + F * d * gsize, gate_up.dtype, {F, d}, gate_up.device);
-    experts[e].down = Tensor::Contiguous(static_cast<char*>(down.data) + e * d * F * dsize,
-                                         down.dtype, {d, F}, down.device);
+    experts[e].gate = ExpertRows(gate_up, e, 0, F);
+    experts[e].up = ExpertRows(gate_up, e, F, F);
+    experts[e].down = ExpertRows(down, e, 0, d);
+  }
+  return Status::Ok();
+}
+
+Status SplitStackedExperts(const Tensor& gate, const Tensor& up, const Tensor& down,
+                           std::span<MlpWeights> experts) {
+  constexpr const char* kSplit = "split_stacked_experts";
+  if (!up.defined()) return check::Mismatch(kSplit, "up", "a tensor (E, F, d)", "null");
+  SSMKIT_RETURN_IF_ERROR(check::RankIn(kSplit, "up", up, {3}));
+  const int64_t E = up.shape[0], F = up.shape[1], d = up.shape[2];
+  if (E < 1 || F < 1 || d < 1) {
+    return check::Mismatch(kSplit, "up", "(E, F, d) with E, F, d >= 1", up.shape_string());
+  }
+  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "gate", gate, {"(E, F, d)", {E, F, d}}));
+  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "up", up, {"(E, F, d)", {E, F, d}}));
+  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "down", down, {"(E, d, F)", {E, d, F}}));
+  SSMKIT_RETURN_IF_ERROR(ExpertCount(kSplit, E, experts));
+  for (int64_t e = 0; e < E; ++e) {
+    experts[e].gate = ExpertRows(gate, e, 0, F);
+    experts[e].up = ExpertRows(up, e, 0, F);
+    experts[e].down = ExpertRows(down, e, 0, d);
   }
   return Status::Ok();
 }

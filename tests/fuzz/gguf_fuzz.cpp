@@ -4,7 +4,10 @@
 // is read here); one that loads as a small model is run (a prefill and a decode step, through
 // the quantized kernels when its matrices are quantized) and must give finite logits or an
 // error; its tokenizer, when the metadata has one, encodes and decodes a text. Seeds:
-// tests/fuzz/corpus/gguf/ (tiny Mamba-1 and Mamba-2 files from llama.cpp's converter).
+// tests/fuzz/corpus/gguf/ (tiny Mamba-1, Mamba-2 and granitehybrid files from llama.cpp's
+// converter: the hybrids' MoE with a shared MLP, and Bamba's rope attention with un-permuted
+// Q / K rows and MLP biases; scripts/hybrid_fixtures.py's checkpoints, converted as
+// python/tests/gguf_files.py does, q8_0).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

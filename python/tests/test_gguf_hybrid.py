@@ -1,0 +1,137 @@
+"""GGUF files of the hybrid fixtures (scripts/hybrid_fixtures.py) written by llama.cpp's converter
+(gguf_files.py) in f32, bf16 and q8_0, loaded by ssmkit.Model.load(path.gguf):
+
+- the config read from the metadata has the block list (and sizes) of the checkpoint's;
+- the tokenizer built from tokenizer.ggml.* encodes the prompts to the ids the fixture records;
+- logits at every prefill position and over decode steps against transformers run on the
+  file's own numbers (its tensors dequantized by gguf-py, every conversion step undone in
+  gguf_files.hybrid_state_dict, independently of the C++ loader).
+
+What the converter cannot express is the file's model, not the checkpoint's: it writes
+granitehybrid files of GraniteMoeHybridForCausalLM with rope off (the published Granite-4.0-H
+models have none), so transformers runs the MoE fixture with position_embedding_type "nope".
+Fixtures the converter refuses are not here: falcon_h1-norm (mamba_proj_bias: it scales the
+in_proj bias as a matrix and fails), zamba2 (no Zamba2 converter).
+
+Dimension legend: L prompt length, V vocab."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import ssmkit
+from gguf_files import convert, converter_input, hybrid_state_dict, transformers_logits
+from test_gguf import SAME_WEIGHTS_TOLERANCE, check_config, check_logits, check_tokenizer
+from test_model import MODELS, expected
+
+pytest.importorskip("transformers")
+
+# (fixture, the config changes that make transformers run the model the file stands for)
+CHECKPOINTS = [
+    ("granitemoehybrid-moe", {"position_embedding_type": "nope"}),
+    ("granitemoehybrid-dense", {}),
+    ("bamba", {}),
+]
+TYPES = ["f32", "bf16", "q8_0"]
+
+
+@pytest.fixture(scope="module", params=[(c, t) for c, _ in CHECKPOINTS for t in TYPES],
+                ids=[f"{c}-{t}" for c, _ in CHECKPOINTS for t in TYPES])
+def converted(request, tmp_path_factory):
+    checkpoint, outtype = request.param
+    model_dir = os.path.join(MODELS, checkpoint)
+    tmp = tmp_path_factory.mktemp("gguf")
+    source = converter_input(model_dir, str(tmp / "checkpoint"))
+    path = convert(source, str(tmp / f"{checkpoint}.gguf"), outtype, pre="llama-bpe")
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = json.load(f)
+    return dict(path=path, model_dir=model_dir, outtype=outtype, name=checkpoint,
+                changes=dict(CHECKPOINTS)[checkpoint], model=ssmkit.Model.load(path),
+                expected=expected(checkpoint), state=hybrid_state_dict(path, config))
+
+
+def test_config_matches_the_checkpoint(converted):
+    check_config(converted, ("family", "arch", "blocks", "d_model", "n_layer", "vocab_size",
+                             "d_inner", "d_state", "d_conv"))
+
+
+def test_tokenizer_from_metadata(converted):
+    check_tokenizer(converted)
+
+
+def test_logits_against_transformers_on_the_same_weights(converted):
+    worst = check_logits(converted, **converted["changes"])
+    print(f"{converted['name']} {converted['outtype']}: relative logit error {worst:.2e}")
+
+
+def test_the_comparison_sees_q_rows_left_permuted(converted):
+    """The comparison above can fail: transformers with one Q matrix left in the converter's row
+    order differs from the engine by far more than the tolerance. Rope models only: without
+    rope (the Granite fixtures) the order only relabels dims, and with their near-uniform
+    attention one Q alone moves the logits by ~1e-4."""
+    if converted["name"] != "bamba":
+        pytest.skip("no rope")
+    state = dict(converted["state"])
+    q = [k for k in state if k.endswith("self_attn.q_proj.weight")]
+    with open(os.path.join(converted["model_dir"], "config.json")) as f:
+        heads = json.load(f)["num_attention_heads"]
+    w = state[q[0]]
+    e = w.shape[0] // heads
+    state[q[0]] = w.reshape(heads, 2, e // 2, -1).swapaxes(1, 2).reshape(w.shape)
+    ids = list(converted["expected"][2]["ids"])
+    want = transformers_logits(converted["model_dir"], state, ids, **converted["changes"])
+    got = converted["model"].session().prefill(ids, all_logits=True)[0]
+    assert np.abs(got - want).max() > 10 * SAME_WEIGHTS_TOLERANCE["f32"] * np.abs(want).max()
+
+
+@pytest.fixture(scope="module")
+def bamba_f32(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad")
+    source = converter_input(os.path.join(MODELS, "bamba"), str(tmp / "checkpoint"))
+    return convert(source, str(tmp / "bamba.gguf"), "f32", pre="llama-bpe")
+
+
+def edited(path, tmp_path, edit):
+    """A copy of the file with metadata values changed in place (gguf-py's reader on a
+    writable map): edit(fields) sets field.parts[...] entries."""
+    import shutil
+    from gguf_files import gguf_py
+    out = str(tmp_path / "edited.gguf")
+    shutil.copy(path, out)
+    reader = gguf_py().GGUFReader(out, "r+")
+    edit(reader.fields)
+    reader.data.flush()
+    del reader
+    return out
+
+
+def set_array_entry(field, i, value):
+    field.parts[field.data[i]][0] = value
+
+
+def test_bad_metadata_is_named(bamba_f32, tmp_path):
+    # One attention layer's key-value heads disagreeing with another's is not a model.
+    def kv(fields):
+        set_array_entry(fields["granitehybrid.attention.head_count_kv"], 0, 3)
+    with pytest.raises(ssmkit.InvalidArgumentError,
+                       match=r"'granitehybrid\.attention\.head_count_kv' is 3 and 2|2 and 3"):
+        ssmkit.Model.load(edited(bamba_f32, tmp_path, kv))
+
+    def rope(fields):
+        set_array_entry(fields["granitehybrid.rope.dimension_count"], 0, 3)
+    with pytest.raises(ssmkit.InvalidArgumentError,
+                       match=r"'granitehybrid\.rope\.dimension_count' is 3, expected an even"):
+        ssmkit.Model.load(edited(bamba_f32, tmp_path, rope))
+
+
+def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):
+    # The value and the keys' prefix renamed alike (same length).
+    with open(bamba_f32, "rb") as f:
+        data = f.read().replace(b"granitehybrid", b"granitehybriX")
+    path = tmp_path / "other.gguf"
+    path.write_bytes(data)
+    with pytest.raises(ssmkit.UnsupportedError,
+                       match=r"general\.architecture 'granitehybriX': this version reads .*"
+                             r"'granitehybrid'"):
+        ssmkit.Model.load(str(path))
