@@ -89,7 +89,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FromTensors,
                          ::testing::Values("mamba1-hf", "mamba2-hf", "granitemoehybrid-moe"),
                          [](const auto& info) {
                            std::string name = info.param;
-                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char& c : name)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return name;
                          });
 
