@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "model_handles.hpp"
@@ -59,6 +60,32 @@ ModelHandle LoadFrom(const std::string& dir) {
   }
   ThrowIfError(status);
   return ModelHandle{std::move(model), dir};
+}
+
+// _Model._from_tensors(config_json, {name: array}): Model::FromTensors over the arrays' memory
+// (numpy arrays or torch tensors, through DLPack), which the returned model keeps referenced
+// until it and its sessions are gone.
+ModelHandle FromTensors(const std::string& config_json, nb::dict tensors) {
+  ArrayArgs args("from_tensors", tensors);
+  std::map<std::string, Tensor> views;
+  for (auto [key, value] : tensors) {
+    const std::string name = nb::cast<std::string>(key);
+    views[name] = args.Input(name.c_str());
+  }
+  std::unique_ptr<Model> model;
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    status = Model::FromTensors(config_json, views, &model);
+  }
+  ThrowIfError(status);
+  auto* owner = new nb::object(tensors);
+  std::shared_ptr<const Model> shared(model.release(), [owner](const Model* m) {
+    delete m;
+    nb::gil_scoped_acquire gil;
+    delete owner;
+  });
+  return ModelHandle{std::move(shared), ""};
 }
 
 std::string DefaultDir() {
@@ -210,6 +237,7 @@ void RegisterModel(nb::module_& m) {
   nb::class_<ModelHandle>(m, "_Model")
       .def_static("load", &LoadFrom, nb::arg("dir"))
       .def_static("load_default", [] { return LoadFrom(DefaultDir()); })
+      .def_static("_from_tensors", &FromTensors, nb::arg("config_json"), nb::arg("tensors"))
       .def_prop_ro("dir", [](const ModelHandle& h) { return h.dir; })
       .def_prop_ro("config", [](const ModelHandle& h) { return ConfigDict(h.model->config()); })
       .def_prop_ro("parameter_count",

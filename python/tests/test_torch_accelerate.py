@@ -128,6 +128,98 @@ def test_accelerated_greedy_generate_equals_transformers(name):
                  "decode logits")
 
 
+# The models the engine loads (Model::FromTensors): every maker but FalconMamba's, whose
+# normalised B / C / dt the engine does not run; its generate() stays transformers' loop.
+ENGINE_MODELS = [name for name in MODEL_MAKERS if name != "falcon_mamba"]
+
+
+@pytest.fixture
+def engine_runs(monkeypatch):
+    """How many generate() calls the engine ran (ssmkit.torch._engine_generate._greedy)."""
+    import ssmkit.torch._engine_generate as engine
+    runs = []
+    greedy = engine._greedy
+    monkeypatch.setattr(engine, "_greedy", lambda *a: runs.append(1) or greedy(*a))
+    return runs
+
+
+@pytest.mark.parametrize("name", list(MODEL_MAKERS))
+def test_accelerated_greedy_generate_runs_in_the_engine(name, engine_runs):
+    """Plain greedy generate() (the bar's case) runs whole in the engine and gives
+    transformers' tokens: a batch of two prompts, each row as the unaccelerated model
+    generates it alone; then with an end-of-sequence token one row produces early, after which
+    that row continues with the pad token and the search stops at max_new_tokens or when both
+    rows have ended."""
+    ref = MODEL_MAKERS[name]().eval()
+    model = st.accelerate(copy.deepcopy(ref))
+    prompt = ids(2, 7, 5)
+    plain = dict(max_new_tokens=8, do_sample=False, pad_token_id=1, eos_token_id=None)
+    want = torch.cat([ref.generate(row[None], **plain) for row in prompt])
+    assert torch.equal(model.generate(prompt, **plain), want)
+    eos = int(want[0, 7 + 2])  # row 0's third new token
+    kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=1, eos_token_id=eos)
+    assert torch.equal(model.generate(prompt, **kwargs), ref.generate(prompt, **kwargs))
+    engine = name in ENGINE_MODELS
+    assert len(engine_runs) == (2 if engine else 0)
+
+
+def test_accelerated_generate_strips_left_padding(engine_runs):
+    """A left-padded batch (attention_mask zeros first) runs each prompt unpadded in the
+    engine: each row's new tokens are the unaccelerated model's on that prompt alone."""
+    ref = fixture("mamba2").eval()
+    model = st.accelerate(copy.deepcopy(ref))
+    short, long = ids(1, 4, 6)[0], ids(1, 9, 7)[0]
+    prompt = torch.stack([torch.cat([torch.full((5,), 1), short]), long])
+    mask = torch.stack([torch.cat([torch.zeros(5), torch.ones(4)]), torch.ones(9)]).long()
+    got = model.generate(prompt, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                         pad_token_id=1, eos_token_id=None)
+    assert len(engine_runs) == 1
+    for row, p in enumerate((short, long)):
+        want = ref.generate(p[None], max_new_tokens=6, do_sample=False, pad_token_id=1,
+                            eos_token_id=None)
+        assert torch.equal(got[row, 9:], want[0, len(p):])
+    assert torch.equal(got[:, :9], prompt)
+
+
+def test_accelerated_generate_leaves_other_searches_to_transformers(engine_runs):
+    """Sampling, scores in the output, a streamer, a right-padded mask and parameters the
+    engine cannot bind go to transformers' generate() (still on ssmkit's kernels); and the
+    engine sees parameters changed in place between calls."""
+    ref = fixture("mamba").eval()
+    model = st.accelerate(copy.deepcopy(ref))
+    prompt = ids(1, 6, 8)
+    torch.manual_seed(3)
+    sampled = model.generate(prompt, max_new_tokens=5, do_sample=True, top_k=4, pad_token_id=1)
+    torch.manual_seed(3)
+    assert torch.equal(sampled, ref.generate(prompt, max_new_tokens=5, do_sample=True, top_k=4,
+                                             pad_token_id=1))
+    out = model.generate(prompt, max_new_tokens=3, do_sample=False, pad_token_id=1,
+                         output_scores=True, return_dict_in_generate=True)
+    assert len(out.scores) == 3
+    streamed = []
+
+    class Streamer:
+        def put(self, value):
+            streamed.append(value)
+
+        def end(self):
+            pass
+    model.generate(prompt, max_new_tokens=3, do_sample=False, pad_token_id=1, streamer=Streamer())
+    assert streamed
+    right_padded = torch.ones(1, 6, dtype=torch.long)
+    right_padded[0, -1] = 0
+    model.generate(prompt, attention_mask=right_padded, max_new_tokens=2, do_sample=False,
+                   pad_token_id=1)
+    assert not engine_runs
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)  # tied: the embedding too, in place
+        ref.lm_head.weight.mul_(-1.0)
+    want = ref.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=1)
+    assert torch.equal(model.generate(prompt, max_new_tokens=6, do_sample=False, pad_token_id=1),
+                       want)
+    assert len(engine_runs) == 1
+
+
 @pytest.mark.parametrize("packing", ["seq_idx", "cu_seqlens"])
 def test_accelerated_mamba2_keeps_packed_sequences_apart(packing):
     """transformers' Mamba-2 base model hands its keyword arguments to the mixers' kernels

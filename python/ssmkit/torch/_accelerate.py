@@ -10,10 +10,13 @@ instance a copy of its class's forward (decorators included) whose globals map t
 ssmkit's kernels; everything else is transformers' own code, the cache handling of generate()
 included. The RMSNorm modules whose forward is transformers' Mamba / Mamba-2 one (the same
 bytecode: the hybrids copy them) get ssmkit's norm kernel the same way, and every nn.Linear
-(the projections, the LM head) runs decode-sized inputs on ssmkit's linear kernel.
+(the projections, the LM head) runs decode-sized inputs on ssmkit's linear kernel. The model's
+generate() runs greedy search whole in ssmkit's engine over the same parameters, one engine
+call per token (_engine_generate.py), and every other search through transformers' loop.
 
 Nothing else changes: the model keeps its class, parameters, buffers and state dict, other
-instances of the class are untouched, and `del module.forward` on a module undoes it. Needs
+instances of the class are untouched, and `del module.forward` on a module (`del
+model.generate` on the model) undoes it. Needs
 transformers >= 5.15 (whose mixers call these functions); tested with 5.15 and 5.24.
 """
 import functools
@@ -22,6 +25,7 @@ import types
 import torch
 
 from . import _functions as F
+from ._engine_generate import engine_generate
 from ._mixer_cache import conv_seq_idx
 from .. import _ssmkit
 
@@ -250,4 +254,6 @@ def accelerate(model):
         raise ValueError(f"ssmkit.torch.accelerate: {type(model).__name__} has no Mamba or "
                          f"Mamba-2 mixer calling transformers' mamba_selective_scan / "
                          f"mamba2_chunk_scan (the modeling code of transformers >= 5.15)")
+    if hasattr(type(model), "generate"):  # greedy generate() whole in the engine
+        model.generate = types.MethodType(engine_generate, model)
     return model
