@@ -149,7 +149,8 @@ def test_accelerated_greedy_generate_runs_in_the_engine(name, engine_runs):
     transformers' tokens: a batch of two prompts, each row as the unaccelerated model
     generates it alone; then with an end-of-sequence token one row produces early, after which
     that row continues with the pad token and the search stops at max_new_tokens or when both
-    rows have ended."""
+    rows have ended; and with a minimum length that keeps the end-of-sequence token out before
+    it."""
     ref = MODEL_MAKERS[name]().eval()
     model = st.accelerate(copy.deepcopy(ref))
     prompt = ids(2, 7, 5)
@@ -159,8 +160,11 @@ def test_accelerated_greedy_generate_runs_in_the_engine(name, engine_runs):
     eos = int(want[0, 7 + 2])  # row 0's third new token
     kwargs = dict(max_new_tokens=8, do_sample=False, pad_token_id=1, eos_token_id=eos)
     assert torch.equal(model.generate(prompt, **kwargs), ref.generate(prompt, **kwargs))
+    # Not before the fourth new token: the same token is then not chosen at the third.
+    kwargs["min_new_tokens"] = 4
+    assert torch.equal(model.generate(prompt, **kwargs), ref.generate(prompt, **kwargs))
     engine = name in ENGINE_MODELS
-    assert len(engine_runs) == (2 if engine else 0)
+    assert len(engine_runs) == (3 if engine else 0)
 
 
 def test_accelerated_generate_strips_left_padding(engine_runs):

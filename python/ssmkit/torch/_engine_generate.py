@@ -3,8 +3,8 @@
 transformers' generate() calls the model once per token, and each call walks every layer in
 Python (tens of torch and ssmkit calls per layer); at batch 1 that costs more than the step's
 arithmetic. For the calls whose result the engine can produce exactly as transformers would,
-greedy search with no logits processor (max_new_tokens / max_length, eos and pad tokens, left-
-padded batches), this generate() binds the model's parameters to an engine model in place
+greedy search with no logits processor but the minimum length's (max_new_tokens / max_length,
+min_new_tokens / min_length, eos and pad tokens, left-padded batches), this generate() binds the model's parameters to an engine model in place
 (Model::FromTensors: nothing is copied but the small vectors, so it is rebuilt on every call
 and always sees the current parameters), prefills the prompts in one call and decodes one
 engine step per token. Any other call (sampling, beams, streamers, processors, outputs with
@@ -39,7 +39,7 @@ _ACCEPTED = {
     "eos_token_id": _any, "decoder_start_token_id": _any, "use_cache": _any,
     "transformers_version": _any, "_from_model_config": _any, "do_sample": _falsy,
     "num_beams": _one, "num_return_sequences": _one, "repetition_penalty": lambda v: v in (None, 1.0),
-    "min_length": _falsy, "min_new_tokens": _falsy, "no_repeat_ngram_size": _falsy,
+    "min_length": _any, "min_new_tokens": _any, "no_repeat_ngram_size": _falsy,
     "output_attentions": _falsy, "output_hidden_states": _falsy, "output_scores": _falsy,
     "output_logits": _falsy, "return_dict_in_generate": _falsy, "remove_invalid_values": _falsy,
     # Sampling's and beam search's own settings, unused by greedy search.
@@ -114,8 +114,10 @@ def engine_generate(self, inputs=None, generation_config=None, **kwargs):
 
 
 def _greedy(engine, input_ids, prompts, config):
-    """transformers' greedy search on the engine: finished rows continue with the pad token,
-    and the search stops once every row has produced an end-of-sequence token."""
+    """transformers' greedy search on the engine: no end-of-sequence token before the minimum
+    length (its logits at -inf, as MinNewTokensLengthLogitsProcessor / MinLengthLogitsProcessor
+    set them), finished rows continue with the pad token, and the search stops once every row
+    has produced an end-of-sequence token."""
     eos = config.eos_token_id
     eos = set() if eos is None else {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
     pad = config.pad_token_id if config.pad_token_id is not None else (min(eos) if eos else 0)
@@ -124,6 +126,8 @@ def _greedy(engine, input_ids, prompts, config):
         steps = config.max_new_tokens
     else:
         steps = (config.max_length if config.max_length is not None else 20) - length
+    min_new = max(config.min_new_tokens or 0, (config.min_length or 0) - length)
+    eos_ids = sorted(eos)
     batch = len(prompts)
     session = engine.session(batch=batch)
     out = np.empty((batch, max(steps, 0)), np.int64)
@@ -132,11 +136,13 @@ def _greedy(engine, input_ids, prompts, config):
     out_logits = np.empty((batch, session.vocab_size), np.float32)
     n = 0
     while n < steps:
+        if n < min_new and eos_ids:
+            logits[:, eos_ids] = -np.inf
         token = np.argmax(logits, axis=1)
         token = np.where(finished, pad, token)
         out[:, n] = token
         n += 1
-        finished |= np.isin(token, list(eos))
+        finished |= np.isin(token, eos_ids)
         if finished.all() or n == steps:
             break
         logits = session.decode(token.astype(np.int32), out=out_logits)
