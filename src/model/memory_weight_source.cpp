@@ -34,6 +34,7 @@ Status MemoryWeightSource::Create(const std::map<std::string, Tensor>& tensors,
                                      ", expected f32, bf16 or f16");
     }
     if (!t.is_contiguous()) return Status::InvalidArgument(label + ": expected contiguous");
+    if (t.device != Device::kCpu) return Status::InvalidArgument(label + ": expected CPU memory");
     WeightTensor w;
     w.name = name;
     w.file = "memory";
