@@ -53,12 +53,6 @@ Recomputed Recompute(const Model& model, const std::vector<int32_t>& tokens, int
           static_cast<double>(std::sqrt(squares / (n - 1) / n))};
 }
 
-std::vector<int32_t> RandomTokens(Rng& rng, int64_t n, int64_t V) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.Uniform(0, static_cast<double>(V) - 1e-9));
-  return t;
-}
-
 class PerplexityTest : public ::testing::TestWithParam<ModelArch> {
  protected:
   void SetUp() override {

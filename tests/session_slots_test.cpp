@@ -45,12 +45,6 @@ std::vector<double> Row(const std::vector<float>& v, int64_t row, int64_t width)
   return std::vector<double>(v.begin() + row * width, v.begin() + (row + 1) * width);
 }
 
-std::vector<int32_t> RandomTokens(Rng& rng, int64_t n, int64_t V) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.Uniform(0, static_cast<double>(V) - 1e-9));
-  return t;
-}
-
 class SessionSlots : public ::testing::TestWithParam<SlotModel> {
  protected:
   void SetUp() override {

@@ -113,6 +113,13 @@ class HostTensor {
 
 // ||got - want|| / ||want||; +inf when got holds a NaN or inf (NaN never passes), and
 // the absolute norm of got when want is all zero.
+// n token ids drawn uniformly from [0, V).
+inline std::vector<int32_t> RandomTokens(Rng& rng, int64_t n, int64_t V) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.Uniform(0, static_cast<double>(V) - 1e-9));
+  return t;
+}
+
 inline double Norm(const std::vector<double>& v) {
   double sum = 0.0;
   for (double x : v) sum += x * x;
