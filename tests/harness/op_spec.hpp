@@ -22,6 +22,7 @@ struct Checks {
   bool finite_differences = false;  // gradients of oracle and op against central differences
   bool grads_alone = false;         // each gradient requested alone: written, the others not
   int threads = 0;                  // the library's thread count for the case (0: default)
+  bool cuda = true;                 // false: a CPU-only feature (the scan's chunk states)
 };
 
 template <class P>
@@ -45,11 +46,14 @@ struct BadInput {
 };
 
 // Central differences of step `step`: the oracle's analytic backward within `oracle`, the op's
-// within `op` (or the gradient's own tolerance, when looser).
+// within `op` (or the gradient's own tolerance, when looser). With `richardson`, those at steps
+// h and 2 h combined, (4 D(h) - D(2 h)) / 3: O(h^4) truncation, so a step large enough to keep
+// the rounding (~eps |loss| / h) small where a loss is large and a gradient small.
 struct FiniteDifferences {
   double step = 1e-6;
   double oracle = 1e-6;
   double op = 1e-4;
+  bool richardson = false;
 };
 
 // P: the op's configuration, a struct with std::string Name() const.
