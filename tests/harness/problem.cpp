@@ -84,6 +84,16 @@ Arg& Arg::NoUpstream() {
   return *this;
 }
 
+Arg& Arg::Saved() {
+  saved_ = true;
+  return *this;
+}
+
+Arg& Arg::AllowInf() {
+  allow_inf_ = true;
+  return *this;
+}
+
 void Arg::Store(std::vector<double> logical) {
   std::vector<double> all = rng_->NormalVec(storage_.numel());
   for (size_t i = 0; i < offsets_.size(); ++i) all[offsets_[i]] = logical[i];
@@ -198,7 +208,11 @@ Bound Problem::Bind(Call call, Placement& place, const std::string& only_grad) {
         b[a.name()] = place.Out(a.view());
         break;
       case Role::kOutput:
-        if (call == Call::kForward) b[a.name()] = place.Out(a.view());
+        if (call == Call::kForward) {
+          b[a.name()] = place.Out(a.view());
+        } else if (a.saved()) {
+          b[a.name()] = place.In(a.view());
+        }
         break;
       case Role::kUpstream:
         if (call == Call::kBackward) b[a.name()] = place.In(a.view());

@@ -55,6 +55,12 @@ class Arg {
   Arg& GradNoise(double factor);
   Arg& NoGrad();      // an input without a gradient (indices)
   Arg& NoUpstream();  // an output no gradient reaches (its upstream is left absent)
+  // An output the backward reads (attention's out and lse): bound on the backward call too,
+  // holding what the forward wrote, and left as it was.
+  Arg& Saved();
+  // An output that may hold infinities where the oracle has them (the lse of a row that sees
+  // no key): those must be the same infinities, the finite rest is compared.
+  Arg& AllowInf();
 
   const std::string& name() const { return name_; }
   Role role() const { return role_; }
@@ -68,6 +74,8 @@ class Arg {
   double noise() const { return noise_; }  // a gradient's (or an input's gradient's) GradNoise
   bool differentiable() const { return differentiable_; }
   bool has_upstream() const { return has_upstream_; }
+  bool saved() const { return saved_; }
+  bool allow_inf() const { return allow_inf_; }
 
   Tensor view();                       // the host tensor, strides over the padding
   std::vector<double> Stored() const;  // the logical elements as stored, as doubles
@@ -88,7 +96,7 @@ class Arg {
   bool outer_pad_;
   Tolerance tol_, grad_tol_;
   double noise_ = 0.0;
-  bool differentiable_ = true, has_upstream_ = true;
+  bool differentiable_ = true, has_upstream_ = true, saved_ = false, allow_inf_ = false;
   Rng* rng_;
   HostTensor storage_;
   std::vector<int64_t> offsets_;  // (numel): each logical element's index in storage_

@@ -2,7 +2,8 @@
 // poisoned, writes a NaN, writes into the padding between rows (or, with outer padding, between
 // matrices), writes an input, computes a wrong value, gets a gradient wrong (plain or Richardson
 // finite differences), computes a gradient not linear in the upstream one (which would widen a
-// tolerance set by the rounding noise), or accepts a bad input fails its test; a correct op
+// tolerance set by the rounding noise), writes an output its backward reads, loses an infinity
+// the oracle has or writes one it has not, or accepts a bad input fails its test; a correct op
 // passes. A toy op, out = 2 x (strided rows), stands in for a real one.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -26,19 +27,28 @@ enum class Flaw {
   kWrongValue,
   kWrongGradient,
   kNonlinearGradient,
+  kBackwardWritesSaved,
+  kLosesInfinity,
+  kWritesInfinity,
   kAcceptsAnything
 };
 
 struct Toy {
   Flaw flaw = Flaw::kNone;
-  std::string Name() const { return "toy flaw " + std::to_string(static_cast<int>(flaw)); }
+  bool infinity = false;  // x[0] = -inf, so out[0] = -inf (forward only)
+  std::string Name() const {
+    return "toy flaw " + std::to_string(static_cast<int>(flaw)) + (infinity ? " -inf" : "");
+  }
 };
 
 constexpr int64_t kRows = 3, kCols = 5, kPad = 2;
 
-void Make(const Toy&, Problem& prob) {
-  prob.Input("x", {kRows, kCols}, DType::kF32, kPad).Normal().GradNoise(8.0);
-  prob.Output("out", {kRows, kCols}, DType::kF32, kPad);
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+void Make(const Toy& p, Problem& prob) {
+  Arg& x = prob.Input("x", {kRows, kCols}, DType::kF32, kPad).Normal().GradNoise(8.0);
+  if (p.infinity) x.Pin(0, -kInf);
+  prob.Output("out", {kRows, kCols}, DType::kF32, kPad).Saved().AllowInf();
 }
 
 void OracleForward(const Toy&, Values& v) {
@@ -73,6 +83,12 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
     case Flaw::kWritesInput:
       static_cast<float*>(input.data)[0] += 1.0f;
       break;
+    case Flaw::kLosesInfinity:
+      d[0] = 0.0f;
+      break;
+    case Flaw::kWritesInfinity:
+      d[0] = -kInf;
+      break;
     case Flaw::kWrongValue:
       // An offset, not a factor: the inputs are fresh random normals each run, and 1% of an
       // element near zero hid under the normwise tolerance (seen failing in full-suite runs).
@@ -86,7 +102,8 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
 
 Status Forward(const Toy& p, Bound& b) {
   Toy q = p;
-  if (p.flaw == Flaw::kNonlinearGradient) q.flaw = Flaw::kNone;  // a flaw of the backward's
+  if (p.flaw == Flaw::kNonlinearGradient || p.flaw == Flaw::kBackwardWritesSaved)
+    q.flaw = Flaw::kNone;  // a flaw of the backward's
   return Scale(q, b["x"], b["out"], b["x"]);
 }
 
@@ -96,17 +113,20 @@ Status Backward(const Toy& p, Bound& b) {
     q.flaw = Flaw::kWrongValue;
   else if (p.flaw != Flaw::kAcceptsAnything && p.flaw != Flaw::kNonlinearGradient)
     q.flaw = Flaw::kNone;
-  return Scale(q, b["dout"], b["dx"], b["dout"]);
+  const Status s = Scale(q, b["dout"], b["dx"], b["dout"]);
+  if (p.flaw == Flaw::kBackwardWritesSaved) static_cast<float*>(b["out"].data)[0] += 1.0f;
+  return s;
 }
 
-ErasedOp ToyOp(Flaw flaw, FiniteDifferences fd = {}) {
+ErasedOp ToyOp(Flaw flaw, FiniteDifferences fd = {}, bool infinity = false) {
+  const Checks checks = infinity ? Checks{.backward = false} : Checks{.finite_differences = true};
   OpSpec<Toy> spec{.name = "toy",
                    .make = Make,
                    .oracle_forward = OracleForward,
                    .oracle_backward = OracleBackward,
                    .forward = Forward,
                    .backward = Backward,
-                   .cases = {{"one", {Toy{flaw}}, {.finite_differences = true}}},
+                   .cases = {{"one", {Toy{flaw, infinity}}, checks}},
                    .valid = Toy{flaw},
                    .bad_inputs = {{"NullX",
                                    Call::kForward,
@@ -119,8 +139,8 @@ ErasedOp ToyOp(Flaw flaw, FiniteDifferences fd = {}) {
 // Richardson's combination: exact on the linear toy at any step, so a wrong coefficient shows.
 constexpr FiniteDifferences kRichardson = {.step = 1e-3, .oracle = 1e-9, .richardson = true};
 
-void RunToy(Flaw flaw, FiniteDifferences fd = {}) {
-  const ErasedOp op = ToyOp(flaw, fd);
+void RunToy(Flaw flaw, FiniteDifferences fd = {}, bool infinity = false) {
+  const ErasedOp op = ToyOp(flaw, fd, infinity);
   RunCase(op, op.cases[0], *CpuBackends()[0], /*perf=*/false);
 }
 
@@ -143,6 +163,7 @@ bool Reports(const std::function<void()>& run, const std::string& piece) {
 TEST(HarnessSelfTest, ACorrectOpPasses) {
   RunToy(Flaw::kNone);
   RunToy(Flaw::kNone, kRichardson);
+  RunToy(Flaw::kNone, {}, /*infinity=*/true);
   const ErasedOp op = ToyOp(Flaw::kNone);
   RunValid(op);
   RunBadInput(op, op.bad_inputs[0]);
@@ -157,12 +178,16 @@ TEST(HarnessSelfTest, EachFlawIsCaught) {
       {Flaw::kWrongValue, "out: against the oracle"},
       {Flaw::kWrongGradient, "dx: the op's gradient against finite differences"},
       {Flaw::kNonlinearGradient, "dx: not linear in the upstream gradients"},
+      {Flaw::kBackwardWritesSaved, "out: an input was written"},
+      {Flaw::kWritesInfinity, "out: elements left poisoned or not finite"},
   };
   for (const auto& [flaw, piece] : flaws) {
     EXPECT_TRUE(Reports([flaw = flaw] { RunToy(flaw); }, piece)) << piece;
   }
   EXPECT_TRUE(Reports([] { RunToy(Flaw::kWrongGradient, kRichardson); },
                       "dx: the op's gradient against finite differences"));
+  EXPECT_TRUE(Reports([] { RunToy(Flaw::kLosesInfinity, {}, /*infinity=*/true); },
+                      "out: infinities unlike the oracle's"));
   const ErasedOp op = ToyOp(Flaw::kAcceptsAnything);
   EXPECT_TRUE(Reports([&] { RunBadInput(op, op.bad_inputs[0]); },
                       "accepted, or refused with another code"));
