@@ -15,12 +15,14 @@ Arg::Arg(std::string name, Role role, std::vector<int64_t> shape, DType dtype, i
       outer_pad_(outer_pad),
       tol_(tol),
       grad_tol_(tol),
+      grad_dtype_(dtype),
       rng_(rng) {
   const int rank = static_cast<int>(shape_.size());
   std::vector<int64_t> stored = shape_;
   for (int d = outer_pad_ ? 1 : rank - 1; d < rank - 1; ++d) stored[d] += pad_;
   stored.back() += pad_;
   storage_ = HostTensor(stored, dtype_);
+  if (pad_ == 0) return;  // packed: each index is its own place (offsets_ stays empty)
   // Row-major over the logical shape, each index's place in the stored one.
   std::vector<int64_t> idx(rank, 0);
   offsets_.resize(static_cast<size_t>(numel()));
@@ -74,6 +76,11 @@ Arg& Arg::GradNoise(double factor) {
   return *this;
 }
 
+Arg& Arg::GradDType(DType dtype) {
+  grad_dtype_ = dtype;
+  return *this;
+}
+
 Arg& Arg::NoGrad() {
   differentiable_ = false;
   return *this;
@@ -95,9 +102,13 @@ Arg& Arg::AllowInf() {
 }
 
 void Arg::Store(std::vector<double> logical) {
-  std::vector<double> all = rng_->NormalVec(storage_.numel());
-  for (size_t i = 0; i < offsets_.size(); ++i) all[offsets_[i]] = logical[i];
-  storage_.Fill(all);
+  if (pad_ == 0) {
+    storage_.Fill(logical);
+  } else {
+    std::vector<double> all = rng_->NormalVec(storage_.numel());
+    for (size_t i = 0; i < offsets_.size(); ++i) all[offsets_[i]] = logical[i];
+    storage_.Fill(all);
+  }
   Snapshot();
 }
 
@@ -108,6 +119,7 @@ Tensor Arg::view() {
 }
 
 std::vector<double> Arg::Stored() const {
+  if (pad_ == 0) return storage_.ToDouble();
   const std::vector<double> all = storage_.ToDouble();
   std::vector<double> v(offsets_.size());
   for (size_t i = 0; i < offsets_.size(); ++i) v[i] = all[offsets_[i]];
@@ -129,6 +141,7 @@ bool Arg::Unchanged() const { return storage_.bytes() == snapshot_; }
 
 bool Arg::PaddingUnchanged() const {
   if (snapshot_.size() != storage_.bytes().size()) return false;
+  if (pad_ == 0) return true;
   std::vector<bool> data(static_cast<size_t>(storage_.numel()), false);
   for (int64_t offset : offsets_) data[offset] = true;
   const size_t size = DTypeSize(dtype_);
@@ -179,7 +192,7 @@ void Problem::AddGradients() {
     if (a.role() == Role::kOutput && a.has_upstream()) {
       Add("d" + a.name(), Role::kUpstream, a.shape(), a.dtype(), a.pad(), a.outer_pad()).Normal();
     } else if (a.role() == Role::kInput && a.differentiable()) {
-      Add("d" + a.name(), Role::kGrad, a.shape(), a.dtype(), a.pad(), a.outer_pad())
+      Add("d" + a.name(), Role::kGrad, a.shape(), a.grad_dtype(), a.pad(), a.outer_pad())
           .Tol(a.grad_tol().cpu, a.grad_tol().cuda)
           .GradNoise(a.noise())
           .Poison();

@@ -53,8 +53,9 @@ class Arg {
   // relative error grows. Its tolerance is then at least `factor` times its measured rounding
   // noise (checks.cpp, RoundingNoise).
   Arg& GradNoise(double factor);
-  Arg& NoGrad();      // an input without a gradient (indices)
-  Arg& NoUpstream();  // an output no gradient reaches (its upstream is left absent)
+  Arg& GradDType(DType dtype);  // the gradient's dtype, when not the input's (f32 of bf16 weights)
+  Arg& NoGrad();                // an input without a gradient (indices)
+  Arg& NoUpstream();            // an output no gradient reaches (its upstream is left absent)
   // An output the backward reads (attention's out and lse): bound on the backward call too,
   // holding what the forward wrote, and left as it was.
   Arg& Saved();
@@ -71,6 +72,7 @@ class Arg {
   int64_t numel() const;
   Tolerance tol() const { return tol_; }
   Tolerance grad_tol() const { return grad_tol_; }
+  DType grad_dtype() const { return grad_dtype_; }
   double noise() const { return noise_; }  // a gradient's (or an input's gradient's) GradNoise
   bool differentiable() const { return differentiable_; }
   bool has_upstream() const { return has_upstream_; }
@@ -95,11 +97,13 @@ class Arg {
   int64_t pad_;
   bool outer_pad_;
   Tolerance tol_, grad_tol_;
+  DType grad_dtype_;
   double noise_ = 0.0;
   bool differentiable_ = true, has_upstream_ = true, saved_ = false, allow_inf_ = false;
   Rng* rng_;
   HostTensor storage_;
-  std::vector<int64_t> offsets_;  // (numel): each logical element's index in storage_
+  std::vector<int64_t> offsets_;  // (numel): each logical element's index in storage_; empty
+                                  // when packed (pad 0)
   std::vector<uint8_t> snapshot_;
 };
 
