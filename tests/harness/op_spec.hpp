@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,15 @@ struct BadInput {
   std::vector<std::string> pieces;
   StatusCode code = StatusCode::kInvalidArgument;
 };
+
+// Several lists of bad inputs as one, in order (a case file's forward and backward rules).
+template <class P>
+std::vector<BadInput<P>> Concat(std::initializer_list<std::vector<BadInput<P>>> lists) {
+  std::vector<BadInput<P>> all;
+  for (const std::vector<BadInput<P>>& list : lists)
+    all.insert(all.end(), list.begin(), list.end());
+  return all;
+}
 
 // Central differences of step `step`: the oracle's analytic backward within `oracle`, the op's
 // within `op` (or the gradient's own tolerance, when looser). With `richardson`, those at steps

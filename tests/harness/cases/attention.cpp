@@ -323,13 +323,6 @@ std::vector<Bad> BackwardRules() {
   };
 }
 
-std::vector<Bad> BadInputs() {
-  std::vector<Bad> all = ForwardRules();
-  const std::vector<Bad> backward = BackwardRules();
-  all.insert(all.end(), backward.begin(), backward.end());
-  return all;
-}
-
 OpSpec<Attn> AttentionSpec() {
   return {.name = "attention",
           .make = Make,
@@ -339,7 +332,7 @@ OpSpec<Attn> AttentionSpec() {
           .backward = Backward,
           .cases = Cases(),
           .valid = Valid(),
-          .bad_inputs = BadInputs(),
+          .bad_inputs = Concat<Attn>({ForwardRules(), BackwardRules()}),
           .cuda = false,
           .fd = {.step = 1e-5, .oracle = 1e-7, .op = 1e-5}};
 }

@@ -361,13 +361,6 @@ std::vector<Bad> BackwardRules() {
   };
 }
 
-std::vector<Bad> BadInputs() {
-  std::vector<Bad> all = ForwardRules();
-  const std::vector<Bad> backward = BackwardRules();
-  all.insert(all.end(), backward.begin(), backward.end());
-  return all;
-}
-
 OpSpec<Mlp> MlpSpec() {
   return {.name = "mlp",
           .make = Make,
@@ -377,7 +370,7 @@ OpSpec<Mlp> MlpSpec() {
           .backward = Backward,
           .cases = Cases(),
           .valid = Valid(),
-          .bad_inputs = BadInputs(),
+          .bad_inputs = Concat<Mlp>({ForwardRules(), BackwardRules()}),
           .cuda = false};
 }
 

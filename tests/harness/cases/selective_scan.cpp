@@ -1061,13 +1061,6 @@ std::vector<Bad> GradientRules() {
   };
 }
 
-std::vector<Bad> BadInputs() {
-  std::vector<Bad> all = OptionAndInputRules();
-  for (auto rules : {BCRules(), OutputRules(), GradientRules()})
-    all.insert(all.end(), rules.begin(), rules.end());
-  return all;
-}
-
 OpSpec<Scan> SelectiveScanSpec() {
   return {.name = "selective_scan",
           .make = Make,
@@ -1077,7 +1070,8 @@ OpSpec<Scan> SelectiveScanSpec() {
           .backward = Backward,
           .cases = Cases(),
           .valid = Valid(),
-          .bad_inputs = BadInputs(),
+          .bad_inputs =
+              Concat<Scan>({OptionAndInputRules(), BCRules(), OutputRules(), GradientRules()}),
           .cuda_variants = {&cuda::kScanVariants, &cuda::kScanBackwardVariants},
           .fd = {.step = 1e-4, .oracle = 2e-8, .op = 1e-4, .richardson = true}};
 }
