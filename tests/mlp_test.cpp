@@ -1,9 +1,7 @@
-// MlpForward / MlpBackward against the fp64 oracle at the shapes of the hybrid models that use
-// them (each case labelled with its model), f32 / bf16 / f16 weights, gated and ungated, every
-// activation, biases, additive inputs, muP multipliers, padded rows, decode and prefill (and
-// prefill longer than one chunk); the oracle's and the fast path's gradients against fp64
-// central finite differences; every compiled SIMD target; determinism; NaN propagation; the
-// fused gate/up view. Outputs are NaN-poisoned before every call.
+// What the op harness's case table (tests/harness/cases/mlp.cpp, every result against the
+// oracle) cannot say about MlpForward / MlpBackward: the same bits across runs, a NaN in one row
+// of x staying in that row of out, gate and up as the halves of one fused matrix (SplitGateUp),
+// the adapters' gradients as column blocks of one buffer, and the activation names.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -84,82 +82,15 @@ struct MlpProblem {
 
 constexpr double kTolerance = 1e-5;  // f32 accumulation, every weight dtype (exact widening)
 
-// Runs the forward; returns ||out - ref|| / ||ref||, and the output bytes through `bits`.
-double ForwardError(const MlpCase& c, uint64_t seed, std::vector<uint8_t>* bits = nullptr) {
+// The forward's output bytes (NaN-poisoned before the call).
+std::vector<uint8_t> ForwardBits(const MlpCase& c, uint64_t seed) {
   Rng rng(seed);
   MlpProblem prob(c, rng);
   PaddedTensor out({c.T, c.d}, DType::kF32, c.pad);
   out.Poison();
   const Status s = MlpForward(prob.Inputs(), out.view(), prob.Options());
   EXPECT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(out.PaddingUntouched()) << "wrote between rows";
-  if (bits != nullptr) *bits = out.Bytes();
-  return RelativeError(out.ToDouble(), prob.RefForward());
-}
-
-// The forward cases: decode (T = 1) and prefill at the hybrid models' widths, and odd sizes.
-const MlpCase kForwardCases[] = {
-    // granite-4.0-h-350m shared_mlp (d 768, shared_intermediate_size 2048), SwiGLU
-    {"granite-4.0-h-350m decode", 1, 768, 2048},
-    {"granite-4.0-h-350m decode bf16", 1, 768, 2048, true, Act::kSilu, DType::kBF16},
-    {"granite-4.0-h-350m batch 4 bf16", 4, 768, 2048, true, Act::kSilu, DType::kBF16},
-    // granite-4.0-h-1b shared_mlp (d 1536, 4096)
-    {"granite-4.0-h-1b decode bf16", 1, 1536, 4096, true, Act::kSilu, DType::kBF16},
-    {"granite-4.0-h-1b prefill", 10, 1536, 4096},
-    // falcon-h1-0.5b: mlp_multipliers (gate, down), padded rows
-    {"falcon-h1 muP multipliers", 3, 1024, 2048, true, Act::kSilu, DType::kF32, false, false,
-     0.8125f, 0.5625f, 3},
-    // bamba / falcon-h1 with mlp_bias
-    {"bamba mlp_bias prefill", 24, 768, 1536, true, Act::kSilu, DType::kBF16, true},
-    // nemotron-h: ungated up -> relu2 -> down
-    {"nemotron-h relu2 decode", 1, 1024, 3072, false, Act::kRelu2, DType::kBF16},
-    {"nemotron-h relu2 prefill bias", 17, 256, 768, false, Act::kRelu2, DType::kF32, true},
-    // zamba2: gelu (erf) with the LoRA adapters' output added before the activation
-    {"zamba2 gelu adapters", 5, 768, 2048, true, Act::kGeluErf, DType::kF32, true, true, 1.0f, 1.0f,
-     2},
-    {"zamba2 gelu adapters decode", 1, 512, 1024, true, Act::kGeluErf, DType::kBF16, false, true},
-    // the other activations, odd sizes (SIMD tails, pieces that are not whole granules)
-    {"gelu tanh odd", 13, 77, 131, true, Act::kGeluTanh, DType::kF16, true, true, 1.5f, 0.75f, 1},
-    {"relu odd", 2, 33, 45, true, Act::kRelu, DType::kF32, true},
-    {"ungated silu odd", 9, 41, 19, false, Act::kSilu, DType::kBF16, false, true},
-    {"ungated gelu", 7, 64, 200, false, Act::kGeluErf},
-    {"ungated gelu tanh", 3, 64, 200, false, Act::kGeluTanh, DType::kF32, true},
-    {"ungated relu", 11, 50, 90, false, Act::kRelu, DType::kF16, true, true},
-    // one element: products only (a bias or an add could cancel to a value whose relative
-    // error is not that of the op); the sums are tested at the widths above
-    {"tiny", 1, 1, 1},
-    // prefill longer than one chunk of rows (MlpChunkRows = 2^20 / 4096 = 256 rows)
-    {"prefill over two chunks", 300, 32, 4096, true, Act::kSilu, DType::kBF16, true},
-};
-
-TEST(MlpForward, MatchesOracle) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  double worst = 0.0;
-  for (const MlpCase& c : kForwardCases) {
-    SCOPED_TRACE(c.Describe());
-    const double err = ForwardError(c, seed);
-    EXPECT_LE(err, kTolerance);
-    worst = std::max(worst, err);
-  }
-  std::printf("  worst relative error, forward: %.3g\n", worst);
-}
-
-TEST(MlpForward, EverySimdTarget) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  const int targets = ForEachSimdTarget([&] {
-    for (Act act : {Act::kSilu, Act::kGeluErf, Act::kGeluTanh, Act::kRelu, Act::kRelu2}) {
-      for (bool gated : {true, false}) {
-        for (int64_t T : {1, 9}) {
-          const MlpCase c{"targets", T, 37, 53, gated, act, DType::kBF16, true, true};
-          SCOPED_TRACE(c.Describe());
-          EXPECT_LE(ForwardError(c, seed + T), kTolerance);
-        }
-      }
-    }
-  });
-  EXPECT_GE(targets, kMinSimdTargets);
+  return out.Bytes();
 }
 
 TEST(MlpForward, DeterministicForAThreadCount) {
@@ -167,10 +98,7 @@ TEST(MlpForward, DeterministicForAThreadCount) {
   SCOPED_TRACE(SeedTrace(seed));
   for (const MlpCase& c : {MlpCase{"decode", 1, 512, 1536, true, Act::kSilu, DType::kBF16},
                            MlpCase{"prefill", 40, 256, 1024, true, Act::kGeluErf}}) {
-    std::vector<uint8_t> a, b;
-    ForwardError(c, seed, &a);
-    ForwardError(c, seed, &b);
-    EXPECT_EQ(a, b) << c.Describe();
+    EXPECT_EQ(ForwardBits(c, seed), ForwardBits(c, seed)) << c.Describe();
   }
 }
 
@@ -273,172 +201,57 @@ struct FastGrads {
   }
 };
 
-struct RefGrads {
-  std::vector<double> dx, dgate_add, dup_add;
-  RefWeightGrads weights;
-  RefGrads(const MlpCase& c, const WeightSet& w)
-      : dx(c.T * c.d),
-        dgate_add(c.adds && c.gated ? c.T * c.F : 0),
-        dup_add(c.adds ? c.T * c.F : 0),
-        weights(w) {}
-};
-
-void RunRefBackward(const MlpProblem& prob, const std::vector<double>& dout, RefGrads& g) {
-  ref::MlpBackward(prob.Shape(), prob.c.T, prob.x_d.data(), prob.w.Ref(), prob.RefGateAdd(),
-                   prob.RefUpAdd(), dout.data(), g.dx.data(), RefWeightGrads::Ptr(g.dgate_add),
-                   RefWeightGrads::Ptr(g.dup_add), g.weights.Views());
-}
-
-// Runs the fast backward against the oracle's; returns the worst relative error and names it.
-double BackwardError(const MlpCase& c, uint64_t seed, std::string* which,
-                     std::vector<uint8_t>* bits = nullptr) {
+// The backward's gradient bytes (dx, then the weights'), against dout drawn from `seed`.
+std::vector<uint8_t> BackwardBits(const MlpCase& c, uint64_t seed) {
   Rng rng(seed);
   MlpProblem prob(c, rng);
   PaddedTensor dout({c.T, c.d}, DType::kF32, c.pad);
-  const std::vector<double> dout_d = dout.Fill(rng.NormalVec(c.T * c.d));
+  dout.Fill(rng.NormalVec(c.T * c.d));
   FastGrads fast(prob);
   const Status s = MlpBackward(prob.Inputs(), dout.view(), fast.Views(c), prob.Options());
   EXPECT_TRUE(s.ok()) << s.message();
-  EXPECT_TRUE(fast.dx.PaddingUntouched());
-  RefGrads want(c, prob.w);
-  RunRefBackward(prob, dout_d, want);
-  double worst = WorstGradError(fast.weights, want.weights, which);
-  const std::pair<PaddedTensor*, std::vector<double>*> acts[] = {
-      {&fast.dx, &want.dx}, {&fast.dgate_add, &want.dgate_add}, {&fast.dup_add, &want.dup_add}};
-  const char* names[] = {"dx", "dgate_add", "dup_add"};
-  for (int i = 0; i < 3; ++i) {
-    if (acts[i].second->empty()) continue;
-    const double err = RelativeError(acts[i].first->ToDouble(), *acts[i].second);
-    if (!(err <= worst)) {
-      worst = err;
-      *which = names[i];
-    }
-  }
-  if (bits != nullptr) {
-    *bits = fast.dx.Bytes();
-    for (HostTensor* t : fast.weights.All())
-      bits->insert(bits->end(), t->bytes().begin(), t->bytes().end());
-  }
-  return worst;
-}
-
-const MlpCase kBackwardCases[] = {
-    {"granite-4.0-h-350m train", 8, 768, 2048, true, Act::kSilu},
-    {"granite-4.0-h-350m train bf16 weights", 3, 768, 2048, true, Act::kSilu, DType::kBF16},
-    {"falcon-h1 muP bias", 6, 256, 512, true, Act::kSilu, DType::kF32, true, false, 0.8125f,
-     0.5625f, 2},
-    {"nemotron-h relu2", 10, 128, 384, false, Act::kRelu2, DType::kF32, true},
-    {"zamba2 gelu adapters", 5, 96, 192, true, Act::kGeluErf, DType::kF16, true, true, 1.0f, 1.0f,
-     1},
-    {"gelu tanh odd", 7, 37, 59, true, Act::kGeluTanh, DType::kF32, true, true, 1.25f, 0.5f},
-    {"relu odd", 4, 21, 33, true, Act::kRelu, DType::kBF16, false, true},
-    {"ungated silu adds", 6, 40, 70, false, Act::kSilu, DType::kF32, true, true},
-    {"decode row", 1, 64, 256, true, Act::kSilu, DType::kF32, true},
-    // two chunks: weight gradients accumulated across them
-    {"train over two chunks", 300, 24, 4096, true, Act::kSilu, DType::kF32, true},
-};
-
-TEST(MlpBackward, MatchesOracle) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  double worst = 0.0;
-  for (const MlpCase& c : kBackwardCases) {
-    SCOPED_TRACE(c.Describe());
-    std::string which;
-    const double err = BackwardError(c, seed, &which);
-    EXPECT_LE(err, 2 * kTolerance) << which;
-    worst = std::max(worst, err);
-  }
-  std::printf("  worst relative error, backward: %.3g\n", worst);
-}
-
-TEST(MlpBackward, EverySimdTarget) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  const int targets = ForEachSimdTarget([&] {
-    for (Act act : {Act::kSilu, Act::kGeluErf, Act::kGeluTanh, Act::kRelu, Act::kRelu2}) {
-      for (bool gated : {true, false}) {
-        const MlpCase c{"targets", 5, 29, 43, gated, act, DType::kBF16, true, true, 1.0f, 0.75f};
-        SCOPED_TRACE(c.Describe());
-        std::string which;
-        EXPECT_LE(BackwardError(c, seed, &which), 2 * kTolerance) << which;
-      }
-    }
-  });
-  EXPECT_GE(targets, kMinSimdTargets);
+  std::vector<uint8_t> bits = fast.dx.Bytes();
+  for (HostTensor* t : fast.weights.All())
+    bits.insert(bits.end(), t->bytes().begin(), t->bytes().end());
+  return bits;
 }
 
 TEST(MlpBackward, DeterministicForAThreadCount) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   const MlpCase c{"prefill", 24, 256, 1024, true, Act::kSilu, DType::kF32, true};
-  std::string which;
-  std::vector<uint8_t> a, b;
-  BackwardError(c, seed, &which, &a);
-  BackwardError(c, seed, &which, &b);
-  EXPECT_EQ(a, b);
+  EXPECT_EQ(BackwardBits(c, seed), BackwardBits(c, seed));
 }
 
-// Gradients against central finite differences of the fp64 forward, for every input of every
-// form: the oracle's (tight) and the fast path's (within f32 rounding).
-TEST(MlpBackward, FiniteDifferences) {
+// Column blocks of one (T, 2F) buffer (Zamba2's adapter gradient): disjoint halves are fine,
+// blocks sharing a column are not.
+TEST(MlpBackward, AdapterGradientsAsColumnBlocksOfOneBuffer) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
-  int cases = 0;
-  for (Act act : {Act::kSilu, Act::kGeluErf, Act::kGeluTanh, Act::kRelu, Act::kRelu2}) {
-    for (bool gated : {true, false}) {
-      const MlpCase c{"fd", 3, 6, 5, gated, act, DType::kF32, true, true, gated ? 1.25f : 1.0f,
-                      0.75f};
-      SCOPED_TRACE(c.Describe());
-      Rng rng(seed + cases++);
-      MlpProblem prob(c, rng);
-      HostTensor dout({c.T, c.d}, DType::kF32);
-      const std::vector<double> probe = dout.Fill(rng.NormalVec(c.T * c.d));
-      // loss = sum(out * probe) over the fp64 forward of (possibly perturbed) values.
-      std::vector<double> x = prob.x_d, gate = prob.w.gate_d, up = prob.w.up_d,
-                          down = prob.w.down_d, gb = prob.w.gate_bias_d, ub = prob.w.up_bias_d,
-                          db = prob.w.down_bias_d, ga = prob.gate_add_d, ua = prob.up_add_d;
-      auto loss = [&] {
-        ref::MlpWeights w{gated ? gate.data() : nullptr, up.data(), down.data(),
-                          gated ? gb.data() : nullptr,   ub.data(), db.data()};
-        std::vector<double> out(c.T * c.d);
-        ref::MlpForward(prob.Shape(), c.T, x.data(), w, gated ? ga.data() : nullptr, ua.data(),
-                        out.data());
-        double sum = 0.0;
-        for (size_t i = 0; i < out.size(); ++i) sum += out[i] * probe[i];
-        return sum;
-      };
-      RefGrads want(c, prob.w);
-      RunRefBackward(prob, probe, want);
-      FastGrads fast(prob);
-      ASSERT_TRUE(MlpBackward(prob.Inputs(), dout.view(), fast.Views(c), prob.Options()).ok());
-      struct Check {
-        const char* name;
-        std::vector<double>* values;
-        const std::vector<double>* oracle;
-        std::vector<double> fast;
-      };
-      std::vector<Check> checks = {
-          {"x", &x, &want.dx, fast.dx.ToDouble()},
-          {"up", &up, &want.weights.dup, fast.weights.dup.ToDouble()},
-          {"down", &down, &want.weights.ddown, fast.weights.ddown.ToDouble()},
-          {"up_bias", &ub, &want.weights.dup_bias, fast.weights.dup_bias.ToDouble()},
-          {"down_bias", &db, &want.weights.ddown_bias, fast.weights.ddown_bias.ToDouble()},
-          {"up_add", &ua, &want.dup_add, fast.dup_add.ToDouble()}};
-      if (gated) {
-        checks.push_back({"gate", &gate, &want.weights.dgate, fast.weights.dgate.ToDouble()});
-        checks.push_back(
-            {"gate_bias", &gb, &want.weights.dgate_bias, fast.weights.dgate_bias.ToDouble()});
-        checks.push_back({"gate_add", &ga, &want.dgate_add, fast.dgate_add.ToDouble()});
-      }
-      for (Check& ch : checks) {
-        std::vector<double> fd(ch.values->size());
-        for (size_t i = 0; i < fd.size(); ++i) fd[i] = CentralDifference(*ch.values, i, 1e-6, loss);
-        EXPECT_LE(RelativeError(*ch.oracle, fd), 1e-6) << ch.name << " (oracle)";
-        EXPECT_LE(RelativeError(ch.fast, fd), 1e-4) << ch.name << " (fast)";
-      }
-    }
-  }
+  Rng rng(seed);
+  const MlpCase c{"column blocks", 3, 5, 4, true, Act::kSilu, DType::kBF16, true, true};
+  MlpProblem prob(c, rng);
+  HostTensor dout({c.T, c.d}, DType::kF32);
+  dout.Fill(rng.NormalVec(c.T * c.d));
+  FastGrads fast(prob);
+  HostTensor fused({c.T, 2 * c.F}, DType::kF32);
+  auto columns = [&](int64_t first) {
+    Tensor v = fused.view();
+    v.data = static_cast<float*>(fused.data()) + first;
+    v.shape[1] = c.F;
+    return v;
+  };
+  MlpGrads grads = fast.Views(c);
+  grads.dgate_add = columns(0);
+  grads.dup_add = columns(c.F);
+  EXPECT_TRUE(MlpBackward(prob.Inputs(), dout.view(), grads, prob.Options()).ok());
+  grads.dup_add = columns(c.F - 1);
+  const Status s = MlpBackward(prob.Inputs(), dout.view(), grads, prob.Options());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mlp: grads.dup_add: expected memory not overlapping "
+                             "grads.dgate_add"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace

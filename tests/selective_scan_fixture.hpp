@@ -1,15 +1,13 @@
-// Random selective-scan problems for the tests: inputs held both as the kernel's tensors (any
-// dtype, optionally with padded outer strides) and as the exact stored values in double for
-// the fp64 oracle, plus the helpers the forward, backward and determinism tests share.
+// Random selective-scan problems for the tests outside the op harness (bits, packed sequences,
+// large shapes, the GPU): inputs held both as the kernel's tensors (any dtype, optionally with
+// padded outer strides) and as the exact stored values in double for the fp64 oracle.
 // Dimension legend: B batch, D channels, L length, N state size, G groups of B/C.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -256,28 +254,30 @@ struct ScanProblem {
   int64_t StateSize() const { return c.batch * c.dim * c.dstate; }
 };
 
-// The largest error seen per quantity in one test. Recorded as test properties (visible with
-// --gtest_output=xml) and printed when SSMKIT_TEST_PRINT_ERRORS is set, so the bounds in the
-// tests can be re-measured.
-class WorstErrors {
- public:
-  double Track(const std::string& what, double error) {
-    double& worst = worst_[what];
-    if (!(error <= worst)) worst = error;
-    return error;
-  }
-  ~WorstErrors() {
-    for (const auto& [what, error] : worst_) {
-      char text[32];
-      std::snprintf(text, sizeof text, "%.3g", error);
-      ::testing::Test::RecordProperty("max_error " + what, text);
-      if (std::getenv("SSMKIT_TEST_PRINT_ERRORS"))
-        std::printf("  max error %-28s %s\n", what.c_str(), text);
-    }
-  }
+// The nine gradients of SelectiveScanGrads, in its order (du ... dinitial_state).
+inline constexpr int kNumScanGrads = 9;
 
- private:
-  std::map<std::string, double> worst_;
-};
+// A poisoned tensor per gradient, each of its input's shape and dtype with the problem's
+// padding (an absent input's too: whether to pass it is ScanGradPresent's).
+inline std::array<PaddedTensor, kNumScanGrads> ScanGradTensors(const ScanProblem& prob) {
+  const ScanCase& c = prob.c;
+  const std::vector<int64_t> seq = prob.SeqShape(), state = prob.StateShape();
+  std::array<PaddedTensor, kNumScanGrads> t = {PaddedTensor(seq, c.dtype, c.pad),
+                                               PaddedTensor(seq, c.dtype, c.pad),
+                                               PaddedTensor({c.dim, c.dstate}, DType::kF32, c.pad),
+                                               PaddedTensor(BCShape(c, c.b_form), c.dtype, c.pad),
+                                               PaddedTensor(BCShape(c, c.c_form), c.dtype, c.pad),
+                                               PaddedTensor({c.dim}, DType::kF32),
+                                               PaddedTensor(seq, c.dtype, c.pad),
+                                               PaddedTensor({c.dim}, DType::kF32),
+                                               PaddedTensor(state, DType::kF32, c.pad)};
+  for (PaddedTensor& g : t) g.Poison();
+  return t;
+}
+
+// Whether each gradient's input is present (a gradient of an absent one must not be passed).
+inline std::array<bool, kNumScanGrads> ScanGradPresent(const ScanCase& c) {
+  return {true, true, true, true, true, c.has_D, c.has_z, c.has_delta_bias, c.has_h0};
+}
 
 }  // namespace ssmkit::testing

@@ -102,7 +102,7 @@ def test_accelerated_model_equals_transformers(name):
 def gradient_tolerance(name):
     """1e-4, except the per-head sums of the Mamba-2 scan (A_log, dt_bias, D of an SSD layer):
     sums over every position, head dim and state whose cancellation leaves f32 rounding near
-    1e-4 of the result (tests/ssd_grad_test.cpp bounds them by their own rounding noise)."""
+    1e-4 of the result (tests/harness/cases/ssd.cpp bounds them by their own rounding noise)."""
     per_head = name.endswith(("A_log", "dt_bias", ".D"))
     return 1e-3 if per_head else 1e-4
 

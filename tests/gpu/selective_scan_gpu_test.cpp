@@ -56,7 +56,7 @@ void CheckForward(const ScanCase& c, uint64_t seed) {
   EXPECT_TRUE(fs.PaddingUntouched());
 }
 
-constexpr int kNumGrads = 9;
+constexpr int kNumGrads = kNumScanGrads;
 constexpr const char* kGradNames[kNumGrads] = {"du", "ddelta", "dA",          "dB", "dC",
                                                "dD", "dz",     "ddelta_bias", "dh0"};
 
@@ -64,23 +64,11 @@ constexpr const char* kGradNames[kNumGrads] = {"du", "ddelta", "dA",          "d
 std::array<std::vector<double>, kNumGrads> RunBackward(
     ScanProblem& prob, PaddedTensor& dout, PaddedTensor& dfinal,
     std::array<std::vector<uint8_t>, kNumGrads>* bytes = nullptr) {
-  const ScanCase& c = prob.c;
-  const std::vector<int64_t> seq = prob.SeqShape(), state = prob.StateShape();
-  std::array<PaddedTensor, kNumGrads> t = {PaddedTensor(seq, c.dtype, c.pad),
-                                           PaddedTensor(seq, c.dtype, c.pad),
-                                           PaddedTensor({c.dim, c.dstate}, DType::kF32, c.pad),
-                                           PaddedTensor(BCShape(c, c.b_form), c.dtype, c.pad),
-                                           PaddedTensor(BCShape(c, c.c_form), c.dtype, c.pad),
-                                           PaddedTensor({c.dim}, DType::kF32),
-                                           PaddedTensor(seq, c.dtype, c.pad),
-                                           PaddedTensor({c.dim}, DType::kF32),
-                                           PaddedTensor(state, DType::kF32, c.pad)};
-  const bool present[kNumGrads] = {
-      true, true, true, true, true, c.has_D, c.has_z, c.has_delta_bias, c.has_h0};
+  std::array<PaddedTensor, kNumGrads> t = ScanGradTensors(prob);
+  const std::array<bool, kNumGrads> present = ScanGradPresent(prob.c);
   Mirrors m;
   Tensor v[kNumGrads];
   for (int i = 0; i < kNumGrads; ++i) {
-    t[i].Poison();
     if (present[i]) v[i] = m.Out(t[i].view());
   }
   const SelectiveScanGrads grads{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ssmkit::testing::harness {
@@ -55,11 +56,35 @@ bool Run(const Config& config, Call call, Problem& prob, Backend& backend,
   return s.ok() && finished.ok();
 }
 
+// The elements where `expected` is infinite must hold the same infinity in `got`; both keep
+// only the others, to be compared as usual.
+void SplitInfinities(const std::string& name, std::vector<double>& got,
+                     std::vector<double>& expected) {
+  std::vector<double> g, e;
+  int64_t unlike = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isinf(expected[i])) {
+      unlike += got[i] != expected[i];
+    } else {
+      g.push_back(got[i]);
+      e.push_back(expected[i]);
+    }
+  }
+  EXPECT_EQ(unlike, 0) << name << ": infinities unlike the oracle's";
+  got = std::move(g);
+  expected = std::move(e);
+}
+
+// Tolerances in place of some tensors' own, by name.
+using Tols = std::map<std::string, double>;
+
 // The written tensors of `roles` against the oracle's values; the read-only ones unchanged.
 void ExpectMatchesOracle(Problem& prob, Values& want, std::initializer_list<Role> written,
-                         const Backend& backend, Worst& worst, const std::string& only = "") {
+                         const Backend& backend, Worst& worst, const std::string& only = "",
+                         const Tols& tols = {}) {
   for (Arg& a : prob.args()) {
-    if (HasRole(a, {Role::kInput, Role::kUpstream})) {
+    // A saved output is an input of the backward.
+    if (HasRole(a, {Role::kInput, Role::kUpstream}) || (a.saved() && !HasRole(a, written))) {
       EXPECT_TRUE(a.Unchanged()) << a.name() << ": an input was written";
       continue;
     }
@@ -68,15 +93,64 @@ void ExpectMatchesOracle(Problem& prob, Values& want, std::initializer_list<Role
       EXPECT_TRUE(a.Unchanged()) << a.name() << ": written though not requested";
       continue;
     }
-    const std::vector<double> got = a.Stored();
+    std::vector<double> got = a.Stored(), expected = Rounded(want.at(a.name()), a.dtype());
+    if (a.allow_inf()) SplitInfinities(a.name(), got, expected);
     const int64_t bad =
         std::count_if(got.begin(), got.end(), [](double v) { return !std::isfinite(v); });
     EXPECT_EQ(bad, 0) << a.name() << ": elements left poisoned or not finite";
-    const double tol = a.tol().For(backend.cuda());
-    EXPECT_LE(worst.Track(a.name(), RelativeError(got, Rounded(want.at(a.name()), a.dtype()))), tol)
+    const double tol = tols.count(a.name()) ? tols.at(a.name()) : a.tol().For(backend.cuda());
+    EXPECT_LE(worst.Track(a.name(), RelativeError(got, expected)), tol)
         << a.name() << ": against the oracle";
     EXPECT_TRUE(a.PaddingUnchanged()) << a.name() << ": wrote into the padding between rows";
   }
+}
+
+// Each gradient with a GradNoise factor computed with the upstream gradients scaled by s, over
+// s, for s = 3 and 0.3: the backward is linear in them, so in exact arithmetic these equal the
+// unscaled gradients, and what differs is rounding (s not a power of two: every product rounds
+// anew). By gradient name, one vector per s.
+using Scaled = std::map<std::string, std::vector<std::vector<double>>>;
+
+Scaled ScaledBackwards(const Config& config, Problem& prob, Backend& backend) {
+  Scaled scaled;
+  const auto noisy = [](const Arg& a) { return a.role() == Role::kGrad && a.noise() > 0.0; };
+  if (std::none_of(prob.args().begin(), prob.args().end(), noisy)) return scaled;
+  for (double s : {3.0, 0.3}) {
+    std::map<std::string, std::vector<double>> upstream;
+    for (Arg& a : prob.args()) {
+      if (a.role() != Role::kUpstream) continue;
+      std::vector<double> v = upstream[a.name()] = a.Stored();
+      for (double& x : v) x *= s;
+      a.Given(v);
+    }
+    const bool ran = Run(config, Call::kBackward, prob, backend);
+    for (Arg& a : prob.args()) {
+      if (a.role() == Role::kUpstream) a.Given(upstream.at(a.name()));
+      if (!ran || !noisy(a)) continue;
+      std::vector<double> g = a.Stored();
+      for (double& x : g) x /= s;
+      scaled[a.name()].push_back(std::move(g));
+    }
+  }
+  return scaled;
+}
+
+// The tolerance of each gradient with a GradNoise factor: its own, or that factor times its
+// rounding noise (the scaled gradients against the unscaled ones just computed) when larger.
+// The noise must itself stay at rounding level (below 1e-2): a scaling bug cannot widen the
+// bounds.
+Tols NoiseTolerances(Problem& prob, const Scaled& scaled, const Backend& backend, Worst& worst) {
+  Tols tols;
+  for (Arg& a : prob.args()) {
+    if (!scaled.count(a.name())) continue;
+    double noise = 0.0;
+    for (const std::vector<double>& g : scaled.at(a.name()))
+      noise = std::max(noise, RelativeError(g, a.Stored()));
+    EXPECT_LT(worst.Track(a.name() + " rounding noise", noise), 1e-2)
+        << a.name() << ": not linear in the upstream gradients";
+    tols[a.name()] = std::max(a.tol().For(backend.cuda()), a.noise() * noise);
+  }
+  return tols;
 }
 
 // L = sum over outputs of upstream . output, through the oracle forward; its central
@@ -99,7 +173,13 @@ void ExpectFiniteDifferences(const ErasedOp& op, const Config& config, Problem& 
     if (a.role() != Role::kGrad) continue;
     std::vector<double>& input = v.at(a.name().substr(1));
     std::vector<double> fd(input.size());
-    for (size_t i = 0; i < input.size(); ++i) fd[i] = CentralDifference(input, i, op.fd.step, loss);
+    for (size_t i = 0; i < input.size(); ++i) {
+      const double h = op.fd.step;
+      fd[i] = op.fd.richardson ? (4.0 * CentralDifference(input, i, h, loss) -
+                                  CentralDifference(input, i, 2.0 * h, loss)) /
+                                     3.0
+                               : CentralDifference(input, i, h, loss);
+    }
     EXPECT_LE(worst.Track(a.name() + " oracle vs FD", RelativeError(oracle.at(a.name()), fd)),
               op.fd.oracle)
         << a.name() << ": the oracle's gradient against finite differences";
@@ -167,8 +247,10 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
     }
     if (backward) {
       config.oracle(Call::kBackward, want);
+      const Scaled scaled = ScaledBackwards(config, prob, backend);
       if (Run(config, Call::kBackward, prob, backend)) {
-        ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst);
+        ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst, "",
+                            NoiseTolerances(prob, scaled, backend, worst));
         if (c.checks.finite_differences)
           ExpectFiniteDifferences(op, config, prob, want, backend, worst);
       }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@ struct Checks {
   bool finite_differences = false;  // gradients of oracle and op against central differences
   bool grads_alone = false;         // each gradient requested alone: written, the others not
   int threads = 0;                  // the library's thread count for the case (0: default)
+  bool cuda = true;                 // false: a CPU-only feature (the scan's chunk states)
 };
 
 template <class P>
@@ -44,12 +46,24 @@ struct BadInput {
   StatusCode code = StatusCode::kInvalidArgument;
 };
 
+// Several lists of bad inputs as one, in order (a case file's forward and backward rules).
+template <class P>
+std::vector<BadInput<P>> Concat(std::initializer_list<std::vector<BadInput<P>>> lists) {
+  std::vector<BadInput<P>> all;
+  for (const std::vector<BadInput<P>>& list : lists)
+    all.insert(all.end(), list.begin(), list.end());
+  return all;
+}
+
 // Central differences of step `step`: the oracle's analytic backward within `oracle`, the op's
-// within `op` (or the gradient's own tolerance, when looser).
+// within `op` (or the gradient's own tolerance, when looser). With `richardson`, those at steps
+// h and 2 h combined, (4 D(h) - D(2 h)) / 3: O(h^4) truncation, so a step large enough to keep
+// the rounding (~eps |loss| / h) small where a loss is large and a gradient small.
 struct FiniteDifferences {
   double step = 1e-6;
   double oracle = 1e-6;
   double op = 1e-4;
+  bool richardson = false;
 };
 
 // P: the op's configuration, a struct with std::string Name() const.

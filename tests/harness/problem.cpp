@@ -6,18 +6,31 @@
 namespace ssmkit::testing::harness {
 
 Arg::Arg(std::string name, Role role, std::vector<int64_t> shape, DType dtype, int64_t pad,
-         Tolerance tol, Rng* rng)
+         bool outer_pad, Tolerance tol, Rng* rng)
     : name_(std::move(name)),
       role_(role),
       shape_(std::move(shape)),
       dtype_(dtype),
       pad_(pad),
+      outer_pad_(outer_pad),
       tol_(tol),
       grad_tol_(tol),
+      grad_dtype_(dtype),
       rng_(rng) {
+  const int rank = static_cast<int>(shape_.size());
   std::vector<int64_t> stored = shape_;
+  for (int d = outer_pad_ ? 1 : rank - 1; d < rank - 1; ++d) stored[d] += pad_;
   stored.back() += pad_;
   storage_ = HostTensor(stored, dtype_);
+  if (pad_ == 0) return;  // packed: each index is its own place (offsets_ stays empty)
+  // Row-major over the logical shape, each index's place in the stored one.
+  std::vector<int64_t> idx(rank, 0);
+  offsets_.resize(static_cast<size_t>(numel()));
+  for (int64_t& offset : offsets_) {
+    offset = 0;
+    for (int d = 0; d < rank; ++d) offset = offset * stored[d] + idx[d];
+    for (int d = rank - 1; d >= 0 && ++idx[d] == shape_[d]; --d) idx[d] = 0;
+  }
 }
 
 int64_t Arg::numel() const {
@@ -58,6 +71,16 @@ Arg& Arg::GradTol(double cpu, double cuda) {
   return *this;
 }
 
+Arg& Arg::GradNoise(double factor) {
+  noise_ = factor;
+  return *this;
+}
+
+Arg& Arg::GradDType(DType dtype) {
+  grad_dtype_ = dtype;
+  return *this;
+}
+
 Arg& Arg::NoGrad() {
   differentiable_ = false;
   return *this;
@@ -68,29 +91,38 @@ Arg& Arg::NoUpstream() {
   return *this;
 }
 
+Arg& Arg::Saved() {
+  saved_ = true;
+  return *this;
+}
+
+Arg& Arg::AllowInf() {
+  allow_inf_ = true;
+  return *this;
+}
+
 void Arg::Store(std::vector<double> logical) {
-  const int64_t row = shape_.back(), stride = row + pad_, rows = numel() / row;
-  std::vector<double> all = rng_->NormalVec(rows * stride);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < row; ++i) all[r * stride + i] = logical[r * row + i];
+  if (pad_ == 0) {
+    storage_.Fill(logical);
+  } else {
+    std::vector<double> all = rng_->NormalVec(storage_.numel());
+    for (size_t i = 0; i < offsets_.size(); ++i) all[offsets_[i]] = logical[i];
+    storage_.Fill(all);
   }
-  storage_.Fill(all);
   Snapshot();
 }
 
 Tensor Arg::view() {
   Tensor t = storage_.view();
-  t.shape[t.rank - 1] = shape_.back();
+  for (int d = 0; d < t.rank; ++d) t.shape[d] = shape_[d];
   return t;
 }
 
 std::vector<double> Arg::Stored() const {
+  if (pad_ == 0) return storage_.ToDouble();
   const std::vector<double> all = storage_.ToDouble();
-  const int64_t row = shape_.back(), stride = row + pad_, rows = numel() / row;
-  std::vector<double> v(static_cast<size_t>(numel()));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < row; ++i) v[r * row + i] = all[r * stride + i];
-  }
+  std::vector<double> v(offsets_.size());
+  for (size_t i = 0; i < offsets_.size(); ++i) v[i] = all[offsets_[i]];
   return v;
 }
 
@@ -109,11 +141,12 @@ bool Arg::Unchanged() const { return storage_.bytes() == snapshot_; }
 
 bool Arg::PaddingUnchanged() const {
   if (snapshot_.size() != storage_.bytes().size()) return false;
-  const int64_t size = DTypeSize(dtype_), row = shape_.back(), stride = row + pad_;
-  for (int64_t r = 0; r < numel() / row; ++r) {
-    for (int64_t b = (r * stride + row) * size; b < (r + 1) * stride * size; ++b) {
-      if (storage_.bytes()[b] != snapshot_[b]) return false;
-    }
+  if (pad_ == 0) return true;
+  std::vector<bool> data(static_cast<size_t>(storage_.numel()), false);
+  for (int64_t offset : offsets_) data[offset] = true;
+  const size_t size = DTypeSize(dtype_);
+  for (size_t b = 0; b < snapshot_.size(); ++b) {
+    if (!data[b / size] && storage_.bytes()[b] != snapshot_[b]) return false;
   }
   return true;
 }
@@ -131,21 +164,22 @@ Tensor Bound::Spare(std::vector<int64_t> shape, DType dtype) {
 void Problem::DefaultTol(double cpu, double cuda) { default_tol_ = {cpu, cuda}; }
 
 Arg& Problem::Add(const std::string& name, Role role, std::vector<int64_t> shape, DType dtype,
-                  int64_t pad) {
-  return args_.emplace_back(name, role, std::move(shape), dtype, pad, default_tol_, &rng_);
+                  int64_t pad, bool outer_pad) {
+  return args_.emplace_back(name, role, std::move(shape), dtype, pad, outer_pad, default_tol_,
+                            &rng_);
 }
 
 Arg& Problem::Input(const std::string& name, std::vector<int64_t> shape, DType dtype, int64_t pad) {
-  return Add(name, Role::kInput, std::move(shape), dtype, pad);
+  return Add(name, Role::kInput, std::move(shape), dtype, pad, outer_pad_);
 }
 
 Arg& Problem::InOut(const std::string& name, std::vector<int64_t> shape, DType dtype, int64_t pad) {
-  return Add(name, Role::kInOut, std::move(shape), dtype, pad);
+  return Add(name, Role::kInOut, std::move(shape), dtype, pad, outer_pad_);
 }
 
 Arg& Problem::Output(const std::string& name, std::vector<int64_t> shape, DType dtype,
                      int64_t pad) {
-  Arg& arg = Add(name, Role::kOutput, std::move(shape), dtype, pad);
+  Arg& arg = Add(name, Role::kOutput, std::move(shape), dtype, pad, outer_pad_);
   arg.Poison();
   return arg;
 }
@@ -156,10 +190,11 @@ void Problem::AddGradients() {
   for (size_t i = 0; i < declared; ++i) {
     const Arg& a = args_[i];  // deque: appending leaves references valid
     if (a.role() == Role::kOutput && a.has_upstream()) {
-      Add("d" + a.name(), Role::kUpstream, a.shape(), a.dtype(), a.pad()).Normal();
+      Add("d" + a.name(), Role::kUpstream, a.shape(), a.dtype(), a.pad(), a.outer_pad()).Normal();
     } else if (a.role() == Role::kInput && a.differentiable()) {
-      Add("d" + a.name(), Role::kGrad, a.shape(), a.dtype(), a.pad())
+      Add("d" + a.name(), Role::kGrad, a.shape(), a.grad_dtype(), a.pad(), a.outer_pad())
           .Tol(a.grad_tol().cpu, a.grad_tol().cuda)
+          .GradNoise(a.noise())
           .Poison();
     }
   }
@@ -186,7 +221,11 @@ Bound Problem::Bind(Call call, Placement& place, const std::string& only_grad) {
         b[a.name()] = place.Out(a.view());
         break;
       case Role::kOutput:
-        if (call == Call::kForward) b[a.name()] = place.Out(a.view());
+        if (call == Call::kForward) {
+          b[a.name()] = place.Out(a.view());
+        } else if (a.saved()) {
+          b[a.name()] = place.In(a.view());
+        }
         break;
       case Role::kUpstream:
         if (call == Call::kBackward) b[a.name()] = place.In(a.view());

@@ -31,11 +31,14 @@ struct Tolerance {
 };
 
 // One tensor: host storage whose rows carry `pad` elements past the last dimension (strided
-// rows the op must neither read as data nor write), and the logical values as doubles.
+// rows the op must neither read as data nor write), with `outer_pad` also past every dimension
+// between the first and the last (outer strides bigger than the packed ones: a (B, D, L)
+// tensor's batch stride (D + pad) (L + pad), not D (L + pad)), and the logical values as
+// doubles.
 class Arg {
  public:
   Arg(std::string name, Role role, std::vector<int64_t> shape, DType dtype, int64_t pad,
-      Tolerance tol, Rng* rng);
+      bool outer_pad, Tolerance tol, Rng* rng);
 
   // Declaration, chained after Problem::Input and friends. The fills draw from the problem's
   // seeded generator; the padding gets random values too, so reading it as data shows.
@@ -45,19 +48,36 @@ class Arg {
   Arg& Pin(int64_t index, double value);        // after a fill: one element set (an edge case)
   Arg& Tol(double cpu, double cuda = 0.0);      // this output's tolerance
   Arg& GradTol(double cpu, double cuda = 0.0);  // the tolerance of this input's gradient
-  Arg& NoGrad();                                // an input without a gradient (indices)
-  Arg& NoUpstream();  // an output no gradient reaches (its upstream is left absent)
+  // This input's gradient a sum of many terms of both signs (a per-head dA over B L steps):
+  // their f32 rounding does not cancel the way the terms do, so where they cancel the sum's
+  // relative error grows. Its tolerance is then at least `factor` times its measured rounding
+  // noise (checks.cpp, RoundingNoise).
+  Arg& GradNoise(double factor);
+  Arg& GradDType(DType dtype);  // the gradient's dtype, when not the input's (f32 of bf16 weights)
+  Arg& NoGrad();                // an input without a gradient (indices)
+  Arg& NoUpstream();            // an output no gradient reaches (its upstream is left absent)
+  // An output the backward reads (attention's out and lse): bound on the backward call too,
+  // holding what the forward wrote, and left as it was.
+  Arg& Saved();
+  // An output that may hold infinities where the oracle has them (the lse of a row that sees
+  // no key): those must be the same infinities, the finite rest is compared.
+  Arg& AllowInf();
 
   const std::string& name() const { return name_; }
   Role role() const { return role_; }
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t pad() const { return pad_; }
+  bool outer_pad() const { return outer_pad_; }
   int64_t numel() const;
   Tolerance tol() const { return tol_; }
   Tolerance grad_tol() const { return grad_tol_; }
+  DType grad_dtype() const { return grad_dtype_; }
+  double noise() const { return noise_; }  // a gradient's (or an input's gradient's) GradNoise
   bool differentiable() const { return differentiable_; }
   bool has_upstream() const { return has_upstream_; }
+  bool saved() const { return saved_; }
+  bool allow_inf() const { return allow_inf_; }
 
   Tensor view();                       // the host tensor, strides over the padding
   std::vector<double> Stored() const;  // the logical elements as stored, as doubles
@@ -75,10 +95,15 @@ class Arg {
   std::vector<int64_t> shape_;
   DType dtype_;
   int64_t pad_;
+  bool outer_pad_;
   Tolerance tol_, grad_tol_;
-  bool differentiable_ = true, has_upstream_ = true;
+  DType grad_dtype_;
+  double noise_ = 0.0;
+  bool differentiable_ = true, has_upstream_ = true, saved_ = false, allow_inf_ = false;
   Rng* rng_;
   HostTensor storage_;
+  std::vector<int64_t> offsets_;  // (numel): each logical element's index in storage_; empty
+                                  // when packed (pad 0)
   std::vector<uint8_t> snapshot_;
 };
 
@@ -128,6 +153,9 @@ class Problem {
 
   // The tolerance of the outputs and gradients declared after it (default 1e-5).
   void DefaultTol(double cpu, double cuda = 0.0);
+  // The tensors declared after it padded past every dimension but the first, not only the
+  // last (Arg's outer_pad); their gradients too.
+  void PadOuterDims(bool on) { outer_pad_ = on; }
   Arg& Input(const std::string& name, std::vector<int64_t> shape, DType dtype, int64_t pad = 0);
   Arg& InOut(const std::string& name, std::vector<int64_t> shape, DType dtype, int64_t pad = 0);
   Arg& Output(const std::string& name, std::vector<int64_t> shape, DType dtype, int64_t pad = 0);
@@ -137,6 +165,9 @@ class Problem {
   // (poisoned), each with that tensor's shape, dtype and padding.
   void AddGradients();
 
+  // The seeded generator the fills draw from, for a case drawing its own distribution (a
+  // log-uniform step size, say) to hand to Arg::Given.
+  Rng& rng() { return rng_; }
   std::deque<Arg>& args() { return args_; }
   // Every argument's stored values (outputs and gradients zero-filled), for the oracle.
   Values OracleValues() const;
@@ -144,11 +175,12 @@ class Problem {
   Bound Bind(Call call, Placement& place, const std::string& only_grad = "");
 
  private:
-  Arg& Add(const std::string& name, Role role, std::vector<int64_t> shape, DType dtype,
-           int64_t pad);
+  Arg& Add(const std::string& name, Role role, std::vector<int64_t> shape, DType dtype, int64_t pad,
+           bool outer_pad);
 
   Rng rng_;
   Tolerance default_tol_;
+  bool outer_pad_ = false;
   std::deque<Arg> args_;  // a deque: the Arg& handed out stay valid
 };
 

@@ -46,6 +46,7 @@ void RegisterOp(std::shared_ptr<const ErasedOp> op, bool perf) {
   }
   for (const ErasedCase& c : op->cases) {
     for (const std::shared_ptr<Backend>& backend : backends) {
+      if (backend->cuda() && !c.checks.cuda) continue;
       Register(suite, c.name + "/" + backend->Name(),
                [op, &c, backend, perf] { RunCase(*op, c, *backend, perf); });
     }

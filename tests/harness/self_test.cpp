@@ -1,7 +1,10 @@
 // The harness's own checks catch what they are for: an op that leaves an output element
-// poisoned, writes a NaN, writes into the padding between rows, writes an input, computes a
-// wrong value, gets a gradient wrong, or accepts a bad input fails its test; a correct op passes.
-// A toy op, out = 2 x (strided rows), stands in for a real one.
+// poisoned, writes a NaN, writes into the padding between rows (or, with outer padding, between
+// matrices), writes an input, computes a wrong value, gets a gradient wrong (plain or Richardson
+// finite differences), computes a gradient not linear in the upstream one (which would widen a
+// tolerance set by the rounding noise), writes an output its backward reads, loses an infinity
+// the oracle has or writes one it has not, or accepts a bad input fails its test; a correct op
+// passes. A toy op, out = 2 x (strided rows), stands in for a real one.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -23,19 +26,29 @@ enum class Flaw {
   kWritesInput,
   kWrongValue,
   kWrongGradient,
+  kNonlinearGradient,
+  kBackwardWritesSaved,
+  kLosesInfinity,
+  kWritesInfinity,
   kAcceptsAnything
 };
 
 struct Toy {
   Flaw flaw = Flaw::kNone;
-  std::string Name() const { return "toy flaw " + std::to_string(static_cast<int>(flaw)); }
+  bool infinity = false;  // x[0] = -inf, so out[0] = -inf (forward only)
+  std::string Name() const {
+    return "toy flaw " + std::to_string(static_cast<int>(flaw)) + (infinity ? " -inf" : "");
+  }
 };
 
 constexpr int64_t kRows = 3, kCols = 5, kPad = 2;
 
-void Make(const Toy&, Problem& prob) {
-  prob.Input("x", {kRows, kCols}, DType::kF32, kPad).Normal();
-  prob.Output("out", {kRows, kCols}, DType::kF32, kPad);
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+void Make(const Toy& p, Problem& prob) {
+  Arg& x = prob.Input("x", {kRows, kCols}, DType::kF32, kPad).Normal().GradNoise(8.0);
+  if (p.infinity) x.Pin(0, -kInf);
+  prob.Output("out", {kRows, kCols}, DType::kF32, kPad).Saved().AllowInf();
 }
 
 void OracleForward(const Toy&, Values& v) {
@@ -56,7 +69,8 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
   for (int64_t r = 0; r < kRows; ++r) {
     for (int64_t c = 0; c < kCols; ++c) {
       if (p.flaw == Flaw::kSkipsOne && r == 1 && c == 1) continue;
-      d[r * stride + c] = 2.0f * s[r * stride + c];
+      const float v = s[r * stride + c];
+      d[r * stride + c] = 2.0f * v + (p.flaw == Flaw::kNonlinearGradient ? 0.05f * v * v : 0.0f);
     }
   }
   switch (p.flaw) {
@@ -69,6 +83,12 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
     case Flaw::kWritesInput:
       static_cast<float*>(input.data)[0] += 1.0f;
       break;
+    case Flaw::kLosesInfinity:
+      d[0] = 0.0f;
+      break;
+    case Flaw::kWritesInfinity:
+      d[0] = -kInf;
+      break;
     case Flaw::kWrongValue:
       // An offset, not a factor: the inputs are fresh random normals each run, and 1% of an
       // element near zero hid under the normwise tolerance (seen failing in full-suite runs).
@@ -80,34 +100,47 @@ Status Scale(const Toy& p, const Tensor& src, const Tensor& dst, const Tensor& i
   return Status::Ok();
 }
 
-Status Forward(const Toy& p, Bound& b) { return Scale(p, b["x"], b["out"], b["x"]); }
+Status Forward(const Toy& p, Bound& b) {
+  Toy q = p;
+  if (p.flaw == Flaw::kNonlinearGradient || p.flaw == Flaw::kBackwardWritesSaved)
+    q.flaw = Flaw::kNone;  // a flaw of the backward's
+  return Scale(q, b["x"], b["out"], b["x"]);
+}
 
 Status Backward(const Toy& p, Bound& b) {
   Toy q = p;
   if (p.flaw == Flaw::kWrongGradient)
     q.flaw = Flaw::kWrongValue;
-  else if (p.flaw != Flaw::kAcceptsAnything)
+  else if (p.flaw != Flaw::kAcceptsAnything && p.flaw != Flaw::kNonlinearGradient)
     q.flaw = Flaw::kNone;
-  return Scale(q, b["dout"], b["dx"], b["dout"]);
+  const Status s = Scale(q, b["dout"], b["dx"], b["dout"]);
+  if (p.flaw == Flaw::kBackwardWritesSaved) static_cast<float*>(b["out"].data)[0] += 1.0f;
+  return s;
 }
 
-ErasedOp ToyOp(Flaw flaw) {
-  OpSpec<Toy> spec{
-      .name = "toy",
-      .make = Make,
-      .oracle_forward = OracleForward,
-      .oracle_backward = OracleBackward,
-      .forward = Forward,
-      .backward = Backward,
-      .cases = {{"one", {Toy{flaw}}, {.finite_differences = true}}},
-      .valid = Toy{flaw},
-      .bad_inputs = {
-          {"NullX", Call::kForward, [](Toy&, Bound& b) { b["x"] = Tensor{}; }, {"toy: x:"}}}};
+ErasedOp ToyOp(Flaw flaw, FiniteDifferences fd = {}, bool infinity = false) {
+  const Checks checks = infinity ? Checks{.backward = false} : Checks{.finite_differences = true};
+  OpSpec<Toy> spec{.name = "toy",
+                   .make = Make,
+                   .oracle_forward = OracleForward,
+                   .oracle_backward = OracleBackward,
+                   .forward = Forward,
+                   .backward = Backward,
+                   .cases = {{"one", {Toy{flaw, infinity}}, checks}},
+                   .valid = Toy{flaw},
+                   .bad_inputs = {{"NullX",
+                                   Call::kForward,
+                                   [](Toy&, Bound& b) { b["x"] = Tensor{}; },
+                                   {"toy: x:"}}},
+                   .fd = fd};
   return Erase(spec);
 }
 
-void RunToy(Flaw flaw) {
-  const ErasedOp op = ToyOp(flaw);
+// Richardson's combination: exact on the linear toy at any step, so a wrong coefficient shows.
+constexpr FiniteDifferences kRichardson = {.step = 1e-3, .oracle = 1e-9, .richardson = true};
+
+void RunToy(Flaw flaw, FiniteDifferences fd = {}, bool infinity = false) {
+  const ErasedOp op = ToyOp(flaw, fd, infinity);
   RunCase(op, op.cases[0], *CpuBackends()[0], /*perf=*/false);
 }
 
@@ -129,6 +162,8 @@ bool Reports(const std::function<void()>& run, const std::string& piece) {
 
 TEST(HarnessSelfTest, ACorrectOpPasses) {
   RunToy(Flaw::kNone);
+  RunToy(Flaw::kNone, kRichardson);
+  RunToy(Flaw::kNone, {}, /*infinity=*/true);
   const ErasedOp op = ToyOp(Flaw::kNone);
   RunValid(op);
   RunBadInput(op, op.bad_inputs[0]);
@@ -142,13 +177,38 @@ TEST(HarnessSelfTest, EachFlawIsCaught) {
       {Flaw::kWritesInput, "x: an input was written"},
       {Flaw::kWrongValue, "out: against the oracle"},
       {Flaw::kWrongGradient, "dx: the op's gradient against finite differences"},
+      {Flaw::kNonlinearGradient, "dx: not linear in the upstream gradients"},
+      {Flaw::kBackwardWritesSaved, "out: an input was written"},
+      {Flaw::kWritesInfinity, "out: elements left poisoned or not finite"},
   };
   for (const auto& [flaw, piece] : flaws) {
     EXPECT_TRUE(Reports([flaw = flaw] { RunToy(flaw); }, piece)) << piece;
   }
+  EXPECT_TRUE(Reports([] { RunToy(Flaw::kWrongGradient, kRichardson); },
+                      "dx: the op's gradient against finite differences"));
+  EXPECT_TRUE(Reports([] { RunToy(Flaw::kLosesInfinity, {}, /*infinity=*/true); },
+                      "out: infinities unlike the oracle's"));
   const ErasedOp op = ToyOp(Flaw::kAcceptsAnything);
   EXPECT_TRUE(Reports([&] { RunBadInput(op, op.bad_inputs[0]); },
                       "accepted, or refused with another code"));
+}
+
+// With outer padding a (2, 3, 4) tensor's matrices are (3 + pad) (4 + pad) elements apart; a
+// write between two matrices, past the last row of the first, is a write into the padding, and
+// a write into an element is not.
+TEST(HarnessSelfTest, OuterPaddingIsWatched) {
+  Problem prob(FreshSeed());
+  prob.PadOuterDims(true);
+  Arg& a = prob.Input("a", {2, 3, 4}, DType::kF32, kPad).Normal();
+  const Tensor t = a.view();
+  ASSERT_EQ(t.strides[0], (3 + kPad) * (4 + kPad));
+  ASSERT_EQ(t.strides[1], 4 + kPad);
+  auto* data = static_cast<float*>(t.data);
+  data[t.strides[0] + 2 * t.strides[1] + 3] = 7.0f;  // element (1, 2, 3)
+  EXPECT_TRUE(a.PaddingUnchanged());
+  EXPECT_EQ(a.Stored()[23], 7.0);
+  data[3 * t.strides[1]] = 7.0f;  // the padding rows after matrix 0
+  EXPECT_FALSE(a.PaddingUnchanged());
 }
 
 }  // namespace
