@@ -270,11 +270,6 @@ TEST_F(MlpErrors, DxOverlapsExpertWeight) {
 
 // ------------------------------------------------------------------ views
 
-TEST_F(MlpErrors, QuantizedWeightsRowsOfWholeBlocks) {
-  // d = 5 is no whole number of q8_0's 32-element blocks.
-  mlp_in_.weights.up.dtype = DType::kQ8_0;
-  Expect(MlpFwd(), {"mlp: weights.up:", "rows of whole q8_0 blocks (32 elements)", "5 columns"});
-}
 TEST(MlpQuantized, ForwardTakesThemBackwardRefusesThem) {
   // q8_0 matrices of zero blocks (scale 0): the forward runs (output 0), the backward names the
   // first quantized weight.

@@ -220,6 +220,10 @@ std::vector<Bad> ForwardRules() {
        kFwd,
        [](Mlp&, Bound& b) { b["up"].dtype = DType::kI32; },
        {"mlp: weights.up:", "dtype f32 or bf16 or f16", "i32"}},
+      {"UpQuantizedRows",  // d = 5 is no whole number of q8_0's 32-element blocks
+       kFwd,
+       [](Mlp&, Bound& b) { b["up"].dtype = DType::kQ8_0; },
+       {"mlp: weights.up:", "rows of whole q8_0 blocks (32 elements)", "5 columns"}},
       {"UpWidth",
        kFwd,
        [](Mlp&, Bound& b) { b["up"].shape[1] = 6; },
