@@ -3,13 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.hpp"
 #include "model_args.hpp"
 #include "ssmkit/perplexity.hpp"
 #include "ssmkit/threads.hpp"
@@ -23,20 +22,11 @@ struct PerplexityArgs {
   bool json = false;
 };
 
-Status ReadFile(const std::string& path, std::string* text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument("--data " + path + ": cannot open the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  *text = s.str();
-  return Status::Ok();
-}
-
 int RunPerplexity(PerplexityArgs a) {
   if (!ResolveModel("perplexity", &a.model)) return 2;
   std::string text;
-  Status s = ReadFile(a.data, &text);
-  if (!s.ok()) return Fail(s);
+  Status s = ReadTextFile(a.data, &text);
+  if (!s.ok()) return Fail(Status(s.code(), "--data " + s.message()));
   std::unique_ptr<Model> model;
   s = Model::Load(a.model, &model);
   if (!s.ok()) return Fail(s);
