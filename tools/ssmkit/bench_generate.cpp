@@ -292,16 +292,11 @@ int RunFileModel(const Options& options, std::vector<CaseResult>* results) {
   return RunModelCases(*model, model->weight_dtype_name(), shape, options, results) ? 0 : 1;
 }
 
-int RunGenerateBench(const Options& options) {
-  if (options.device == "cuda") return RunCudaGenerateBench(options);
-  std::vector<DType> dtypes;
-  if (!ParseWeights(options.weights, &dtypes)) return 2;
-  std::vector<CaseResult> results;
-  if (!options.model.empty()) {
-    if (const int rc = RunFileModel(options, &results); rc != 0) return rc;
-  }
+// The random presets of kShapes that --shape / --weights / --algo select; 0, or the exit code
+// after printing a failure.
+int RunPresets(const Options& options, std::vector<DType> dtypes,
+               std::vector<CaseResult>* results) {
   for (const Shape& shape : kShapes) {
-    if (!options.model.empty()) break;
     if (!options.shape.empty() && options.shape != shape.name) continue;
     if (options.weights.empty()) ParseWeights(shape.default_weights, &dtypes);
     for (DType dtype : dtypes) {
@@ -320,9 +315,20 @@ int RunGenerateBench(const Options& options) {
       }
       // A quantized model's few fallback matrices make weight_dtype_name() "mixed": the
       // requested dtype names the row.
-      if (!RunModelCases(*model, weights, shape, options, &results)) return 1;
+      if (!RunModelCases(*model, weights, shape, options, results)) return 1;
     }
   }
+  return 0;
+}
+
+int RunGenerateBench(const Options& options) {
+  if (options.device == "cuda") return RunCudaGenerateBench(options);
+  std::vector<DType> dtypes;
+  if (!ParseWeights(options.weights, &dtypes)) return 2;
+  std::vector<CaseResult> results;
+  const int rc = options.model.empty() ? RunPresets(options, dtypes, &results)
+                                       : RunFileModel(options, &results);
+  if (rc != 0) return rc;
   if (results.empty()) {
     std::fprintf(stderr, "bench generate: no case matches --shape/--algo\n");
     return 1;
