@@ -62,7 +62,8 @@ GgufWriter ValidWriter() {
   AddF32Tensor(&w, "v", {5}, {1, 2, 3, 4, 5});
   std::string q8(34 * 2, '\x01');  // two Q8_0 blocks: a (1, 64) row
   w.AddTensor("q", 8, {1, 64}, q8);
-  w.AddTensor("unsupported_q4_1", 3, {32}, std::string(20, '\0'));
+  w.AddTensor("q5", 6, {1, 32}, std::string(22, '\x02'));  // one Q5_0 block
+  w.AddTensor("unsupported_q3_k", 11, {256}, std::string(110, '\0'));
   return w;
 }
 
@@ -116,10 +117,14 @@ TEST(Gguf, ReadsMetadataTensorsAndAlignment) {
     EXPECT_EQ(q->dtype, DType::kQ8_0);
     EXPECT_EQ(q->shape, (std::vector<int64_t>{1, 64}));
     EXPECT_EQ(q->nbytes, 68);
-    const GgufTensor* u = f.FindTensor("unsupported_q4_1");
+    const GgufTensor* q5 = f.FindTensor("q5");
+    ASSERT_NE(q5, nullptr);
+    EXPECT_EQ(q5->dtype, DType::kQ5_0);
+    EXPECT_EQ(q5->nbytes, 22);
+    const GgufTensor* u = f.FindTensor("unsupported_q3_k");
     ASSERT_NE(u, nullptr);
     EXPECT_FALSE(u->supported);
-    EXPECT_EQ(GgmlTypeName(u->ggml_type), "q4_1");
+    EXPECT_EQ(GgmlTypeName(u->ggml_type), "q3_K");
   }
 }
 

@@ -1,7 +1,8 @@
-// LinearForward with a quantized weight (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) against the fp64 oracle
-// (ref::QuantLinear: the weight decoded exactly, times the exact x), on every compiled SIMD
-// target: the few-rows kernel (T <= 64, which quantizes x to 8 bits per element) and the sgemm
-// path over decoded panels (T > 64, feature-major layouts); thread counts and determinism.
+// LinearForward with a quantized weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) against
+// the fp64 oracle (ref::QuantLinear: the weight decoded exactly, times the exact x), on every
+// compiled SIMD target: the few-rows kernel (T <= 64, which quantizes x to 8 bits per element)
+// and the sgemm path over decoded panels (T > 64, feature-major layouts); thread counts and
+// determinism.
 //
 // Tolerance. The kernel replaces x by s q (s = max |x| / 127 per block of B, |x - s q| <= s / 2),
 // so |out - ref| <= sum_k |w_k| s(k) / 2, plus f32 rounding (1e-5 of sum_k |x_k| |w_k|). It is
@@ -25,7 +26,7 @@ namespace ssmkit::testing {
 namespace {
 
 constexpr DType kQuantized[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                                DType::kQ6_K};
+                                DType::kQ6_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
 
 // A weight (M, K) in `dtype` and its decoded values: N(0, 0.1) values quantized, or given bytes.
 struct Weight {
@@ -200,7 +201,8 @@ TEST(QuantLinear, MatchesOracleOnEverySimdTarget) {
 }
 
 // Weights of random bytes (every level, scale and min a block can store, the extremes
-// included: q8_0's -128, q6_k's 63 and its scale -128, the 6-bit scales' 63) times rows of x
+// included: q8_0's -128, q6_k's 63 and its scale -128, the 6-bit scales' 63, q5_0's -16 and
+// q5_1's 31 beside any min) times rows of x
 // whose levels are all +-127: the products that bring the 8-bit kernels' int16 pair sums
 // closest to saturating. x's signs all +, all -, alternating, and those of a weight row (a
 // signed format's largest pair sums).

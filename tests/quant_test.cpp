@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace ssmkit::testing {
 namespace {
 
 constexpr DType kQuantized[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K,
-                                DType::kQ6_K};
+                                DType::kQ6_K, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
 
 TEST(QuantFormats, BlockSizesAreGgmls) {
   EXPECT_EQ(sizeof(quant::BlockQ8_0), DTypeBlockBytes(DType::kQ8_0));
@@ -27,6 +28,10 @@ TEST(QuantFormats, BlockSizesAreGgmls) {
   EXPECT_EQ(sizeof(quant::BlockQ4_K), DTypeBlockBytes(DType::kQ4_K));
   EXPECT_EQ(sizeof(quant::BlockQ5_K), DTypeBlockBytes(DType::kQ5_K));
   EXPECT_EQ(sizeof(quant::BlockQ6_K), DTypeBlockBytes(DType::kQ6_K));
+  EXPECT_EQ(sizeof(quant::BlockQ4_1), DTypeBlockBytes(DType::kQ4_1));
+  EXPECT_EQ(sizeof(quant::BlockQ5_0), DTypeBlockBytes(DType::kQ5_0));
+  EXPECT_EQ(sizeof(quant::BlockQ5_1), DTypeBlockBytes(DType::kQ5_1));
+  for (DType d : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) EXPECT_EQ(DTypeBlockElements(d), 32);
   EXPECT_EQ(DTypeBlockElements(DType::kQ4_K), quant::kSuperBlock);
 }
 
@@ -68,6 +73,23 @@ float ReferenceElement(DType dtype, const uint8_t* b, int i) {
       const float d = F16ToF32(F16Bits(b + 208));
       const auto scale = static_cast<float>(static_cast<int8_t>(b[192 + i / 16]));
       return d * scale * static_cast<float>(q);
+    }
+    case DType::kQ4_1:    // d | m | qs[16]
+    case DType::kQ5_0:    // d | qh[4] | qs[16]
+    case DType::kQ5_1: {  // d | m | qh[4] | qs[16]
+      // The nibble as in Q4_0; the fifth bit of element i is bit i of qh read as a
+      // little-endian uint32.
+      const bool min = dtype != DType::kQ5_0, five = dtype != DType::kQ4_1;
+      const uint8_t* qh = b + (min ? 4 : 2);
+      const uint8_t* qs = qh + (five ? 4 : 0);
+      int q = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+      if (five) {
+        const uint32_t bits = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (uint32_t{qh[3]} << 24);
+        q += static_cast<int>((bits >> i) & 1) * 16;
+      }
+      const float d = F16ToF32(F16Bits(b));
+      if (!min) return static_cast<float>(q - 16) * d;
+      return static_cast<float>(q) * d + F16ToF32(F16Bits(b + 2));
     }
     default:
       return std::nanf("");
@@ -124,6 +146,12 @@ SubBlock SubBlockOf(DType dtype, const uint8_t* b, int j) {
       return {F16ToF32(F16Bits(b)), 0.0f, -127, 127, 32};
     case DType::kQ4_0:
       return {F16ToF32(F16Bits(b)), 0.0f, -8, 7, 32};
+    case DType::kQ5_0:
+      return {F16ToF32(F16Bits(b)), 0.0f, -16, 15, 32};
+    case DType::kQ4_1:
+    case DType::kQ5_1:  // x = d q + m: the offset is -m
+      return {F16ToF32(F16Bits(b)), -F16ToF32(F16Bits(b + 2)), 0, dtype == DType::kQ4_1 ? 15 : 31,
+              32};
     case DType::kQ4_K:
     case DType::kQ5_K: {
       uint8_t sc, m;
@@ -146,9 +174,11 @@ TEST(QuantFormats, QuantizeThenDequantizeErrorBounds) {
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   // rms error / rms value for N(0, 1) rows; measured 0.0052-0.0055, 0.084-0.090, 0.070-0.073,
-  // 0.035-0.037, 0.0176-0.0180 over 9 seeds; bound with 20-25% margin.
-  const double kMaxRelativeRms[] = {0.0065, 0.105, 0.085, 0.045, 0.022};
-  for (int f = 0; f < 5; ++f) {
+  // 0.035-0.037, 0.0176-0.0180, 0.076-0.081 (q4_1), 0.041-0.045 (q5_0), 0.037-0.039 (q5_1)
+  // over 9 seeds; bound with 20-25% margin.
+  const double kMaxRelativeRms[] = {0.0065, 0.105, 0.085, 0.045, 0.022, 0.1, 0.055, 0.048};
+  static_assert(std::size(kMaxRelativeRms) == std::size(kQuantized));
+  for (int f = 0; f < static_cast<int>(std::size(kQuantized)); ++f) {
     const DType dtype = kQuantized[f];
     SCOPED_TRACE(DTypeName(dtype));
     const int64_t B = DTypeBlockElements(dtype), n = 16 * 256;
@@ -178,13 +208,18 @@ TEST(QuantFormats, QuantizeThenDequantizeErrorBounds) {
           std::clamp(level, static_cast<double>(s.lo), static_cast<double>(s.hi));
       double bound = 0.5 * step + std::fabs(level - clamped) * step;
       if (s.scale == 0.0f) bound = std::fabs(x[i] + s.offset);
-      // Q8_0 and Q4_0 choose q with the f32 scale d, then store d as f16 (off by at most half
-      // an f16 step, relative 2^-11 or absolute 2^-25 below f16's normal range).
+      // Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1 choose q with the f32 scale d, then store d as f16 (off
+      // by at most half an f16 step, relative 2^-11 or absolute 2^-25 below f16's normal range).
       const double f16_error = std::max(step / 2048.0, std::ldexp(1.0, -25));
       if (dtype == DType::kQ8_0) {
         bound = 0.5 * (step + f16_error) + 127.0 * f16_error;
-      } else if (dtype == DType::kQ4_0) {
-        bound = step + f16_error + 8.0 * f16_error;
+      } else if (dtype == DType::kQ4_0 || dtype == DType::kQ5_0) {
+        bound = step + f16_error + (s.hi + 1) * f16_error;
+      } else if (dtype == DType::kQ4_1 || dtype == DType::kQ5_1) {
+        // Level round((x - min) / d), never clamped, with the f32 d and min; both stored as
+        // f16 (the min off by its own rounding, relative 2^-11 or absolute 2^-25).
+        const double min_error = std::max(std::fabs(s.offset) / 2048.0, std::ldexp(1.0, -25));
+        bound = 0.5 * (step + f16_error) + s.hi * f16_error + min_error;
       }
       // f32 rounding of the quantizer's (x + offset) / scale and of the decoder's products.
       const double slack =
@@ -234,6 +269,51 @@ TEST(QuantFormats, KnownBlocks) {
   EXPECT_EQ(q8.d, F32ToF16(1.0f));
   EXPECT_EQ(q8.qs[0], -127);
   EXPECT_EQ(q8.qs[5], 3);
+  // Q5_0: the fifth bit of element i is bit i % 8 of qh[i / 8]; x = (q - 16) d.
+  quant::BlockQ5_0 q5{};
+  q5.d = 0x3800;
+  q5.qh[0] = 0x01;   // element 0
+  q5.qh[3] = 0x80;   // element 31
+  q5.qs[0] = 0xF0;   // element 0: 0 | 16, element 16: 15
+  q5.qs[15] = 0x3F;  // element 15: 15, element 31: 3 | 16
+  quant::DequantizeRow(DType::kQ5_0, &q5, 32, y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[15], -0.5f);
+  EXPECT_EQ(y[16], -0.5f);
+  EXPECT_EQ(y[31], 1.5f);
+  EXPECT_EQ(y[1], -8.0f);
+  // Q4_1 and Q5_1: x = d q + m, m = -1 (f16 0xBC00); Q5_1's element 16 has its fifth bit.
+  const auto with_min = [&](DType dtype, auto block, float want16) {
+    block.d = 0x3800;
+    block.m = 0xBC00;
+    block.qs[0] = 0x21;  // element 0: 1, element 16: 2
+    if constexpr (requires { block.qh; }) block.qh[2] = 0x01;
+    quant::DequantizeRow(dtype, &block, 32, y.data());
+    EXPECT_EQ(y[0], -0.5f) << DTypeName(dtype);
+    EXPECT_EQ(y[16], want16) << DTypeName(dtype);
+    EXPECT_EQ(y[1], -1.0f) << DTypeName(dtype);
+  };
+  with_min(DType::kQ4_1, quant::BlockQ4_1{}, 0.0f);  // 2 * 0.5 - 1
+  with_min(DType::kQ5_1, quant::BlockQ5_1{}, 8.0f);  // 18 * 0.5 - 1
+  // Q5_0 maps its largest magnitude to level 0 (d = max / -16) and truncates x / d + 16.5;
+  // Q4_1 spans [min, max] in 15 steps, truncating (x - min) / d + 0.5.
+  x[0] = -16.0f;
+  quant::QuantizeRow(DType::kQ5_0, x.data(), 32, &q5);
+  EXPECT_EQ(q5.d, F32ToF16(1.0f));
+  EXPECT_EQ(q5.qs[0] & 0xF, 0);  // level 0
+  EXPECT_EQ(q5.qs[5] & 0xF, 3);  // 2.5 + 16.5 = 19: nibble 3, fifth bit set
+  EXPECT_EQ(q5.qh[0], 0xFE);     // elements 1-7 (levels 16, 19) have the fifth bit
+  x[0] = 0.0f;
+  x[2] = 15.0f;
+  x[3] = 7.5f;  // (7.5 - 0) / 1 + 0.5 = 8: a tie rounds up
+  x[5] = 2.25f;
+  quant::BlockQ4_1 q41{};
+  quant::QuantizeRow(DType::kQ4_1, x.data(), 32, &q41);
+  EXPECT_EQ(q41.d, F32ToF16(1.0f));
+  EXPECT_EQ(q41.m, F32ToF16(0.0f));
+  EXPECT_EQ(q41.qs[2], 15);
+  EXPECT_EQ(q41.qs[3], 8);
+  EXPECT_EQ(q41.qs[5], 2);
 }
 
 // The public ops: shapes, dtypes and the bytes of QuantizeRow / DequantizeRow row by row,
@@ -301,7 +381,9 @@ TEST(QuantizeWeight, Errors) {
   DType parsed = DType::kF32;
   EXPECT_TRUE(DTypeFromName("q5_k", &parsed));
   EXPECT_EQ(parsed, DType::kQ5_K);
-  EXPECT_FALSE(DTypeFromName("q5_1", &parsed));
+  EXPECT_TRUE(DTypeFromName("q5_1", &parsed));
+  EXPECT_EQ(parsed, DType::kQ5_1);
+  EXPECT_FALSE(DTypeFromName("q3_k", &parsed));
 }
 
 }  // namespace

@@ -167,8 +167,11 @@ inline std::vector<uint8_t> RandomBlocks(DType dtype, int64_t blocks, Rng& rng) 
   switch (dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
       f16_offsets = {0};
       break;
+    case DType::kQ4_1:
+    case DType::kQ5_1:
     case DType::kQ4_K:
     case DType::kQ5_K:
       f16_offsets = {0, 2};

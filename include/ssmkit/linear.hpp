@@ -7,12 +7,13 @@
 //
 // W keeps the checkpoint's layout (M, K) and dtype (f32, bf16 or f16) and is widened to f32 as
 // it is read; x, out and the accumulation are f32. W may also be in one of llama.cpp's block
-// formats (DType::kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K; K a multiple of the block; rows of
-// DTypeRowBytes(dtype, K) bytes): then the few-rows kernel quantizes x to 8 bits per element
-// (a scale per block, as llama.cpp does) and multiplies integers, and the many-rows path decodes
-// panels of W to f32 for sgemm (docs/quantization.md). x and out may each be stored feature-major
-// (strides (1, ld): the transpose of a (K, T) or (M, T) buffer), which lets the Mamba-1 block go
-// between its (B*L, features) and (B, features, L) layouts without a copy.
+// formats (DType::kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ4_K, kQ5_K, kQ6_K; K a multiple of the
+// block; rows of DTypeRowBytes(dtype, K) bytes): then the few-rows kernel quantizes x to 8
+// bits per element (a scale per block, as llama.cpp does) and multiplies integers, and the
+// many-rows path decodes panels of W to f32 for sgemm (docs/quantization.md). x and out may each
+// be stored feature-major (strides (1, ld): the transpose of a (K, T) or (M, T) buffer), which
+// lets the Mamba-1 block go between its (B*L, features) and (B, features, L) layouts without a
+// copy.
 //
 // Few rows (T <= kLinearGemvMaxRows, both row-major: decode batches) run a SIMD kernel that reads
 // W from memory once for all rows: bandwidth-bound at one row, a register-tiled small matrix
@@ -42,7 +43,7 @@ inline constexpr int64_t kLinearGemvMaxRows = 64;
 
 struct LinearInputs {
   Tensor x;       // (T, K) f32 (on CUDA: the weight's dtype); strides (ldx, 1) or (1, ldx)
-  Tensor weight;  // (M, K) f32 | bf16 | f16 | q8_0 | q4_0 | q4_k | q5_k | q6_k, contiguous
+  Tensor weight;  // (M, K) f32 | bf16 | f16 | a quantized dtype (q8_0, q5_0, q4_k, ...), contiguous
   Tensor bias;    // optional (M) f32
 };
 

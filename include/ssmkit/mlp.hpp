@@ -37,9 +37,9 @@
 // Storage: x, out and every activation-sized tensor f32, rows possibly strided, the last
 // dimension contiguous; weights f32 | bf16 | f16 in the checkpoint's (out, in) layout,
 // row-major contiguous, widened to f32 as they are read (as LinearForward does); biases f32.
-// The forwards also take quantized weights (q8_0, q4_0, q4_K, q5_K, q6_K, rows of whole
-// blocks: a GGUF file's), multiplied as LinearForward multiplies them; the backwards do not.
-// Accumulation f32. Gradients of weights and biases are f32 whatever the weight's dtype.
+// The forwards also take quantized weights (q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K,
+// rows of whole blocks: a GGUF file's), multiplied as LinearForward multiplies them; the backwards
+// do not. Accumulation f32. Gradients of weights and biases are f32 whatever the weight's dtype.
 //
 // Workspace: internal. Each calling thread keeps its own buffers (thread_local), grown before
 // any parallel region and reused by the next call: once a call of a given shape has run, a

@@ -194,11 +194,10 @@ class Model {
 
   // A directory with config.json and model.safetensors (or model.safetensors.index.json and
   // shards), or a GGUF file of a Mamba-1, Mamba-2 or granitehybrid (Granite-4.0-H, Bamba)
-  // model (llama.cpp's converter and
-  // llama-quantize output: f32, f16, bf16, q8_0, q4_0, q4_K, q5_K, q6_K; docs/gguf.md). The
-  // weights are memory-mapped, never copied (quantized matrices are read as stored); every
-  // expected tensor is checked for presence, dtype and shape, and tensors the model does not
-  // use are an error.
+  // model (llama.cpp's converter and llama-quantize output: f32, f16, bf16, q8_0, q4_0, q4_1,
+  // q5_0, q5_1, q4_K, q5_K, q6_K; docs/gguf.md). The weights are memory-mapped, never copied
+  // (quantized matrices are read as stored); every expected tensor is checked for presence,
+  // dtype and shape, and tensors the model does not use are an error.
   static Status Load(const std::string& dir, std::unique_ptr<Model>* model);
   // A model over tensors the caller owns (a framework's parameters: PyTorch's
   // ssmkit.torch.accelerate): config_json is a config.json's text (any class Load reads),
@@ -211,8 +210,9 @@ class Model {
                             std::unique_ptr<Model>* model);
   // Random weights (uniform, std 0.02; A_log, D, dt_bias and the norms as a fresh model's):
   // the benchmark's models. weight_dtype: f32, bf16, f16 or a quantized type (q8_0, q4_0,
-  // q4_k, q5_k, q6_k) for the projections and embedding; a matrix whose rows are not whole
-  // blocks of it gets q8_0 or f16 (as `ssmkit quantize` writes it).
+  // q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) for the projections and embedding; a matrix whose rows
+  // are not whole blocks of it gets llama-quantize's fallback (q5_0, q5_1 or q8_0) or f16 (as
+  // `ssmkit quantize` writes it).
   static Status Random(const ModelConfig& config, DType weight_dtype, uint64_t seed,
                        std::unique_ptr<Model>* model);
 

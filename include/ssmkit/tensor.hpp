@@ -20,12 +20,17 @@ enum class DType : uint8_t {
   kF16 = 2,
   kI32 = 3,
   kI64 = 4,
-  kQ8_0 = 5,  // 32 elements: f16 scale, 32 x int8
-  kQ4_0 = 6,  // 32 elements: f16 scale, 32 x 4 bit (offset 8)
-  kQ4_K = 7,  // 256 elements: f16 scale and min, 8 x 6-bit sub-block scales and mins, 4 bit
-  kQ5_K = 8,  // 256 elements: as Q4_K with a fifth bit per element
-  kQ6_K = 9,  // 256 elements: f16 scale, 16 x int8 sub-block scales, 6 bit (offset 32)
+  kQ8_0 = 5,   // 32 elements: f16 scale, 32 x int8
+  kQ4_0 = 6,   // 32 elements: f16 scale, 32 x 4 bit (offset 8)
+  kQ4_K = 7,   // 256 elements: f16 scale and min, 8 x 6-bit sub-block scales and mins, 4 bit
+  kQ5_K = 8,   // 256 elements: as Q4_K with a fifth bit per element
+  kQ6_K = 9,   // 256 elements: f16 scale, 16 x int8 sub-block scales, 6 bit (offset 32)
+  kQ4_1 = 10,  // 32 elements: f16 scale and min, 32 x 4 bit
+  kQ5_0 = 11,  // 32 elements: f16 scale, 32 x 5 bit (offset 16)
+  kQ5_1 = 12,  // 32 elements: f16 scale and min, 32 x 5 bit
 };
+// The last DType (DTypeFromName walks them all).
+inline constexpr DType kLastDType = DType::kQ5_1;
 enum class Device : uint8_t { kCpu = 0, kCuda = 1 };
 
 const char* DTypeName(DType dtype);

@@ -22,14 +22,16 @@ using U8Matrix = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::devic
 template <class T>
 using NewMatrix = nb::ndarray<nb::numpy, T, nb::ndim<2>>;
 
-// The quantized dtype named `type` ("q8_0", "q4_0", "q4_k", "q5_k", "q6_k").
+// The quantized dtype named `type` ("q8_0", "q4_0", "q5_0", "q4_k", ...).
 DType QuantizedType(const char* op, const std::string& type) {
   DType dtype;
   if (!DTypeFromName(type, &dtype) || !DTypeIsQuantized(dtype)) {
-    ThrowIfError(Status::InvalidArgument(std::string(op) +
-                                         ": type: expected one of q8_0, q4_0, q4_k, q5_k, q6_k, "
-                                         "given '" +
-                                         type + "'"));
+    ThrowIfError(
+        Status::InvalidArgument(std::string(op) +
+                                ": type: expected one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
+                                "q6_k, "
+                                "given '" +
+                                type + "'"));
   }
   return dtype;
 }
@@ -84,9 +86,10 @@ NewMatrix<float> Dequantize(U8Matrix q, const std::string& type, int64_t K) {
 }  // namespace
 
 void RegisterQuant(nb::module_& m) {
-  m.def("quantize", &Quantize, nb::arg("x"), nb::arg("type"),
-        "x: float32 (M, K) -> uint8 (M, row bytes): x in llama.cpp's block format `type` "
-        "(q8_0, q4_0, q4_k, q5_k, q6_k), as GGML's reference quantizers write it");
+  m.def(
+      "quantize", &Quantize, nb::arg("x"), nb::arg("type"),
+      "x: float32 (M, K) -> uint8 (M, row bytes): x in llama.cpp's block format `type` "
+      "(q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k), as GGML's reference quantizers write it");
   m.def("dequantize", &Dequantize, nb::arg("q"), nb::arg("type"), nb::arg("K"),
         "q: uint8 (M, row bytes) of `type` -> float32 (M, K): the decoded rows");
 }

@@ -19,8 +19,8 @@ struct GgmlType {
 // GGML's type ids (ggml.h) with their names; the ones this library reads map to a DType.
 constexpr GgmlType kGgmlTypes[] = {
     {0, "f32", true, DType::kF32},       {1, "f16", true, DType::kF16},
-    {2, "q4_0", true, DType::kQ4_0},     {3, "q4_1", false, DType::kF32},
-    {6, "q5_0", false, DType::kF32},     {7, "q5_1", false, DType::kF32},
+    {2, "q4_0", true, DType::kQ4_0},     {3, "q4_1", true, DType::kQ4_1},
+    {6, "q5_0", true, DType::kQ5_0},     {7, "q5_1", true, DType::kQ5_1},
     {8, "q8_0", true, DType::kQ8_0},     {9, "q8_1", false, DType::kF32},
     {10, "q2_K", false, DType::kF32},    {11, "q3_K", false, DType::kF32},
     {12, "q4_K", true, DType::kQ4_K},    {13, "q5_K", true, DType::kQ5_K},

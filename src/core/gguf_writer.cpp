@@ -50,6 +50,12 @@ uint32_t GgmlTypeId(DType dtype) {
       return 1;
     case DType::kQ4_0:
       return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ5_0:
+      return 6;
+    case DType::kQ5_1:
+      return 7;
     case DType::kQ8_0:
       return 8;
     case DType::kQ4_K:

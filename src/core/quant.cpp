@@ -15,11 +15,14 @@ void DecodeQ8_0(const BlockQ8_0& b, float* y) {  // y: (32)
   for (int i = 0; i < 32; ++i) y[i] = static_cast<float>(b.qs[i]) * d;
 }
 
-void DecodeQ4_0(const BlockQ4_0& b, float* y) {  // y: (32)
-  const float d = F16ToF32(b.d);
-  for (int i = 0; i < 16; ++i) {
-    y[i] = static_cast<float>((b.qs[i] & 0xF) - 8) * d;
-    y[i + 16] = static_cast<float>((b.qs[i] >> 4) - 8) * d;
+// Q4_0, Q4_1, Q5_0 and Q5_1: q = Level32 (qh null for the 4-bit ones); x = (q - offset) * d,
+// + m for the formats with a min (m16 not null).
+void DecodeQ32(uint16_t d16, const uint16_t* m16, const uint8_t* qh, const uint8_t* qs, int offset,
+               float* y) {  // y: (32)
+  const float d = F16ToF32(d16);
+  for (int i = 0; i < 32; ++i) {
+    y[i] = static_cast<float>(Level32(qs, qh, i) - offset) * d;
+    if (m16 != nullptr) y[i] += F16ToF32(*m16);
   }
 }
 
@@ -77,7 +80,21 @@ void DequantizeRow(DType dtype, const void* src, int64_t n, float* dst) {
     case DType::kQ8_0:
       return DecodeBlocks<BlockQ8_0>(src, n, 32, dst, DecodeQ8_0);
     case DType::kQ4_0:
-      return DecodeBlocks<BlockQ4_0>(src, n, 32, dst, DecodeQ4_0);
+      return DecodeBlocks<BlockQ4_0>(src, n, 32, dst, [](const BlockQ4_0& b, float* y) {
+        DecodeQ32(b.d, nullptr, nullptr, b.qs, 8, y);
+      });
+    case DType::kQ4_1:
+      return DecodeBlocks<BlockQ4_1>(src, n, 32, dst, [](const BlockQ4_1& b, float* y) {
+        DecodeQ32(b.d, &b.m, nullptr, b.qs, 0, y);
+      });
+    case DType::kQ5_0:
+      return DecodeBlocks<BlockQ5_0>(src, n, 32, dst, [](const BlockQ5_0& b, float* y) {
+        DecodeQ32(b.d, nullptr, b.qh, b.qs, 16, y);
+      });
+    case DType::kQ5_1:
+      return DecodeBlocks<BlockQ5_1>(src, n, 32, dst, [](const BlockQ5_1& b, float* y) {
+        DecodeQ32(b.d, &b.m, b.qh, b.qs, 0, y);
+      });
     case DType::kQ4_K:
       return DecodeBlocks<BlockQ4_K>(src, n, kSuperBlock, dst, [](const BlockQ4_K& b, float* y) {
         DecodeK4K5(b.d, b.dmin, b.scales, nullptr, b.qs, y);
@@ -96,7 +113,15 @@ void DequantizeRow(DType dtype, const void* src, int64_t n, float* dst) {
 
 DType MatrixTypeFor(DType requested, int64_t cols) {
   if (cols % DTypeBlockElements(requested) == 0) return requested;
-  return DTypeIsQuantized(requested) && cols % 32 == 0 ? DType::kQ8_0 : DType::kF16;
+  if (!DTypeIsQuantized(requested) || cols % 32 != 0) return DType::kF16;
+  switch (requested) {  // llama-quantize's fallbacks (llama-quant.cpp)
+    case DType::kQ4_K:
+      return DType::kQ5_0;
+    case DType::kQ5_K:
+      return DType::kQ5_1;
+    default:
+      return DType::kQ8_0;
+  }
 }
 
 }  // namespace ssmkit::quant

@@ -31,6 +31,27 @@ struct BlockQ4_0 {
   uint8_t qs[16];
 };
 
+// Q4_1: x[i] = d * q[i] + m, q[i] in [0, 15] the nibbles as in Q4_0.
+struct BlockQ4_1 {
+  uint16_t d, m;  // f16
+  uint8_t qs[16];
+};
+
+// Q5_0: x[i] = d * (q[i] - 16), q[i] in [0, 31]: the nibble of qs as in Q4_0, and as its fifth
+// bit bit i of qh (a little-endian uint32: element i's bit is bit i % 8 of qh[i / 8]).
+struct BlockQ5_0 {
+  uint16_t d;  // f16
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+
+// Q5_1: x[i] = d * q[i] + m, q[i] in [0, 31] as in Q5_0.
+struct BlockQ5_1 {
+  uint16_t d, m;  // f16
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+
 // Q4_K: sub-block j (32 elements) has 6-bit scale sc[j] and min m[j] (ScaleMinK4);
 // x = d * sc[j] * q - dmin * m[j]. Each 32 bytes of qs hold 64 elements: the low nibbles the
 // first 32 (sub-block 2c), the high nibbles the next 32 (sub-block 2c + 1).
@@ -66,6 +87,17 @@ static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// Level i (< 32) of a Q4_0 / Q4_1 / Q5_0 / Q5_1 block: its nibble of qs, with bit i of qh as
+// the fifth bit when qh is not null.
+inline int Level32(const uint8_t* qs, const uint8_t* qh, int i) {
+  int q = i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4);
+  if (qh != nullptr) q |= ((qh[i / 8] >> (i % 8)) & 1) << 4;
+  return q;
+}
 
 // The 6-bit scale and min of sub-block j (< 8) of a Q4_K / Q5_K block: for j < 4 the low six
 // bits of scales[j] and scales[j + 4]; for j >= 4 the nibbles of scales[j + 4] with the two
@@ -99,14 +131,15 @@ inline void ScalesMinsK4(const uint8_t* scales, uint64_t* sc, uint64_t* m) {
 void DequantizeRow(DType dtype, const void* src, int64_t n, float* dst);
 
 // Encodes src[0, n) as dtype (n a multiple of the block; the caller checks): GGML's reference
-// quantizers, quantize_row_*_ref. Q8_0 and Q4_0 give GGML's bytes exactly; the K-quants run
-// the same searches for their scales (and mins), so they match GGML's build without fused
-// multiply-adds. f32 / bf16 / f16 round to nearest.
+// quantizers, quantize_row_*_ref. Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 give GGML's bytes exactly;
+// the K-quants run the same searches for their scales (and mins), so they match GGML's build
+// without fused // multiply-adds. f32 / bf16 / f16 round to nearest.
 void QuantizeRow(DType dtype, const float* src, int64_t n, void* dst);
 
 // The dtype a matrix with rows of `cols` elements gets when `requested` is asked for: itself
-// when the rows are whole blocks, else q8_0 (rows a multiple of 32) or f16, as `ssmkit quantize`
-// and quantized random weights choose (llama-quantize falls back too, to types not read here).
+// when the rows are whole blocks, else, for rows a multiple of 32, llama-quantize's fallback
+// (q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0), else f16; as `ssmkit quantize` and quantized
+// random weights choose.
 DType MatrixTypeFor(DType requested, int64_t cols);
 
 }  // namespace ssmkit::quant

@@ -4,9 +4,11 @@
 // written as GGML evaluates it, one rounding each (this file is compiled without -mfma and in
 // ISO C++ mode, where GCC does not contract a * b + c into a fused multiply-add).
 //
-// Rounding: Q8_0 rounds half away from zero (roundf); Q4_0 truncates q + 8.5; the K-quants round
-// half to even (NearestInt, GGML's nearest_int).
+// Rounding: Q8_0 rounds half away from zero (roundf); Q4_0 and Q5_0 truncate q + 8.5 or
+// q + 16.5, Q4_1 and Q5_1 q + 0.5; the K-quants round half to even (NearestInt, GGML's
+// nearest_int).
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -52,18 +54,70 @@ float SignedAbsMax(const float* x, int n) {
   return max;
 }
 
-void EncodeQ4_0(const float* x, BlockQ4_0* b) {  // x: (32)
-  // d = max / -8 maps the largest magnitude to q = 0 (-8 d = max) and leaves 15 for the other
-  // side: one more step of resolution than a symmetric range.
-  const float d = SignedAbsMax(x, 32) / -8.0f;
+// Q4_0 (half 8) and Q5_0 (half 16): d = max / -half, max the element of largest magnitude,
+// maps it to level 0 (-half d = max) and leaves 2 half - 1 levels for the other side: one more
+// step of resolution than a symmetric range. L: (32) levels trunc(x / d + half + 0.5), at most
+// 2 half - 1. Returns d as f16.
+uint16_t SymmetricLevels32(const float* x, int half, uint8_t* L) {  // x: (32)
+  const float d = SignedAbsMax(x, 32) / -static_cast<float>(half);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  b->d = F32ToF16(d);
-  for (int i = 0; i < 16; ++i) {
-    const float x0 = x[i] * id, x1 = x[i + 16] * id;
-    const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x0 + 8.5f)));
-    const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x1 + 8.5f)));
-    b->qs[i] = static_cast<uint8_t>(q0 | (q1 << 4));
+  const float shift = static_cast<float>(half) + 0.5f;  // 8.5f, 16.5f
+  for (int i = 0; i < 32; ++i) {
+    L[i] = static_cast<uint8_t>(
+        std::min(2 * half - 1, static_cast<int>(static_cast<int8_t>(x[i] * id + shift))));
   }
+  return F32ToF16(d);
+}
+
+// Q4_1 (nmax 15) and Q5_1 (nmax 31): d = (max - min) / nmax over the block, m = min (not
+// clamped to 0: the levels span exactly [min, max]); L: (32) levels trunc((x - min) / d + 0.5),
+// at most nmax. Returns d as f16, *m16 m.
+uint16_t AffineLevels32(const float* x, int nmax, uint16_t* m16, uint8_t* L) {  // x: (32)
+  float min = FLT_MAX, max = -FLT_MAX;
+  for (int i = 0; i < 32; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+  }
+  const float d = (max - min) / static_cast<float>(nmax);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    L[i] = static_cast<uint8_t>(std::min(nmax, static_cast<int>((x[i] - min) * id + 0.5f)));
+  }
+  *m16 = F32ToF16(min);
+  return F32ToF16(d);
+}
+
+// Levels L (32) into qs (16) and, for the 5-bit formats, qh (4): the layout of Level32.
+void PackLevels32(const uint8_t* L, uint8_t* qs, uint8_t* qh) {
+  for (int i = 0; i < 16; ++i)
+    qs[i] = static_cast<uint8_t>((L[i] & 0xF) | ((L[i + 16] & 0xF) << 4));
+  if (qh == nullptr) return;
+  std::memset(qh, 0, 4);
+  for (int i = 0; i < 32; ++i) qh[i / 8] |= static_cast<uint8_t>((L[i] >> 4) << (i % 8));
+}
+
+void EncodeQ4_0(const float* x, BlockQ4_0* b) {  // x: (32)
+  uint8_t L[32];
+  b->d = SymmetricLevels32(x, 8, L);
+  PackLevels32(L, b->qs, nullptr);
+}
+
+void EncodeQ5_0(const float* x, BlockQ5_0* b) {  // x: (32)
+  uint8_t L[32];
+  b->d = SymmetricLevels32(x, 16, L);
+  PackLevels32(L, b->qs, b->qh);
+}
+
+void EncodeQ4_1(const float* x, BlockQ4_1* b) {  // x: (32)
+  uint8_t L[32];
+  b->d = AffineLevels32(x, 15, &b->m, L);
+  PackLevels32(L, b->qs, nullptr);
+}
+
+void EncodeQ5_1(const float* x, BlockQ5_1* b) {  // x: (32)
+  uint8_t L[32];
+  b->d = AffineLevels32(x, 31, &b->m, L);
+  PackLevels32(L, b->qs, b->qh);
 }
 
 // GGML's make_qx_quants with rmse_type 1 and no importance weights: the symmetric scale of n
@@ -318,6 +372,12 @@ void QuantizeRow(DType dtype, const float* src, int64_t n, void* dst) {
       return EncodeBlocks<BlockQ8_0>(src, n, 32, dst, EncodeQ8_0);
     case DType::kQ4_0:
       return EncodeBlocks<BlockQ4_0>(src, n, 32, dst, EncodeQ4_0);
+    case DType::kQ4_1:
+      return EncodeBlocks<BlockQ4_1>(src, n, 32, dst, EncodeQ4_1);
+    case DType::kQ5_0:
+      return EncodeBlocks<BlockQ5_0>(src, n, 32, dst, EncodeQ5_0);
+    case DType::kQ5_1:
+      return EncodeBlocks<BlockQ5_1>(src, n, 32, dst, EncodeQ5_1);
     case DType::kQ4_K:
       return EncodeBlocks<BlockQ4_K>(src, n, kSuperBlock, dst, EncodeQ4_K);
     case DType::kQ5_K:

@@ -24,6 +24,12 @@ const char* DTypeName(DType dtype) {
       return "q5_k";
     case DType::kQ6_K:
       return "q6_k";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ5_1:
+      return "q5_1";
   }
   return "unknown";
 }
@@ -45,6 +51,9 @@ int64_t DTypeSize(DType dtype) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return 0;
   }
   return 0;
@@ -56,6 +65,9 @@ int64_t DTypeBlockElements(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return 32;
     case DType::kQ4_K:
     case DType::kQ5_K:
@@ -78,6 +90,12 @@ int64_t DTypeBlockBytes(DType dtype) {
       return 2 + 2 + 12 + 32 + 128;
     case DType::kQ6_K:
       return 128 + 64 + 16 + 2;
+    case DType::kQ4_1:
+      return 2 + 2 + 16;
+    case DType::kQ5_0:
+      return 2 + 4 + 16;
+    case DType::kQ5_1:
+      return 2 + 2 + 4 + 16;
     default:
       return DTypeSize(dtype);
   }

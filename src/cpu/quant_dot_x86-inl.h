@@ -7,8 +7,10 @@
 // (u8 x s8, adjacent products summed into 16 int16 lanes); vpmaddwd then widens to int32,
 // multiplying by the sub-block scales of the K-quants (by 1 for Q8_0 / Q4_0). vpmaddubsw
 // saturates its int16 sums, so every bound below keeps |x's levels| <= 127:
-// - Q8_0 and Q4_0 (signed levels w): |w| times x with w's sign (vpsignb), at most
-//   2 * 128 * 127 = 32512 (Q8_0's -128); one vpmaddwd by 1 per block of 32.
+// - Q8_0, Q4_0 and Q5_0 (signed levels w): |w| times x with w's sign (vpsignb), at most
+//   2 * 128 * 127 = 32512 (Q8_0's -128); one vpmaddwd by 1 per block of 32. Q4_1 and Q5_1
+//   (unsigned levels, at most 31) multiply x as it is; their min m adds m times the sum of
+//   the block's x levels.
 // - The K-quants' levels are unsigned (Q4_K / Q5_K's q, Q6_K's q before its offset 32, at most
 //   63). Two chunks of 32 elements (two sub-blocks of Q4_K / Q5_K, four of Q6_K) go in
 //   interleaved in 16-bit units, the pairs of sub-block A in the even int16 lanes, B in the odd
@@ -34,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/quant_linear.hpp"
 #include "hwy/highway.h"
@@ -93,40 +96,76 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
 
 // A weight format. Prepare reads a block's scales once; BlockValue turns a row's int32 sums over
 // the block into 8 f32 lanes whose total times x's block scale is the block's contribution, the
-// offset or mins taken off with the block's 16 sums of x levels (kSums).
+// offset or mins taken off with the block's sums of 16 x levels (kSums).
 //
-// Q8_0 and Q4_0 (kSigned): Levels gives the block's 32 signed levels.
-template <class Block>
-struct Signed32 {
+// The formats of 32 elements (kPaired false): Levels gives the block's 32 levels as bytes,
+// signed (kSigned: Q8_0, Q4_0, Q5_0) or unsigned (Q4_1, Q5_1, whose min m adds m times the
+// sum of x's levels over the block).
+template <class Block, bool kMin>
+struct Format32 {
   static constexpr int kElements = 32, kBytes = sizeof(Block);
-  static constexpr bool kSigned = true, kSums = false;
+  static constexpr bool kPaired = false, kSigned = !kMin, kSums = kMin;
   struct Scales {
     __m256 d;
+    float m;
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    return {BroadcastF16(b + offsetof(Block, d))};
+    Scales s{BroadcastF16(b + offsetof(Block, d)), 0.0f};
+    if constexpr (kMin) {
+      uint16_t bits;
+      std::memcpy(&bits, b + offsetof(Block, m), sizeof bits);
+      s.m = F16ToF32(bits);
+    }
+    return s;
   }
-  static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t*) {
+  static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
+    if constexpr (kMin) {  // m S in lane 0
+      const float min_term = s.m * static_cast<float>(sums[0] + sums[1]);
+      return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s.d,
+                             _mm256_setr_ps(min_term, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f));
+    }
     return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), s.d);
   }
 };
 
-struct Q8_0 : Signed32<quant::BlockQ8_0> {
+struct Q8_0 : Format32<quant::BlockQ8_0, false> {
   static HWY_INLINE __m256i Levels(const uint8_t* b) {
     return Load32(b + offsetof(quant::BlockQ8_0, qs));
   }
 };
 
-struct Q4_0 : Signed32<quant::BlockQ4_0> {
-  // q - 8: elements 0-15 are the low nibbles of qs, 16-31 the high ones.
+// Bytes 0-15 the low nibbles of qs (elements 0-15), bytes 16-31 the high ones.
+HWY_INLINE __m256i Nibbles(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), Bytes(0xF));
+}
+
+// 0x10 in byte i where bit i of the little-endian uint32 at qh is set, else 0: byte i takes
+// qh's byte i / 8, keeps bit i % 8 and compares.
+HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
+  int32_t word;
+  std::memcpy(&word, qh, sizeof word);
+  const __m256i byte_of =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(word), byte_of);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), Bytes(0x10));
+}
+
+// Q4_0, Q4_1, Q5_0 and Q5_1: the nibbles, the fifth bits from qh, minus kOffset.
+template <class Block, bool kFifthBit, int kOffset, bool kMin>
+struct Q32 : Format32<Block, kMin> {
   static HWY_INLINE __m256i Levels(const uint8_t* b) {
-    const __m128i qs =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + offsetof(quant::BlockQ4_0, qs)));
-    const __m256i nibbles =
-        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), Bytes(0xF));
-    return _mm256_sub_epi8(nibbles, Bytes(8));
+    __m256i q = Nibbles(b + offsetof(Block, qs));
+    if constexpr (kFifthBit) q = _mm256_or_si256(q, FifthBits(b + offsetof(Block, qh)));
+    if constexpr (kOffset != 0) q = _mm256_sub_epi8(q, Bytes(kOffset));
+    return q;
   }
 };
+using Q4_0 = Q32<quant::BlockQ4_0, false, 8, false>;
+using Q4_1 = Q32<quant::BlockQ4_1, false, 0, true>;
+using Q5_0 = Q32<quant::BlockQ5_0, true, 16, false>;
+using Q5_1 = Q32<quant::BlockQ5_1, true, 0, true>;
 
 // The K-quants: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
 // bytes once for all the nibbles and bits they hold; PairOf gives the group's elements
@@ -140,7 +179,7 @@ struct Pair {
 template <class Block, bool kFifthBit>
 struct K4K5 {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
-  static constexpr bool kSigned = false, kSums = true;
+  static constexpr bool kPaired = true, kSigned = false, kSums = true;
   struct Scales {
     __m256 d, dmin;
     __m256i mins;         // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
@@ -191,7 +230,7 @@ using Q5_K = K4K5<quant::BlockQ5_K, true>;
 struct Q6_K {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 128,
                        kBytes = sizeof(quant::BlockQ6_K);
-  static constexpr bool kSigned = false, kSums = true;
+  static constexpr bool kPaired = true, kSigned = false, kSums = true;
   struct Scales {
     __m256 d;
     __m256i offset;       // int16 lane j: 32 sc_j
@@ -256,13 +295,15 @@ struct Q6_K {
   }
 };
 
-// sum[t] = the block's int32 sums with x[t] (kT rows of its kElements levels), signed formats.
+// sum[t] = the block's int32 sums with x[t] (kT rows of its kElements levels), the formats of
+// 32: signed levels as |w| times x with w's sign, unsigned ones as they are.
 template <class F, int kT>
-HWY_INLINE void SignedBlockSums(const uint8_t* block, const int8_t* const* x, __m256i* sum) {
-  const __m256i w = F::Levels(block), u = _mm256_abs_epi8(w), ones = _mm256_set1_epi16(1);
+HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* const* x, __m256i* sum) {
+  const __m256i w = F::Levels(block), ones = _mm256_set1_epi16(1);
+  const __m256i u = F::kSigned ? _mm256_abs_epi8(w) : w;
   for (int t = 0; t < kT; ++t) {
-    const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(Load32(x[t]), w));
-    sum[t] = _mm256_madd_epi16(p, ones);
+    const __m256i xt = F::kSigned ? _mm256_sign_epi8(Load32(x[t]), w) : Load32(x[t]);
+    sum[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xt), ones);
   }
 }
 
@@ -312,8 +353,8 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
     const int8_t* xb[kT];
     for (int t = 0; t < kT; ++t) xb[t] = x[t] + b * F::kElements;
     __m256i sum[kT];
-    if constexpr (F::kSigned) {
-      SignedBlockSums<F, kT>(block, xb, sum);
+    if constexpr (!F::kPaired) {
+      Block32Sums<F, kT>(block, xb, sum);
     } else {
       PairedBlockSums<F, kT>(block, s, xb, sum);
     }

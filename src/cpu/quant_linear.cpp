@@ -1,11 +1,12 @@
-// CPU linear layer with a quantized weight (llama.cpp's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K;
-// core/quant.hpp) for T <= kLinearGemvMaxRows rows of x: out[t, m] = sum_k x[t, k] W[m, k] +
-// bias[m]. Dimension legend: T rows of x, K input features, M output features, B elements per
-// weight block (32 or 256), N 16-bit lanes per vector (16 on AVX2 and AVX-512, 8 on EMU128).
+// CPU linear layer with a quantized weight (llama.cpp's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K; core/quant.hpp) for T <= kLinearGemvMaxRows rows of x:
+// out[t, m] = sum_k x[t, k] W[m, k] + bias[m]. Dimension legend: T rows of x, K input features,
+// M output features, B elements per weight block (32 or 256), N 16-bit lanes per vector (16 on
+// AVX2 and AVX-512, 8 on EMU128).
 //
 // As GGML does, x is quantized once per call to 8-bit levels with one f32 scale per block of
 // B (QuantizedRows), so each block's product is an exact integer sum:
-//   out[t, m] = sum over blocks b of  d_w(b) * s_x(t, b) * sum_i w_i q_i   (- the min term)
+//   out[t, m] = sum over blocks b of  d_w(b) * s_x(t, b) * sum_i w_i q_i   (-+ the min term)
 // with w_i the block's integer weights, q_i the x levels. Two kernels compute the sums:
 //
 // - On x86 with AVX2 (Highway's AVX2 and AVX-512 targets), 8-bit products with raw intrinsics
@@ -17,7 +18,8 @@
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
 //   (16 products summed in pairs into 8 int32 lanes), below 2^31 over a block (at most
 //   256 * 4096 * 127 for Q6_K). Q4_K and Q5_K subtract dmin * s_x * sum_j m_j * (sum of the x
-//   levels of sub-block j), the sums kept with x.
+//   levels of sub-block j), Q4_1 and Q5_1 add m * s_x * (sum of the block's x levels), the sums
+//   kept with x (as llama.cpp's Q8_1 activations keep them for Q4_1 / Q5_1).
 //
 // Either way each block's integer sum is converted to f32 and added into the row's f32
 // accumulator with the product of the two scales. The weight streams from memory once per call.
@@ -124,23 +126,78 @@ struct Q8_0 {
   }
 };
 
-struct Q4_0 {
-  static constexpr int kElements = 32, kGroup = 32, kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr bool kHasMin = false;
+// Lane l: bit l of a 16-bit word (the fifth bits of Q5_0 / Q5_1, 16 elements per word).
+alignas(32) constexpr int16_t kBitOfLane[16] = {1,   2,   4,    8,    16,   32,   64,    128,
+                                                256, 512, 1024, 2048, 4096, 8192, 16384, INT16_MIN};
+
+// Q4_0, Q4_1, Q5_0 and Q5_1: 32 elements, q the nibbles of qs (elements 16-31 the high ones)
+// with, for the 5-bit ones, the fifth bit of element i bit i of qh (little-endian), minus
+// kOffset. The formats with a min m add m * (the sum of the block's x levels): dmin = -m.
+template <class Block, bool kFifthBit, int kOffset, bool kMin>
+struct Q32 {
+  static constexpr int kElements = 32, kGroup = 32, kBytes = sizeof(Block);
+  static constexpr bool kHasMin = kMin;
   using Scales = Q8_0::Scales;
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    return {LoadF16(b + offsetof(quant::BlockQ4_0, d)), 0.0f};
+    Scales s{LoadF16(b + offsetof(Block, d)), 0.0f};
+    if constexpr (kMin) s.dmin = -LoadF16(b + offsetof(Block, m));
+    return s;
   }
+  // The sum of x's levels over the block: its two sums of 16.
+  static HWY_INLINE int32_t MinSum(const Scales&, const int16_t* sums) { return sums[0] + sums[1]; }
   struct Group {
     const uint8_t* qs;  // (16)
+    int16_t qh[2];      // elements 0-15, 16-31
   };
   static HWY_INLINE Group GroupOf(const uint8_t* b, const Scales&, int) {
-    return {b + offsetof(quant::BlockQ4_0, qs)};
+    Group g{b + offsetof(Block, qs), {0, 0}};
+    if constexpr (kFifthBit) std::memcpy(g.qh, b + offsetof(Block, qh), sizeof g.qh);
+    return g;
   }
   static HWY_INLINE V16 Chunk(const Group& g, int c) {
+    const D16 d16;
     const V16 bytes = LoadBytes(g.qs + c % 16);
-    return hn::Sub(c < 16 ? LowNibbles(bytes) : HighNibbles(bytes), hn::Set(D16(), 8));
+    V16 q = c < 16 ? LowNibbles(bytes) : HighNibbles(bytes);
+    if constexpr (kFifthBit) {
+      const auto set = hn::TestBit(hn::Set(d16, g.qh[c / 16]), hn::LoadU(d16, kBitOfLane + c % 16));
+      q = hn::Or(q, hn::IfThenElseZero(set, hn::Set(d16, 16)));
+    }
+    if constexpr (kOffset != 0) q = hn::Sub(q, hn::Set(d16, kOffset));
+    return q;
   }
+};
+using Q4_0 = Q32<quant::BlockQ4_0, false, 8, false>;
+using Q4_1 = Q32<quant::BlockQ4_1, false, 0, true>;
+using Q5_0 = Q32<quant::BlockQ5_0, true, 16, false>;
+using Q5_1 = Q32<quant::BlockQ5_1, true, 0, true>;
+
+// The eight 6-bit mins of a Q4_K / Q5_K block in 16-bit lanes, each twice (for the two sums of
+// 16 of its sub-block), for sum_j m_j * (the x levels' sum over sub-block j), once per block for
+// every row.
+class MinWeights {
+ public:
+  using D = hn::CappedTag<int16_t, 8>;
+  MinWeights() = default;
+  HWY_INLINE explicit MinWeights(uint64_t bytes) {  // byte j: m_j
+    for (int j = 0; j < 8; ++j) {
+      bytes_[2 * j] = bytes_[2 * j + 1] = static_cast<uint8_t>(bytes >> (8 * j));
+    }
+  }
+  // sums: (16) int16, two per sub-block.
+  HWY_INLINE int32_t Dot(const int16_t* sums) const {
+    const D d;
+    const hn::Repartition<int32_t, D> d32;
+    const hn::Rebind<uint8_t, D> d8;
+    auto total = hn::Zero(d32), odd = hn::Zero(d32);
+    for (size_t i = 0; i < 16; i += hn::Lanes(d)) {
+      const auto m = hn::PromoteTo(d, hn::LoadU(d8, bytes_ + i));
+      total = hn::ReorderWidenMulAccumulate(d32, m, hn::LoadU(d, sums + i), total, odd);
+    }
+    return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(total, odd)));
+  }
+
+ private:
+  uint8_t bytes_[16] = {};
 };
 
 // Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (quant::ScaleMinK4).
@@ -150,13 +207,16 @@ struct K4K5 {
   static constexpr bool kHasMin = true;
   struct Scales {
     float d, dmin;
-    uint64_t sc, m;  // byte j: sub-block j's 6-bit scale, min
+    uint64_t sc;  // byte j: sub-block j's 6-bit scale
+    MinWeights m;
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    Scales s{LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)), 0, 0};
-    quant::ScalesMinsK4(b + offsetof(Block, scales), &s.sc, &s.m);
-    return s;
+    uint64_t sc, m;
+    quant::ScalesMinsK4(b + offsetof(Block, scales), &sc, &m);
+    return {LoadF16(b + offsetof(Block, d)), LoadF16(b + offsetof(Block, dmin)), sc, MinWeights(m)};
   }
+  // sum_j m_j * (the sum of x's levels over sub-block j): sums (16), two per sub-block.
+  static HWY_INLINE int32_t MinSum(const Scales& s, const int16_t* sums) { return s.m.Dot(sums); }
   // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l] (each byte
   // loaded once for both), their fifth bits bits 2k and 2k + 1 of qh[l] (Q5_K).
   struct Group {
@@ -225,35 +285,6 @@ struct Q6_K {
   }
 };
 
-// The eight 6-bit mins of a Q4_K / Q5_K block in 16-bit lanes, each twice (for the two sums of
-// 16 of its sub-block), for sum_j m_j * (the x levels' sum over sub-block j), once per block for
-// every row.
-class MinWeights {
- public:
-  using D = hn::CappedTag<int16_t, 8>;
-  MinWeights() = default;
-  HWY_INLINE explicit MinWeights(uint64_t bytes) {  // byte j: m_j
-    for (int j = 0; j < 8; ++j) {
-      bytes_[2 * j] = bytes_[2 * j + 1] = static_cast<uint8_t>(bytes >> (8 * j));
-    }
-  }
-  // sums: (16) int16, two per sub-block.
-  HWY_INLINE int32_t Dot(const int16_t* sums) const {
-    const D d;
-    const hn::Repartition<int32_t, D> d32;
-    const hn::Rebind<uint8_t, D> d8;
-    auto total = hn::Zero(d32), odd = hn::Zero(d32);
-    for (size_t i = 0; i < 16; i += hn::Lanes(d)) {
-      const auto m = hn::PromoteTo(d, hn::LoadU(d8, bytes_ + i));
-      total = hn::ReorderWidenMulAccumulate(d32, m, hn::LoadU(d, sums + i), total, odd);
-    }
-    return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(total, odd)));
-  }
-
- private:
-  uint8_t bytes_[16] = {};
-};
-
 // Rows of x per tile: per row an int32 and an f32 accumulator, with a weight vector, an x
 // vector and the group's constants: 4 rows fit 16 registers, 8 fit 32. Tuned for speed only,
 // on AVX2 before the 8-bit kernels took it over (8 rows spilled and measured no faster).
@@ -287,8 +318,6 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* block = w + b * F::kBytes;
     const typename F::Scales s = F::Prepare(block);
-    MinWeights mins_w;
-    if constexpr (F::kHasMin) mins_w = MinWeights(s.m);
     V32 sum[kT], sum_odd[kT];  // sum_odd: the pairs some targets keep apart (zero on x86)
     for (int t = 0; t < kT; ++t) sum[t] = sum_odd[t] = hn::Zero(d32);
     for (int g = 0; g < F::kElements; g += F::kGroup) {
@@ -308,7 +337,8 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
       const VF block_sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum[t], sum_odd[t]));
       a[t] = hn::MulAdd(block_sum, hn::Set(df, s.d * xs[t][b]), a[t]);
       if constexpr (F::kHasMin) {
-        mins[t] += s.dmin * xs[t][b] * static_cast<float>(mins_w.Dot(xsum[t] + 16 * b));
+        const int16_t* block_sums = xsum[t] + b * (F::kElements / 16);
+        mins[t] += s.dmin * xs[t][b] * static_cast<float>(F::MinSum(s, block_sums));
       }
     }
   }
@@ -421,7 +451,7 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
         const V32 level = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inverse));
         hn::StoreU(hn::DemoteTo(dl, level), dl, q + b * B + i);
         sum = hn::Add(sum, level);
-        if (B == quant::kSuperBlock && (i + W) % 16 == 0) {
+        if (xq->with_sums && (i + W) % 16 == 0) {
           xq->sums[t * (K / 16) + (b * B + i) / 16] =
               static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d32, sum)));
           sum = hn::Zero(d32);
@@ -440,6 +470,12 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
       return RowsOf<formats::Q8_0>(p, xq, m_begin, m_end);
     case DType::kQ4_0:
       return RowsOf<formats::Q4_0>(p, xq, m_begin, m_end);
+    case DType::kQ4_1:
+      return RowsOf<formats::Q4_1>(p, xq, m_begin, m_end);
+    case DType::kQ5_0:
+      return RowsOf<formats::Q5_0>(p, xq, m_begin, m_end);
+    case DType::kQ5_1:
+      return RowsOf<formats::Q5_1>(p, xq, m_begin, m_end);
     case DType::kQ4_K:
       return RowsOf<formats::Q4_K>(p, xq, m_begin, m_end);
     case DType::kQ5_K:
@@ -491,7 +527,10 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
     grow(q, T * K);
   }
   grow(scale, T * (K / block));
-  if (block == quant::kSuperBlock) grow(sums, T * (K / 16));
+  // The K-quants' mins and offsets, Q4_1 / Q5_1's mins.
+  with_sums =
+      block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;
+  if (with_sums) grow(sums, T * (K / 16));
 }
 
 void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {

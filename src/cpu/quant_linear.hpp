@@ -12,22 +12,23 @@
 namespace ssmkit::cpu {
 
 // T rows of x quantized for the product with a weight of one dtype: per block of B elements
-// (the weight's block: 32 for Q8_0 / Q4_0, 256 for the K-quants, like GGML's Q8_0 and Q8_K
-// activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127], x ~ s q.
-// The levels are stored in the width the dispatched kernel multiplies, so that no weight row
-// widens them again: int8 where it multiplies bytes (x86 AVX2 / AVX-512: vpmaddubsw; for the
+// (the weight's block: 32 for Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1, 256 for the K-quants, like GGML's
+// Q8_0 and Q8_K activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127],
+// x ~ s q. The levels are stored in the width the dispatched kernel multiplies, so that no weight
+// row widens them again: int8 where it multiplies bytes (x86 AVX2 / AVX-512: vpmaddubsw; for the
 // K-quants in that kernel's order, each 64 interleaved in 16-bit units, quant_dot_x86-inl.h),
-// int16 elsewhere (16-bit lanes), in the order of x. For the K-quants also the sum of the levels of
-// each 16 elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32 (two sums each),
-// the 8-bit kernel's Q6_K those of its sub-blocks of 16 (it takes the offset 32 off there, as GGML
-// does).
+// int16 elsewhere (16-bit lanes), in the order of x. For the K-quants, Q4_1 and Q5_1 also the sum
+// of the levels of each 16 elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32
+// (two sums each), Q4_1 / Q5_1's min those of the block, the 8-bit kernel's Q6_K those of its
+// sub-blocks of 16 (it takes the offset 32 off there, as GGML does).
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
   std::vector<int8_t> q8;                 // (T, K) when level_bytes is 1
   std::vector<int16_t> q;                 // (T, K) when level_bytes is 2
   std::vector<float> scale;               // (T, K / B)
-  std::vector<int16_t> sums;              // (T, K / 16), B = 256 only
+  bool with_sums = false;                 // the weight's kernel takes sums
+  std::vector<int16_t> sums;              // (T, K / 16) when with_sums
 
   // Sizes the buffers for x (T, K) and a weight of `weight_dtype`, the levels in the width of
   // the kernel the library dispatches to now; they only ever grow, so a buffer kept between

@@ -28,6 +28,12 @@ uint32_t FileType(DType type) {
       return 1;
     case DType::kQ4_0:
       return 2;
+    case DType::kQ4_1:
+      return 3;
+    case DType::kQ5_0:
+      return 8;
+    case DType::kQ5_1:
+      return 9;
     case DType::kQ8_0:
       return 7;
     case DType::kQ4_K:
@@ -217,8 +223,9 @@ Status AddTensor(const ModelConfig& c, const std::string& gguf_name, const Weigh
 Status QuantizeToGguf(const std::string& input, DType type, const std::string& output,
                       QuantizeReport* report) {
   if (type == DType::kI32 || type == DType::kI64) {
-    return Status::InvalidArgument(std::string("quantize: type ") + DTypeName(type) +
-                                   ", expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k");
+    return Status::InvalidArgument(
+        std::string("quantize: type ") + DTypeName(type) +
+        ", expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k");
   }
   ModelConfig c;
   std::unique_ptr<WeightSource> source;

@@ -25,7 +25,7 @@ struct QuantizeReport {
   int64_t bytes_out = 0;  // the output file's size
 };
 
-// type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k.
+// type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k.
 Status QuantizeToGguf(const std::string& input, DType type, const std::string& output,
                       QuantizeReport* report);
 

@@ -90,7 +90,7 @@ Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelW
       return Status::InvalidArgument(where + "dtype " + t->dtype_name +
                                      (s.kind == SlotKind::kMatrix
                                           ? ", expected F32, BF16, F16 or a quantized type (Q8_0, "
-                                            "Q4_0, Q4_K, Q5_K, Q6_K)"
+                                            "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"
                                           : ", expected F32, BF16 or F16"));
     }
     if (t->shape != s.shape) {
@@ -129,8 +129,9 @@ Status BindWeights(const ModelConfig& config, const WeightSource& source, ModelW
 
 Status RandomWeights(const ModelConfig& config, DType dtype, uint64_t seed, ModelWeights* weights) {
   if (dtype == DType::kI32 || dtype == DType::kI64) {
-    return Status::InvalidArgument(std::string("random weights: dtype ") + DTypeName(dtype) +
-                                   ", expected f32, bf16, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
+    return Status::InvalidArgument(
+        std::string("random weights: dtype ") + DTypeName(dtype) +
+        ", expected f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k");
   }
   SSMKIT_RETURN_IF_ERROR(config.Validate());
   ModelWeights w;

@@ -103,10 +103,11 @@ Status CheckInputs(const LinearInputs& in, std::initializer_list<DType> weight_d
 }
 
 Status CheckAll(const LinearInputs& in, const Tensor& out, LinearParams* p) {
-  SSMKIT_RETURN_IF_ERROR(CheckInputs(in,
-                                     {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
-                                      DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K},
-                                     {DType::kF32}, p));
+  SSMKIT_RETURN_IF_ERROR(
+      CheckInputs(in,
+                  {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                   DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K},
+                  {DType::kF32}, p));
   const int64_t T = p->rows, K = p->in_features, M = p->out_features;
   if (!out.defined()) return check::Mismatch(kOp, "out", "a tensor (T, M)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "out", out, {2}));

@@ -48,9 +48,10 @@ Status Finite(const char* op, const char* name, float v) {
 
 Status WeightMatrix(const char* op, const char* field, const ssmkit::Tensor& t, const char* legend,
                     int64_t rows, int64_t cols) {
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, field, t, {legend, {rows, cols}},
-                                       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
-                                        DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(
+      op, field, t, {legend, {rows, cols}},
+      {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+       DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
   if (!t.is_contiguous()) {
     return Mismatch(
         op, field, std::string("a contiguous row-major ") + legend + " tensor",

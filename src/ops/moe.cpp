@@ -244,9 +244,10 @@ Tensor ExpertRows(const Tensor& t, int64_t e, int64_t row0, int64_t rows) {
 // `t` is a contiguous 3-D tensor of `shape`, float or quantized (the reader of a quantized
 // one checks that its rows are whole blocks).
 Status Stacked(const char* op, const char* name, const Tensor& t, check::ShapeSpec shape) {
-  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, name, t, shape,
-                                       {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0,
-                                        DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(
+      op, name, t, shape,
+      {DType::kF32, DType::kBF16, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+       DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
   if (!t.is_contiguous()) return check::Mismatch(op, name, "a contiguous tensor", t.shape_string());
   if (t.shape[2] % DTypeBlockElements(t.dtype) != 0) {
     return check::Mismatch(op, name, "rows of whole blocks", t.shape_string());

@@ -34,9 +34,9 @@ Status CheckPair(const char* op, const char* f_name, const Tensor& f, const char
   if (!q.defined()) return check::Mismatch(op, q_name, "a tensor (M, K)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(op, q_name, q, {2}));
   const int64_t M = q.shape[0], K = q.shape[1];
-  SSMKIT_RETURN_IF_ERROR(
-      check::Tensor(op, q_name, q, {"(M, K)", {M, K}},
-                    {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
+  SSMKIT_RETURN_IF_ERROR(check::Tensor(op, q_name, q, {"(M, K)", {M, K}},
+                                       {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                        DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}));
   const int64_t block = DTypeBlockElements(q.dtype);
   if (K % block != 0) {
     return check::Mismatch(op, q_name,
@@ -87,7 +87,7 @@ Status DequantizeWeight(const Tensor& q, const Tensor& x) {
 }
 
 bool DTypeFromName(const std::string& name, DType* dtype) {
-  for (int i = 0; i <= static_cast<int>(DType::kQ6_K); ++i) {
+  for (int i = 0; i <= static_cast<int>(kLastDType); ++i) {
     const DType candidate = static_cast<DType>(i);
     if (name == DTypeName(candidate)) {
       *dtype = candidate;

@@ -236,7 +236,7 @@ bool ParseWeights(const std::string& text, std::vector<DType>* dtypes) {
     if (!name.empty() && !DTypeFromName(name, &d)) {
       std::fprintf(stderr,
                    "bench generate: --weights %s: unknown dtype (f32, bf16, f16, q8_0, "
-                   "q4_0, q4_k, q5_k, q6_k)\n",
+                   "q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)\n",
                    name.c_str());
       return false;
     }

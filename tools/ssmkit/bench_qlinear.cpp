@@ -1,7 +1,7 @@
 // `ssmkit bench qlinear`: LinearForward with llama.cpp's quantized weights (Q8_0, Q6_K, Q5_K,
-// Q4_K, Q4_0) beside the f32 and bf16 weights of the same shape, for one decode token (T = 1)
-// and a decode batch (T = 8): one (T, K) x (M, K)^T product, M = K = 4096 (a 7B model's
-// attention projection) and 2048. At decode a model's weights stream from memory once per
+// Q5_1, Q5_0, Q4_K, Q4_1, Q4_0) beside the f32 and bf16 weights of the same shape, for one decode
+// token (T = 1) and a decode batch (T = 8): one (T, K) x (M, K)^T product, M = K = 4096 (a 7B
+// model's attention projection) and 2048. At decode a model's weights stream from memory once per
 // token, so each call reads the next of enough copies of the weight (256 MB in all) to leave
 // the last-level cache, and the peer is a read of the same number of bytes from a cold buffer
 // (ColdRead), timed interleaved: the ratio is the share of the read bandwidth reached.
@@ -28,8 +28,8 @@ struct QLinearShape {
   int64_t M, K;
 };
 constexpr QLinearShape kShapes[] = {{"4096x4096", 4096, 4096}, {"2048x2048", 2048, 2048}};
-constexpr DType kDTypes[] = {DType::kF32,  DType::kBF16, DType::kQ8_0, DType::kQ6_K,
-                             DType::kQ5_K, DType::kQ4_K, DType::kQ4_0};
+constexpr DType kDTypes[] = {DType::kF32,  DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K,
+                             DType::kQ5_1, DType::kQ5_0, DType::kQ4_K, DType::kQ4_1, DType::kQ4_0};
 constexpr int64_t kRows[] = {1, 8};
 
 // Weight bytes cycled over: well past the last-level cache.
@@ -117,7 +117,8 @@ int RunQLinearBench(const Options& options) {
 
 const SuiteRegistration kRegistration{
     {"qlinear",
-     "linear with llama.cpp's quantized weights (q8_0, q6_k, q5_k, q4_k, q4_0) beside f32 and "
+     "linear with llama.cpp's quantized weights (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0) "
+     "beside f32 and "
      "bf16: 4096x4096 and 2048x2048, T = 1 and 8, against a cold read of the same bytes",
      RunQLinearBench}};
 

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
     sub->add_option("--shape", options.shape, "only this workload shape (e.g. policy, m1-130m)");
     sub->add_option("--algo", options.algo, "only this algorithm");
     sub->add_option("--weights", options.weights,
-                    "weight dtypes of `generate`: f32, bf16, f16, q8_0, q4_0, q4_k, q5_k, q6_k "
+                    "weight dtypes of `generate`: f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                    "q4_k, q5_k, q6_k "
                     "(comma-separated; default f32,bf16, and q8_0,q4_k for m1-2.8b and m2-2.7b)");
     sub->add_option("--target", options.target,
                     "force this SIMD target (e.g. avx2, scalar; default: the best this CPU runs)");

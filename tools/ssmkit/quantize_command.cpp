@@ -20,7 +20,9 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
       "quantize",
       "write a Mamba-1 / Mamba-2 checkpoint (a Hugging Face directory or a GGUF file) as a GGUF "
       "file that llama.cpp and ssmkit load, its matrices in TYPE (docs/gguf.md)");
-  sub->add_option("--type", o->type, "f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k")->required();
+  sub->add_option("--type", o->type,
+                  "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k")
+      ->required();
   sub->add_option("input", o->input, "checkpoint directory or .gguf file")->required();
   sub->add_option("output", o->output, "the .gguf file to write")->required();
   sub->callback([o, &threads, &exit_code] {
@@ -28,7 +30,8 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
     DType type;
     if (!DTypeFromName(o->type, &type)) {
       std::fprintf(stderr,
-                   "quantize: --type %s: expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k\n",
+                   "quantize: --type %s: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                   "q4_k, q5_k or q6_k\n",
                    o->type.c_str());
       exit_code = 2;
       return;
