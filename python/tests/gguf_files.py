@@ -127,7 +127,9 @@ def converter_input(model_dir, out_dir):
         converter looks for "attention" and would take transformers 5's "full_attention" layers
         for Mamba ones;
       - Bamba's attn_rotary_emb, the rotated dims per head its published configs state (head
-        dim / 2, what transformers hard-codes): without it the converter writes the whole head."""
+        dim / 2, what transformers hard-codes): without it the converter writes the whole head;
+      - Falcon-H1's head_dim, which its published configs state and the converter requires
+        (transformers' default when absent: hidden_size / num_attention_heads)."""
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(model_dir):
         if f != "config.json":
@@ -140,6 +142,8 @@ def converter_input(model_dir, out_dir):
     if config["model_type"] == "bamba":
         head_dim = config["hidden_size"] // config["num_attention_heads"]
         config["attn_rotary_emb"] = head_dim // 2
+    if config["model_type"] == "falcon_h1" and config.get("head_dim") is None:
+        config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     return out_dir
@@ -175,6 +179,22 @@ for _w in ("gate", "up", "down"):
         BAMBA_FFN[f"ffn_{_w}.{_s}"] = f"feed_forward.{_w}_proj.{_s}"
 
 
+# falcon-h1's per-layer names besides the mixer's (GRANITE_MIXER): the pre-MLP norm is written
+# without a ".weight" suffix.
+FALCON_H1_LAYER = {
+    "ffn_norm": "pre_ff_layernorm.weight",
+    "ffn_gate.weight": "feed_forward.gate_proj.weight",
+    "ffn_up.weight": "feed_forward.up_proj.weight",
+    "ffn_down.weight": "feed_forward.down_proj.weight",
+}
+# The config changes that make transformers run the model a falcon-h1 file stands for: the
+# converter multiplied every muP multiplier into the weights.
+FALCON_H1_UNIT_MULTIPLIERS = dict(
+    embedding_multiplier=1.0, lm_head_multiplier=1.0, attention_in_multiplier=1.0,
+    attention_out_multiplier=1.0, key_multiplier=1.0, ssm_in_multiplier=1.0,
+    ssm_out_multiplier=1.0, mlp_multipliers=[1.0, 1.0], ssm_multipliers=[1.0] * 5)
+
+
 def unpermute_rows(w, heads):
     """The inverse of the converter's Q / K row order for llama.cpp's rope: within each head the
     stored rows are the two halves interleaved."""
@@ -184,31 +204,34 @@ def unpermute_rows(w, heads):
 
 
 def hybrid_state_dict(path, config):
-    """{transformers name: float32 array} of a granitehybrid GGUF file written from the checkpoint
-    whose config.json is `config` (a dict), every tensor dequantized with gguf-py and every
-    conversion step undone: A = -exp(A_log) back to A_log, the conv weight's squeezed axis and
-    the (H, 1) / (G, D / G) shapes, Q and K's rows put back, the split gate / up tensors fused
-    again as transformers holds them."""
+    """{transformers name: float32 array} of a granitehybrid or falcon-h1 GGUF file written from
+    the checkpoint whose config.json is `config` (a dict), every tensor dequantized with gguf-py
+    and every conversion step undone: A = -exp(A_log) back to A_log, the conv weight's squeezed
+    axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back (granitehybrid), the split
+    gate / up tensors fused again as transformers holds them. Falcon-H1's multipliers stay
+    folded into its weights (FALCON_H1_UNIT_MULTIPLIERS)."""
     gguf = gguf_py()
     reader = gguf.GGUFReader(path)
     bamba = config["model_type"] == "bamba"
+    falcon = config["model_type"] == "falcon_h1"
     stored = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
               for t in reader.tensors}
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
     out = {"model.embed_tokens.weight": stored.pop("token_embd.weight"),
-           ("model.final_layernorm.weight" if bamba else "model.norm.weight"):
+           ("model.final_layernorm.weight" if bamba or falcon else "model.norm.weight"):
                stored.pop("output_norm.weight")}
     if "output.weight" in stored:
         out["lm_head.weight"] = stored.pop("output.weight")
     for layer in range(config["num_hidden_layers"]):
         blk, hf = f"blk.{layer}.", f"model.layers.{layer}."
-        if not bamba:
+        if not bamba and not falcon:
             for name, (parts, axis) in GRANITE_FUSED.items():
                 if all(blk + p in stored for p in parts):
                     out[hf + name.split(":")[-1]] = np.concatenate(
                         [stored.pop(blk + p) for p in parts], axis=axis)
-        names = {**GRANITE_MIXER, **(BAMBA_FFN if bamba else GRANITE_FFN)}
+        names = {**GRANITE_MIXER,
+                 **(BAMBA_FFN if bamba else FALCON_H1_LAYER if falcon else GRANITE_FFN)}
         for rest, target in names.items():
             if blk + rest not in stored:
                 continue
@@ -219,9 +242,9 @@ def hybrid_state_dict(path, config):
                 values = values.reshape(-1)
             elif rest == "ssm_conv1d.weight":
                 values = values[:, None, :]
-            elif rest == "attn_q.weight":
+            elif rest == "attn_q.weight" and not falcon:  # falcon-h1's Q and K are not permuted
                 values = unpermute_rows(values, heads)
-            elif rest == "attn_k.weight":
+            elif rest == "attn_k.weight" and not falcon:
                 values = unpermute_rows(values, kv_heads)
             out[hf + target] = values
     assert not stored, f"tensors not mapped: {sorted(stored)}"

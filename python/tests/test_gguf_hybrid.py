@@ -9,7 +9,9 @@
 
 What the converter cannot express is the file's model, not the checkpoint's: it writes
 granitehybrid files of GraniteMoeHybridForCausalLM with rope off (the published Granite-4.0-H
-models have none), so transformers runs the MoE fixture with position_embedding_type "nope".
+models have none), so transformers runs the MoE fixture with position_embedding_type "nope";
+it multiplies Falcon-H1's muP multipliers into the weights without recording them, so
+transformers runs the falcon_h1 fixture with every multiplier 1.
 Fixtures the converter refuses are not here: falcon_h1-norm (mamba_proj_bias: it scales the
 in_proj bias as a matrix and fails), zamba2 (no Zamba2 converter).
 
@@ -21,9 +23,11 @@ import numpy as np
 import pytest
 
 import ssmkit
-from gguf_files import convert, converter_input, hybrid_state_dict, transformers_logits
+from checks import assert_close
+from gguf_files import (FALCON_H1_UNIT_MULTIPLIERS, convert, converter_input, hybrid_state_dict,
+                        transformers_logits)
 from test_gguf import SAME_WEIGHTS_TOLERANCE, check_config, check_logits, check_tokenizer
-from test_model import MODELS, expected
+from test_model import MODELS, TOLERANCE, expected
 
 pytest.importorskip("transformers")
 
@@ -32,6 +36,7 @@ CHECKPOINTS = [
     ("granitemoehybrid-moe", {"position_embedding_type": "nope"}),
     ("granitemoehybrid-dense", {}),
     ("bamba", {}),
+    ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
 ]
 TYPES = ["f32", "bf16", "q8_0"]
 
@@ -71,7 +76,7 @@ def test_the_comparison_sees_q_rows_left_permuted(converted):
     rope (the Granite fixtures) the order only relabels dims, and with their near-uniform
     attention one Q alone moves the logits by ~1e-4."""
     if converted["name"] != "bamba":
-        pytest.skip("no rope")
+        pytest.skip("no rope, or Q and K not permuted by the converter")
     state = dict(converted["state"])
     q = [k for k in state if k.endswith("self_attn.q_proj.weight")]
     with open(os.path.join(converted["model_dir"], "config.json")) as f:
@@ -135,3 +140,20 @@ def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):
                        match=r"general\.architecture 'granitehybriX': this version reads .*"
                              r"'granitehybrid'"):
         ssmkit.Model.load(str(path))
+
+
+def test_falcon_h1_file_is_the_checkpoint(converted):
+    """The multipliers the converter folds into a falcon-h1 file's weights reproduce the
+    checkpoint's model: the f32 file's logits against transformers' on the original checkpoint
+    (the fixture's recorded logits, every muP multiplier as its config states), and against the
+    file's weights run with those multipliers a second time, which must be far off."""
+    if converted["name"] != "falcon_h1" or converted["outtype"] != "f32":
+        pytest.skip("falcon-h1 f32 only")
+    session = converted["model"].session()
+    for e in converted["expected"]:
+        got = session.prefill(list(e["ids"]), all_logits=True)[0]
+        assert_close(got, e["prefill"], TOLERANCE, "falcon-h1 file against the checkpoint")
+    ids = list(converted["expected"][0]["ids"])
+    twice = transformers_logits(converted["model_dir"], converted["state"], ids)
+    got = session.prefill(ids, all_logits=True)[0]
+    assert np.abs(got - twice).max() > 10 * TOLERANCE * np.abs(twice).max()

@@ -39,6 +39,8 @@ Status ReadMambaGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapMambaGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadGraniteHybridGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapGraniteHybridGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
+Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* c);
+GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 
 // Helpers the architectures share (model/gguf_arch_common.cpp).
 

@@ -12,6 +12,7 @@ const GgufArch kArchs[] = {
     {"mamba", ReadMambaGgufConfig, MapMambaGguf},
     {"mamba2", ReadMambaGgufConfig, MapMambaGguf},
     {"granitehybrid", ReadGraniteHybridGgufConfig, MapGraniteHybridGguf},
+    {"falcon-h1", ReadFalconH1GgufConfig, MapFalconH1Gguf},
 };
 
 constexpr GgufNamePair kMamba2Mixer[] = {
