@@ -157,70 +157,36 @@ struct GradTensor {
   Tensor Inputs::*input;
 };
 
-// Descriptor entries for the lists above, inside a struct that names Inputs and Grads.
+// <Op>Tensors: the descriptor arrays `inputs` and (for an op with a backward) `grads` of one op's
+// lists, with the structs they describe as Inputs and Grads.
 #define SSMKIT_INPUT_TENSOR_(name, role) {#name, &Inputs::name, TensorRole::k##role},
 #define SSMKIT_GRAD_TENSOR_(grad, input) {#grad, &Grads::grad, #input, &Inputs::input},
+#define SSMKIT_OP_TENSORS_(Op, INPUTS)                                              \
+  struct Op##Tensors {                                                              \
+    using Inputs = Op##Inputs;                                                      \
+    static constexpr InputTensor<Inputs> inputs[] = {INPUTS(SSMKIT_INPUT_TENSOR_)}; \
+  };
+#define SSMKIT_OP_TENSORS_WITH_GRADS_(Op, INPUTS, GRADS)                               \
+  struct Op##Tensors {                                                                 \
+    using Inputs = Op##Inputs;                                                         \
+    using Grads = Op##Grads;                                                           \
+    static constexpr InputTensor<Inputs> inputs[] = {INPUTS(SSMKIT_INPUT_TENSOR_)};    \
+    static constexpr GradTensor<Inputs, Grads> grads[] = {GRADS(SSMKIT_GRAD_TENSOR_)}; \
+  };
 
-struct SelectiveScanTensors {
-  using Inputs = SelectiveScanInputs;
-  using Grads = SelectiveScanGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {
-      SSMKIT_SELECTIVE_SCAN_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {
-      SSMKIT_SELECTIVE_SCAN_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
-
-struct SsdTensors {
-  using Inputs = SsdInputs;
-  using Grads = SsdGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {SSMKIT_SSD_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {SSMKIT_SSD_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
-
-struct StateUpdateTensors {
-  using Inputs = StateUpdateInputs;
-  static constexpr InputTensor<Inputs> inputs[] = {
-      SSMKIT_STATE_UPDATE_INPUTS(SSMKIT_INPUT_TENSOR_)};
-};
-
-struct CausalConv1dTensors {
-  using Inputs = CausalConv1dInputs;
-  using Grads = CausalConv1dGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {
-      SSMKIT_CAUSAL_CONV1D_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {
-      SSMKIT_CAUSAL_CONV1D_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
-
-struct CausalConv1dUpdateTensors {
-  using Inputs = CausalConv1dUpdateInputs;
-  static constexpr InputTensor<Inputs> inputs[] = {
-      SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS(SSMKIT_INPUT_TENSOR_)};
-};
-
-struct RmsNormTensors {
-  using Inputs = RmsNormInputs;
-  using Grads = RmsNormGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {SSMKIT_RMSNORM_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {SSMKIT_RMSNORM_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
-
-struct AddRmsNormTensors {
-  using Inputs = AddRmsNormInputs;
-  using Grads = AddRmsNormGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {SSMKIT_ADD_RMSNORM_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {
-      SSMKIT_ADD_RMSNORM_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
-
-struct LinearTensors {
-  using Inputs = LinearInputs;
-  using Grads = LinearGrads;
-  static constexpr InputTensor<Inputs> inputs[] = {SSMKIT_LINEAR_INPUTS(SSMKIT_INPUT_TENSOR_)};
-  static constexpr GradTensor<Inputs, Grads> grads[] = {SSMKIT_LINEAR_GRADS(SSMKIT_GRAD_TENSOR_)};
-};
+SSMKIT_OP_TENSORS_WITH_GRADS_(SelectiveScan, SSMKIT_SELECTIVE_SCAN_INPUTS,
+                              SSMKIT_SELECTIVE_SCAN_GRADS)
+SSMKIT_OP_TENSORS_WITH_GRADS_(Ssd, SSMKIT_SSD_INPUTS, SSMKIT_SSD_GRADS)
+SSMKIT_OP_TENSORS_(StateUpdate, SSMKIT_STATE_UPDATE_INPUTS)
+SSMKIT_OP_TENSORS_WITH_GRADS_(CausalConv1d, SSMKIT_CAUSAL_CONV1D_INPUTS, SSMKIT_CAUSAL_CONV1D_GRADS)
+SSMKIT_OP_TENSORS_(CausalConv1dUpdate, SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS)
+SSMKIT_OP_TENSORS_WITH_GRADS_(RmsNorm, SSMKIT_RMSNORM_INPUTS, SSMKIT_RMSNORM_GRADS)
+SSMKIT_OP_TENSORS_WITH_GRADS_(AddRmsNorm, SSMKIT_ADD_RMSNORM_INPUTS, SSMKIT_ADD_RMSNORM_GRADS)
+SSMKIT_OP_TENSORS_WITH_GRADS_(Linear, SSMKIT_LINEAR_INPUTS, SSMKIT_LINEAR_GRADS)
 
 #undef SSMKIT_INPUT_TENSOR_
 #undef SSMKIT_GRAD_TENSOR_
+#undef SSMKIT_OP_TENSORS_
+#undef SSMKIT_OP_TENSORS_WITH_GRADS_
 
 }  // namespace ssmkit

@@ -56,12 +56,31 @@ Status Devices(const char* op, std::initializer_list<std::span<const NamedTensor
 
 // The tensors of `s` that `list` names (an op's inputs or grads in ssmkit/op_tensors.hpp), in
 // its order, for Devices. On the stack: the decode steps check on every call.
+template <class S, class Entry, size_t N, size_t... I>
+std::array<NamedTensor, N> NamedAt(const S& s, const Entry (&list)[N], std::index_sequence<I...>) {
+  return {NamedTensor{list[I].name, s.*list[I].member}...};
+}
 template <class S, class Entry, size_t N>
 std::array<NamedTensor, N> Named(const S& s, const Entry (&list)[N]) {
-  return [&]<size_t... I>(std::index_sequence<I...>) {
-    return std::array<NamedTensor, N>{NamedTensor{list[I].name, s.*list[I].member}...};
-  }
-  (std::make_index_sequence<N>{});
+  return NamedAt(s, list, std::make_index_sequence<N>{});
+}
+
+// Devices over an op's inputs as its ssmkit/op_tensors.hpp list names them, then `outputs` (the
+// call's outputs or output gradients), then, for a backward, its gradients.
+template <class OpTensors>
+Status OpDevices(const char* op, const typename OpTensors::Inputs& inputs,
+                 std::initializer_list<NamedTensor> outputs, Device* device) {
+  return Devices(op, {Named(inputs, OpTensors::inputs), std::span(outputs.begin(), outputs.size())},
+                 device);
+}
+template <class OpTensors>
+Status OpDevices(const char* op, const typename OpTensors::Inputs& inputs,
+                 std::initializer_list<NamedTensor> outputs, const typename OpTensors::Grads& grads,
+                 Device* device) {
+  return Devices(op,
+                 {Named(inputs, OpTensors::inputs), std::span(outputs.begin(), outputs.size()),
+                  Named(grads, OpTensors::grads)},
+                 device);
 }
 
 // A tensor the op requires (or an optional one that is present): not null,

@@ -95,9 +95,8 @@ Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
                            const Tensor& final_states) {
   CausalConv1dParams p;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"out", out}, {"final_states", final_states}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kOp, {check::Named(inputs, CausalConv1dTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dTensors>(
+      kOp, inputs, {{"out", out}, {"final_states", final_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.x.dtype}));
@@ -112,13 +111,8 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
                             const Tensor& dfinal_states, const CausalConv1dGrads& grads) {
   CausalConv1dBwdParams p;
   Device device;
-  const check::NamedTensor named_output_grads[] = {{"dout", dout},
-                                                   {"dfinal_states", dfinal_states}};
-  SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kOp,
-                     {check::Named(inputs, CausalConv1dTensors::inputs), named_output_grads,
-                      check::Named(grads, CausalConv1dTensors::grads)},
-                     &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dTensors>(
+      kOp, inputs, {{"dout", dout}, {"dfinal_states", dfinal_states}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
@@ -138,9 +132,8 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& 
                           const Tensor& out) {
   const CausalConv1dUpdateInputs& in = inputs;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"conv_state", conv_state}, {"out", out}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kUpdateOp, {check::Named(in, CausalConv1dUpdateTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dUpdateTensors>(
+      kUpdateOp, in, {{"conv_state", conv_state}, {"out", out}}, &device));
   if (!in.x.defined())
     return check::Mismatch(kUpdateOp, "x", "a tensor (B, D) or (B, D, T)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kUpdateOp, "x", in.x, {2, 3}));

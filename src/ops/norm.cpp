@@ -136,9 +136,8 @@ Status RmsNormForward(const RmsNormInputs& inputs, const Tensor& out,
                       const RmsNormOptions& options) {
   NormParams p;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"out", out}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kGatedOp, {check::Named(inputs, RmsNormTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<RmsNormTensors>(kGatedOp, inputs, {{"out", out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kGatedOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
@@ -150,12 +149,8 @@ Status RmsNormBackward(const RmsNormInputs& inputs, const Tensor& dout, const Rm
                        const RmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  const check::NamedTensor named_output_grads[] = {{"dout", dout}};
   SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kGatedOp,
-                     {check::Named(inputs, RmsNormTensors::inputs), named_output_grads,
-                      check::Named(grads, RmsNormTensors::grads)},
-                     &device));
+      check::OpDevices<RmsNormTensors>(kGatedOp, inputs, {{"dout", dout}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kGatedOp, "dout", dout, {"(M, E)", {p.rows, p.features}}, {inputs.x.dtype}));
@@ -177,9 +172,8 @@ Status AddRmsNormForward(const AddRmsNormInputs& inputs, const Tensor& out,
                          const Tensor& residual_out, const AddRmsNormOptions& options) {
   NormParams p;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"out", out}, {"residual_out", residual_out}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kAddOp, {check::Named(inputs, AddRmsNormTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<AddRmsNormTensors>(
+      kAddOp, inputs, {{"out", out}, {"residual_out", residual_out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kAddOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
@@ -195,13 +189,8 @@ Status AddRmsNormBackward(const AddRmsNormInputs& inputs, const Tensor& dout,
                           const AddRmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  const check::NamedTensor named_output_grads[] = {{"dout", dout},
-                                                   {"dresidual_out", dresidual_out}};
-  SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kAddOp,
-                     {check::Named(inputs, AddRmsNormTensors::inputs), named_output_grads,
-                      check::Named(grads, AddRmsNormTensors::grads)},
-                     &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<AddRmsNormTensors>(
+      kAddOp, inputs, {{"dout", dout}, {"dresidual_out", dresidual_out}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   const check::ShapeSpec rows{"(M, E)", {p.rows, p.features}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kAddOp, "dout", dout, rows, {inputs.x.dtype}));

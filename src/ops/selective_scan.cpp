@@ -238,12 +238,13 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const SelectiveSc
   const Tensor& out = outputs.out;
   SelectiveScanParams p;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"out", out},
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<SelectiveScanTensors>(kOp, inputs,
+                                             {{"out", out},
                                               {"final_state", outputs.final_state},
                                               {"chunk_states", outputs.chunk_states},
-                                              {"varlen_states", outputs.varlen_states}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kOp, {check::Named(inputs, SelectiveScanTensors::inputs), named_outputs}, &device));
+                                              {"varlen_states", outputs.varlen_states}},
+                                             &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
@@ -281,15 +282,13 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs,
   const Tensor& dfinal_state = output_grads.dfinal_state;
   SelectiveScanBwdParams p;
   Device device;
-  const check::NamedTensor named_output_grads[] = {{"dout", dout},
-                                                   {"dfinal_state", dfinal_state},
-                                                   {"dvarlen_states", output_grads.dvarlen_states},
-                                                   {"chunk_states", chunk_states}};
   SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kOp,
-                     {check::Named(inputs, SelectiveScanTensors::inputs), named_output_grads,
-                      check::Named(grads, SelectiveScanTensors::grads)},
-                     &device));
+      check::OpDevices<SelectiveScanTensors>(kOp, inputs,
+                                             {{"dout", dout},
+                                              {"dfinal_state", dfinal_state},
+                                              {"dvarlen_states", output_grads.dvarlen_states},
+                                              {"chunk_states", chunk_states}},
+                                             grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},

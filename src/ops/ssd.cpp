@@ -203,11 +203,11 @@ Status SsdForward(const SsdInputs& inputs, const SsdOutputs& outputs, const SsdO
   SsdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"out", out},
-                                              {"final_states", outputs.final_states},
-                                              {"varlen_states", outputs.varlen_states}};
-  SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kOp, {check::Named(inputs, SsdTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<SsdTensors>(kOp, inputs,
+                                                      {{"out", out},
+                                                       {"final_states", outputs.final_states},
+                                                       {"varlen_states", outputs.varlen_states}},
+                                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out,
@@ -236,14 +236,12 @@ Status SsdBackward(const SsdInputs& inputs, const SsdOutputGrads& output_grads,
   SsdBwdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  const check::NamedTensor named_output_grads[] = {{"dout", dout},
-                                                   {"dfinal_states", dfinal_states},
-                                                   {"dvarlen_states", output_grads.dvarlen_states}};
   SSMKIT_RETURN_IF_ERROR(
-      check::Devices(kOp,
-                     {check::Named(inputs, SsdTensors::inputs), named_output_grads,
-                      check::Named(grads, SsdTensors::grads)},
-                     &device));
+      check::OpDevices<SsdTensors>(kOp, inputs,
+                                   {{"dout", dout},
+                                    {"dfinal_states", dfinal_states},
+                                    {"dvarlen_states", output_grads.dvarlen_states}},
+                                   grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout,

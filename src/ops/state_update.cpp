@@ -190,9 +190,8 @@ Status SelectiveStateUpdate(const StateUpdateInputs& inputs, const Tensor& state
                             const Tensor& out) {
   StateUpdateParams p;
   Device device;
-  const check::NamedTensor named_outputs[] = {{"state", state}, {"out", out}};
-  SSMKIT_RETURN_IF_ERROR(check::Devices(
-      kOp, {check::Named(inputs, StateUpdateTensors::inputs), named_outputs}, &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<StateUpdateTensors>(kOp, inputs, {{"state", state}, {"out", out}}, &device));
   try {
     SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, state, out, device, &p));
     if (device == Device::kCuda) return cuda::SelectiveStateUpdate(p);
