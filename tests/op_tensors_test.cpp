@@ -146,76 +146,37 @@ TEST(OpTensors, CppGradsMatchTheirStructsAndInputs) {
 // The C ABI's structs, member by member from the same lists (the names are shared), checked the
 // same way: the C ABI converts through these lists, so a C member left out of one would never
 // reach the op.
-#define SSMKIT_C_MEMBER_(name, ...) &CStruct::name,
-
 template <class CStruct>
 void ExpectCStructMatches(const std::vector<ssmkit_tensor CStruct::*>& members, const char* what) {
   EXPECT_EQ(members.size(), (MembersOfType<CStruct, ssmkit_tensor>())) << what;
   ExpectIncreasing(members, what);
 }
 
+#define SSMKIT_C_MEMBER_(name, ...) &CStruct::name,
+#define SSMKIT_EXPECT_C_STRUCT_MATCHES_(CType, LIST)                              \
+  {                                                                               \
+    using CStruct = CType;                                                        \
+    ExpectCStructMatches<CStruct>({LIST(SSMKIT_C_MEMBER_)}, #CType " vs " #LIST); \
+  }
+
 TEST(OpTensors, CAbiStructsMatchTheLists) {
-  {
-    using CStruct = ssmkit_selective_scan_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_SELECTIVE_SCAN_INPUTS(SSMKIT_C_MEMBER_)}, "scan args");
-  }
-  {
-    using CStruct = ssmkit_selective_scan_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_SELECTIVE_SCAN_GRADS(SSMKIT_C_MEMBER_)}, "scan grads");
-  }
-  {
-    using CStruct = ssmkit_ssd_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_SSD_INPUTS(SSMKIT_C_MEMBER_)}, "ssd args");
-  }
-  {
-    using CStruct = ssmkit_ssd_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_SSD_GRADS(SSMKIT_C_MEMBER_)}, "ssd grads");
-  }
-  {
-    using CStruct = ssmkit_state_update_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_STATE_UPDATE_INPUTS(SSMKIT_C_MEMBER_)}, "update args");
-  }
-  {
-    using CStruct = ssmkit_conv1d_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_CAUSAL_CONV1D_INPUTS(SSMKIT_C_MEMBER_)}, "conv1d args");
-  }
-  {
-    using CStruct = ssmkit_conv1d_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_CAUSAL_CONV1D_GRADS(SSMKIT_C_MEMBER_)}, "conv1d grads");
-  }
-  {
-    using CStruct = ssmkit_conv1d_update_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS(SSMKIT_C_MEMBER_)},
-                                  "conv1d update args");
-  }
-  {
-    using CStruct = ssmkit_rmsnorm_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_RMSNORM_INPUTS(SSMKIT_C_MEMBER_)}, "rmsnorm args");
-  }
-  {
-    using CStruct = ssmkit_rmsnorm_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_RMSNORM_GRADS(SSMKIT_C_MEMBER_)}, "rmsnorm grads");
-  }
-  {
-    using CStruct = ssmkit_add_rmsnorm_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_ADD_RMSNORM_INPUTS(SSMKIT_C_MEMBER_)},
-                                  "add_rmsnorm args");
-  }
-  {
-    using CStruct = ssmkit_add_rmsnorm_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_ADD_RMSNORM_GRADS(SSMKIT_C_MEMBER_)},
-                                  "add_rmsnorm grads");
-  }
-  {
-    using CStruct = ssmkit_linear_args;
-    ExpectCStructMatches<CStruct>({SSMKIT_LINEAR_INPUTS(SSMKIT_C_MEMBER_)}, "linear args");
-  }
-  {
-    using CStruct = ssmkit_linear_grads;
-    ExpectCStructMatches<CStruct>({SSMKIT_LINEAR_GRADS(SSMKIT_C_MEMBER_)}, "linear grads");
-  }
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_selective_scan_args, SSMKIT_SELECTIVE_SCAN_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_selective_scan_grads, SSMKIT_SELECTIVE_SCAN_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_ssd_args, SSMKIT_SSD_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_ssd_grads, SSMKIT_SSD_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_state_update_args, SSMKIT_STATE_UPDATE_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_conv1d_args, SSMKIT_CAUSAL_CONV1D_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_conv1d_grads, SSMKIT_CAUSAL_CONV1D_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_conv1d_update_args, SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_rmsnorm_args, SSMKIT_RMSNORM_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_rmsnorm_grads, SSMKIT_RMSNORM_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_add_rmsnorm_args, SSMKIT_ADD_RMSNORM_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_add_rmsnorm_grads, SSMKIT_ADD_RMSNORM_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_linear_args, SSMKIT_LINEAR_INPUTS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_linear_grads, SSMKIT_LINEAR_GRADS);
 }
 
+#undef SSMKIT_EXPECT_C_STRUCT_MATCHES_
 #undef SSMKIT_C_MEMBER_
 
 }  // namespace

@@ -256,17 +256,10 @@ struct ScanProblem {
 };
 
 // The gradients of SelectiveScanGrads, in the order of its list (ssmkit/op_tensors.hpp: du ...
-// dinitial_state), which the arrays below follow.
+// dinitial_state), which the arrays below and the tests' arrays of gradients follow.
 inline constexpr int kNumScanGrads = std::size(SelectiveScanTensors::grads);
 
 inline const char* ScanGradName(int i) { return SelectiveScanTensors::grads[i].name; }
-
-// The grads struct with gradient i = views[i].
-inline SelectiveScanGrads ScanGradsOf(const Tensor (&views)[kNumScanGrads]) {
-  SelectiveScanGrads g;
-  for (int i = 0; i < kNumScanGrads; ++i) g.*SelectiveScanTensors::grads[i].member = views[i];
-  return g;
-}
 
 // A poisoned tensor per gradient, each of its input's shape and dtype with the problem's
 // padding (an absent input's too: whether to pass it is ScanGradPresent's).

@@ -66,7 +66,7 @@ GradBytes RunBackward(ScanProblem& prob, uint64_t seed, const SelectiveScanOptio
   for (int i = 0; i < kNumGrads; ++i) {
     if (present[i] && (want >> i & 1)) views[i] = t[i].view();
   }
-  const SelectiveScanGrads grads = ScanGradsOf(views);
+  const SelectiveScanGrads grads = StructFromList(SelectiveScanTensors::grads, views);
   const Status status = SelectiveScanBackward(prob.Inputs(), dout.view(), dfinal.view(),
                                               chunk_states, grads, options);
   EXPECT_TRUE(status.ok()) << status.message();

@@ -197,7 +197,7 @@ struct GradTensors {
     for (int i = 0; i < kNumGrads; ++i) {
       if (t[i].numel() > 0) views[i] = t[i].view();
     }
-    return ScanGradsOf(views);
+    return StructFromList(SelectiveScanTensors::grads, views);
   }
 };
 

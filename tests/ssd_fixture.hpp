@@ -210,11 +210,4 @@ inline constexpr int kNumSsdGrads = std::size(SsdTensors::grads);
 
 inline const char* SsdGradName(int i) { return SsdTensors::grads[i].name; }
 
-// The grads struct with gradient i = views[i].
-inline SsdGrads SsdGradsOf(const Tensor (&views)[kNumSsdGrads]) {
-  SsdGrads g;
-  for (int i = 0; i < kNumSsdGrads; ++i) g.*SsdTensors::grads[i].member = views[i];
-  return g;
-}
-
 }  // namespace ssmkit::testing

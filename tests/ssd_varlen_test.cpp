@@ -151,7 +151,7 @@ struct GradTensors {
     for (int i = 0; i < kNumGrads; ++i) {
       if (t[i].numel()) views[i] = t[i].view();
     }
-    return SsdGradsOf(views);
+    return StructFromList(SsdTensors::grads, views);
   }
 };
 

@@ -12,6 +12,8 @@
 // ::grads, the same lists as descriptors with member pointers.
 #pragma once
 
+#include <cstddef>
+
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/linear.hpp"
 #include "ssmkit/norm.hpp"
@@ -188,5 +190,23 @@ SSMKIT_OP_TENSORS_WITH_GRADS_(Linear, SSMKIT_LINEAR_INPUTS, SSMKIT_LINEAR_GRADS)
 #undef SSMKIT_GRAD_TENSOR_
 #undef SSMKIT_OP_TENSORS_
 #undef SSMKIT_OP_TENSORS_WITH_GRADS_
+
+template <class Member>
+struct ListedStruct;
+template <class S>
+struct ListedStruct<Tensor S::*> {
+  using type = S;
+};
+
+// The struct `list` (an <Op>Tensors array) describes, with the i-th listed member set to
+// tensors[i] and the others at their defaults: for code that holds an op's tensors in list
+// order (the bindings' operands, the tests' arrays of gradients). tensors may run on past the
+// list.
+template <class Entry, size_t N, class Tensors>
+auto StructFromList(const Entry (&list)[N], const Tensors& tensors) {
+  typename ListedStruct<decltype(Entry::member)>::type s{};
+  for (size_t i = 0; i < N; ++i) s.*list[i].member = tensors[i];
+  return s;
+}
 
 }  // namespace ssmkit

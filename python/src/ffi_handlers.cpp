@@ -91,7 +91,7 @@ ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
                        [&](Tensors in, Tensors out) {
                          return SelectiveScanBackward(
                              ScanInputs(in, delta_softplus), {in[n], in[n + 1], in[n + 2]},
-                             Tensor{}, Fill(out, SelectiveScanTensors::grads), options);
+                             Tensor{}, StructFromList(SelectiveScanTensors::grads, out), options);
                        });
 }
 
@@ -121,7 +121,7 @@ ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
                        kSsdGrads.size(), [&](Tensors in, Tensors out) {
                          return SsdBackward(SsdInputsOf(in, dt_softplus, dt_min, dt_max),
                                             {in[n], in[n + 1], in[n + 2]},
-                                            Fill(out, SsdTensors::grads), options);
+                                            StructFromList(SsdTensors::grads, out), options);
                        });
 }
 
@@ -152,8 +152,9 @@ ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
   constexpr size_t n = kConvInputs.size();
   return RunOverSlices("causal_conv1d_bwd", ctx, args, rets, ranks, n + 2, kConvGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return CausalConv1dBackward(ConvInputs(in, silu), in[n], in[n + 1],
-                                                     Fill(out, CausalConv1dTensors::grads));
+                         return CausalConv1dBackward(
+                             ConvInputs(in, silu), in[n], in[n + 1],
+                             StructFromList(CausalConv1dTensors::grads, out));
                        });
 }
 
@@ -173,10 +174,10 @@ template <class Context>
 ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
                       float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
-  return RunOverSlices("rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1,
-                       [&](Tensors in, Tensors out) {
-                         return RmsNormForward(Fill(in, RmsNormTensors::inputs), out[0], options);
-                       });
+  return RunOverSlices(
+      "rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1, [&](Tensors in, Tensors out) {
+        return RmsNormForward(StructFromList(RmsNormTensors::inputs, in), out[0], options);
+      });
 }
 
 template <class Context>
@@ -186,8 +187,9 @@ ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets r
   constexpr size_t n = kRmsNormInputs.size();
   return RunOverSlices("rmsnorm_bwd", ctx, args, rets, ranks, n + 1, kRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return RmsNormBackward(Fill(in, RmsNormTensors::inputs), in[n],
-                                                Fill(out, RmsNormTensors::grads), options);
+                         return RmsNormBackward(StructFromList(RmsNormTensors::inputs, in), in[n],
+                                                StructFromList(RmsNormTensors::grads, out),
+                                                options);
                        });
 }
 
@@ -198,8 +200,8 @@ ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
   options.eps = eps;
   return RunOverSlices("rms_norm_fn", ctx, args, rets, ranks, kAddRmsNormInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
-                         return AddRmsNormForward(Fill(in, AddRmsNormTensors::inputs), out[0],
-                                                  out[1], options);
+                         return AddRmsNormForward(StructFromList(AddRmsNormTensors::inputs, in),
+                                                  out[0], out[1], options);
                        });
 }
 
@@ -211,9 +213,9 @@ ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
   constexpr size_t n = kAddRmsNormInputs.size();
   return RunOverSlices("rms_norm_bwd", ctx, args, rets, ranks, n + 2, kAddRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return AddRmsNormBackward(Fill(in, AddRmsNormTensors::inputs), in[n],
-                                                   in[n + 1], Fill(out, AddRmsNormTensors::grads),
-                                                   options);
+                         return AddRmsNormBackward(
+                             StructFromList(AddRmsNormTensors::inputs, in), in[n], in[n + 1],
+                             StructFromList(AddRmsNormTensors::grads, out), options);
                        });
 }
 

@@ -13,11 +13,11 @@ namespace {
 // under its name: read-only for inputs, writable for gradients.
 template <class Entry, size_t N>
 auto InputStruct(ArrayArgs& a, const Entry (&list)[N]) {
-  return Fill(a.Inputs(Names(list)), list);
+  return StructFromList(list, a.Inputs(Names(list)));
 }
 template <class Entry, size_t N>
 auto GradStruct(ArrayArgs& a, const Entry (&list)[N]) {
-  return Fill(a.Outputs(Names(list)), list);
+  return StructFromList(list, a.Outputs(Names(list)));
 }
 
 template <class Entry, size_t N>

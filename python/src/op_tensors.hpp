@@ -23,29 +23,12 @@ constexpr std::array<const char*, N> Names(const Entry (&list)[N]) {
   return names;
 }
 
-template <class Member>
-struct StructOf;
-template <class S>
-struct StructOf<Tensor S::*> {
-  using type = S;
-};
-
-// The struct `list` describes (an op's inputs or grads) with the listed members t[0], t[1], ...
-// in the list's order, the rest at their defaults; t may run on past the list (the FFI
-// handlers' operands continue with dout).
-template <class Entry, size_t N>
-auto Fill(Tensors t, const Entry (&list)[N]) {
-  typename StructOf<decltype(list[0].member)>::type s{};
-  for (size_t i = 0; i < N; ++i) s.*list[i].member = t[i];
-  return s;
-}
-
 // ---------------------------------------------------------------- selective scan
 inline constexpr auto kScanInputs = Names(SelectiveScanTensors::inputs);
 inline constexpr auto kScanGrads = Names(SelectiveScanTensors::grads);
 
 inline SelectiveScanInputs ScanInputs(Tensors t, bool delta_softplus) {
-  auto in = Fill(t, SelectiveScanTensors::inputs);
+  auto in = StructFromList(SelectiveScanTensors::inputs, t);
   in.delta_softplus = delta_softplus;
   return in;
 }
@@ -55,7 +38,7 @@ inline constexpr auto kSsdInputs = Names(SsdTensors::inputs);
 inline constexpr auto kSsdGrads = Names(SsdTensors::grads);
 
 inline SsdInputs SsdInputsOf(Tensors t, bool dt_softplus, float dt_min, float dt_max) {
-  auto in = Fill(t, SsdTensors::inputs);
+  auto in = StructFromList(SsdTensors::inputs, t);
   in.dt_softplus = dt_softplus;
   in.dt_min = dt_min;
   in.dt_max = dt_max;
@@ -66,7 +49,7 @@ inline SsdInputs SsdInputsOf(Tensors t, bool dt_softplus, float dt_min, float dt
 inline constexpr auto kStateUpdateInputs = Names(StateUpdateTensors::inputs);
 
 inline StateUpdateInputs StateUpdateInputsOf(Tensors t, bool dt_softplus) {
-  auto in = Fill(t, StateUpdateTensors::inputs);
+  auto in = StructFromList(StateUpdateTensors::inputs, t);
   in.dt_softplus = dt_softplus;
   return in;
 }
@@ -80,12 +63,12 @@ inline Conv1dActivation ConvActivation(bool silu) {
   return silu ? Conv1dActivation::kSilu : Conv1dActivation::kNone;
 }
 inline CausalConv1dInputs ConvInputs(Tensors t, bool silu) {
-  auto in = Fill(t, CausalConv1dTensors::inputs);
+  auto in = StructFromList(CausalConv1dTensors::inputs, t);
   in.activation = ConvActivation(silu);
   return in;
 }
 inline CausalConv1dUpdateInputs ConvUpdateInputs(Tensors t, bool silu) {
-  auto in = Fill(t, CausalConv1dUpdateTensors::inputs);
+  auto in = StructFromList(CausalConv1dUpdateTensors::inputs, t);
   in.activation = ConvActivation(silu);
   return in;
 }

@@ -59,7 +59,7 @@ std::array<std::vector<double>, kNumGrads> RunBackward(
   for (int i = 0; i < kNumGrads; ++i) {
     if (present[i]) v[i] = m.Out(t[i].view());
   }
-  const SelectiveScanGrads grads = ScanGradsOf(v);
+  const SelectiveScanGrads grads = StructFromList(SelectiveScanTensors::grads, v);
   const Status s = SelectiveScanBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()),
                                          m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();

@@ -84,7 +84,7 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
     t[i].Poison();
     if (present[i]) v[i] = m.Out(t[i].view());
   }
-  const SsdGrads grads = SsdGradsOf(v);
+  const SsdGrads grads = StructFromList(SsdTensors::grads, v);
   const Status s =
       SsdBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();
