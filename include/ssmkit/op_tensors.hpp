@@ -22,117 +22,61 @@
 #include "ssmkit/state_update.hpp"
 #include "ssmkit/tensor.hpp"
 
-// One entry per line, which clang-format would otherwise reflow.
+// Laid out by hand, a line per role (clang-format would reflow the entries).
 // clang-format off
 
 // The Mamba-1 selective scan (selective_scan.hpp).
-#define SSMKIT_SELECTIVE_SCAN_INPUTS(X) \
-  X(u, Required)                        \
-  X(delta, Required)                    \
-  X(A, Required)                        \
-  X(B, Required)                        \
-  X(C, Required)                        \
-  X(D, Optional)                        \
-  X(z, Optional)                        \
-  X(delta_bias, Optional)               \
-  X(initial_state, Optional)            \
-  X(seq_idx, Index)                     \
-  X(cu_seqlens, Index)
-#define SSMKIT_SELECTIVE_SCAN_GRADS(X) \
-  X(du, u)                             \
-  X(ddelta, delta)                     \
-  X(dA, A)                             \
-  X(dB, B)                             \
-  X(dC, C)                             \
-  X(dD, D)                             \
-  X(dz, z)                             \
-  X(ddelta_bias, delta_bias)           \
-  X(dinitial_state, initial_state)
+#define SSMKIT_SELECTIVE_SCAN_INPUTS(X)                                                 \
+  X(u, Required) X(delta, Required) X(A, Required) X(B, Required) X(C, Required)        \
+  X(D, Optional) X(z, Optional) X(delta_bias, Optional) X(initial_state, Optional)      \
+  X(seq_idx, Index) X(cu_seqlens, Index)
+#define SSMKIT_SELECTIVE_SCAN_GRADS(X)                                                  \
+  X(du, u) X(ddelta, delta) X(dA, A) X(dB, B) X(dC, C)                                  \
+  X(dD, D) X(dz, z) X(ddelta_bias, delta_bias) X(dinitial_state, initial_state)
 
 // The Mamba-2 SSD scan (ssd.hpp).
-#define SSMKIT_SSD_INPUTS(X)    \
-  X(x, Required)                \
-  X(dt, Required)               \
-  X(A, Required)                \
-  X(B, Required)                \
-  X(C, Required)                \
-  X(D, Optional)                \
-  X(z, Optional)                \
-  X(dt_bias, Optional)          \
-  X(initial_states, Optional)   \
-  X(seq_idx, Index)             \
-  X(cu_seqlens, Index)
-#define SSMKIT_SSD_GRADS(X)             \
-  X(dx, x)                              \
-  X(ddt, dt)                            \
-  X(dA, A)                              \
-  X(dB, B)                              \
-  X(dC, C)                              \
-  X(dD, D)                              \
-  X(dz, z)                              \
-  X(ddt_bias, dt_bias)                  \
-  X(dinitial_states, initial_states)
+#define SSMKIT_SSD_INPUTS(X)                                                            \
+  X(x, Required) X(dt, Required) X(A, Required) X(B, Required) X(C, Required)           \
+  X(D, Optional) X(z, Optional) X(dt_bias, Optional) X(initial_states, Optional)        \
+  X(seq_idx, Index) X(cu_seqlens, Index)
+#define SSMKIT_SSD_GRADS(X)                                                             \
+  X(dx, x) X(ddt, dt) X(dA, A) X(dB, B) X(dC, C)                                        \
+  X(dD, D) X(dz, z) X(ddt_bias, dt_bias) X(dinitial_states, initial_states)
 
 // The decode step selective_state_update (state_update.hpp); no backward.
-#define SSMKIT_STATE_UPDATE_INPUTS(X) \
-  X(x, Required)                      \
-  X(dt, Required)                     \
-  X(A, Required)                      \
-  X(B, Required)                      \
-  X(C, Required)                      \
-  X(D, Optional)                      \
-  X(z, Optional)                      \
-  X(dt_bias, Optional)                \
+#define SSMKIT_STATE_UPDATE_INPUTS(X)                                                   \
+  X(x, Required) X(dt, Required) X(A, Required) X(B, Required) X(C, Required)           \
+  X(D, Optional) X(z, Optional) X(dt_bias, Optional)                                    \
   X(state_batch_indices, Index)
 
 // Causal conv1d (conv1d.hpp) and its decode update (no backward).
-#define SSMKIT_CAUSAL_CONV1D_INPUTS(X) \
-  X(x, Required)                       \
-  X(weight, Required)                  \
-  X(bias, Optional)                    \
-  X(initial_states, Optional)          \
+#define SSMKIT_CAUSAL_CONV1D_INPUTS(X)                                                  \
+  X(x, Required) X(weight, Required)                                                    \
+  X(bias, Optional) X(initial_states, Optional)                                         \
   X(seq_idx, Index)
-#define SSMKIT_CAUSAL_CONV1D_GRADS(X) \
-  X(dx, x)                            \
-  X(dweight, weight)                  \
-  X(dbias, bias)                      \
-  X(dinitial_states, initial_states)
-#define SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS(X) \
-  X(x, Required)                              \
-  X(weight, Required)                         \
+#define SSMKIT_CAUSAL_CONV1D_GRADS(X)                                                   \
+  X(dx, x) X(dweight, weight) X(dbias, bias) X(dinitial_states, initial_states)
+#define SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS(X)                                           \
+  X(x, Required) X(weight, Required)                                                    \
   X(bias, Optional)
 
 // Gated RMSNorm and residual add + RMSNorm (norm.hpp).
-#define SSMKIT_RMSNORM_INPUTS(X) \
-  X(x, Required)                 \
-  X(weight, Required)            \
-  X(bias, Optional)              \
-  X(z, Optional)
-#define SSMKIT_RMSNORM_GRADS(X) \
-  X(dx, x)                      \
-  X(dweight, weight)            \
-  X(dbias, bias)                \
-  X(dz, z)
-#define SSMKIT_ADD_RMSNORM_INPUTS(X) \
-  X(x, Required)                     \
-  X(residual, Optional)              \
-  X(weight, Required)                \
-  X(bias, Optional)
-#define SSMKIT_ADD_RMSNORM_GRADS(X) \
-  X(dx, x)                          \
-  X(dresidual, residual)            \
-  X(dweight, weight)                \
-  X(dbias, bias)
+#define SSMKIT_RMSNORM_INPUTS(X)                                                        \
+  X(x, Required) X(weight, Required)                                                    \
+  X(bias, Optional) X(z, Optional)
+#define SSMKIT_RMSNORM_GRADS(X)                                                         \
+  X(dx, x) X(dweight, weight) X(dbias, bias) X(dz, z)
+#define SSMKIT_ADD_RMSNORM_INPUTS(X)                                                    \
+  X(x, Required) X(residual, Optional) X(weight, Required) X(bias, Optional)
+#define SSMKIT_ADD_RMSNORM_GRADS(X)                                                     \
+  X(dx, x) X(dresidual, residual) X(dweight, weight) X(dbias, bias)
 
 // The linear layer (linear.hpp).
-#define SSMKIT_LINEAR_INPUTS(X) \
-  X(x, Required)                \
-  X(weight, Required)           \
+#define SSMKIT_LINEAR_INPUTS(X)                                                         \
+  X(x, Required) X(weight, Required)                                                    \
   X(bias, Optional)
-#define SSMKIT_LINEAR_GRADS(X) \
-  X(dx, x)                     \
-  X(dweight, weight)           \
-  X(dbias, bias)
+#define SSMKIT_LINEAR_GRADS(X)                                                          \
+  X(dx, x) X(dweight, weight) X(dbias, bias)
 
 // clang-format on
 
