@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ref/selective_scan_ref.hpp"
+#include "ssmkit/op_tensors.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -254,8 +255,11 @@ struct ScanProblem {
   int64_t StateSize() const { return c.batch * c.dim * c.dstate; }
 };
 
-// The nine gradients of SelectiveScanGrads, in its order (du ... dinitial_state).
-inline constexpr int kNumScanGrads = 9;
+// The gradients of SelectiveScanGrads, in the order of its list (ssmkit/op_tensors.hpp: du ...
+// dinitial_state), which the arrays below and the tests' arrays of gradients follow.
+inline constexpr int kNumScanGrads = std::size(SelectiveScanTensors::grads);
+
+inline const char* ScanGradName(int i) { return SelectiveScanTensors::grads[i].name; }
 
 // A poisoned tensor per gradient, each of its input's shape and dtype with the problem's
 // padding (an absent input's too: whether to pass it is ScanGradPresent's).

@@ -46,11 +46,9 @@ ForwardRun RunForward(ScanProblem& prob, const SelectiveScanOptions& options,
 }
 
 constexpr int kNumGrads = kNumScanGrads;
-constexpr const char* kGradNames[kNumGrads] = {
-    "du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias", "dinitial_state"};
 constexpr unsigned kAllGrads = (1u << kNumGrads) - 1;
 
-// The bytes of each requested gradient, in kGradNames order; empty where not requested.
+// The bytes of each requested gradient, in ScanGradName order; empty where not requested.
 using GradBytes = std::vector<std::vector<uint8_t>>;
 
 // The backward against random dout and dfinal_state (drawn from `seed`), requesting the
@@ -68,8 +66,7 @@ GradBytes RunBackward(ScanProblem& prob, uint64_t seed, const SelectiveScanOptio
   for (int i = 0; i < kNumGrads; ++i) {
     if (present[i] && (want >> i & 1)) views[i] = t[i].view();
   }
-  const SelectiveScanGrads grads{views[0], views[1], views[2], views[3], views[4],
-                                 views[5], views[6], views[7], views[8]};
+  const SelectiveScanGrads grads = StructFromList(SelectiveScanTensors::grads, views);
   const Status status = SelectiveScanBackward(prob.Inputs(), dout.view(), dfinal.view(),
                                               chunk_states, grads, options);
   EXPECT_TRUE(status.ok()) << status.message();
@@ -164,7 +161,7 @@ TEST(SelectiveScanBackward, DeterministicBits) {
         Rng rng(seed);
         ScanProblem prob(c, rng);
         const GradBytes first = RunBackward(prob, seed), second = RunBackward(prob, seed);
-        for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+        for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << ScanGradName(i);
       }
     }
   }
@@ -204,7 +201,7 @@ TEST(SelectiveScanBackward, AbsentGradientOutputs) {
         SCOPED_TRACE(c.Name() + " requested mask " + std::to_string(want));
         const GradBytes some = RunBackward(prob, seed, {}, want);
         for (int i = 0; i < kNumGrads; ++i) {
-          if (!some[i].empty()) EXPECT_TRUE(some[i] == all[i]) << kGradNames[i];
+          if (!some[i].empty()) EXPECT_TRUE(some[i] == all[i]) << ScanGradName(i);
         }
       }
     }
@@ -239,7 +236,8 @@ TEST(SelectiveScanBackward, FromTheForwardsChunkStates) {
         const GradBytes given =
             RunBackward(prob, seed, options, kAllGrads, forward.chunk_states.view());
         const GradBytes recomputed = RunBackward(prob, seed, options);
-        for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(given[i] == recomputed[i]) << kGradNames[i];
+        for (int i = 0; i < kNumGrads; ++i)
+          EXPECT_TRUE(given[i] == recomputed[i]) << ScanGradName(i);
       }
     }
   }

@@ -177,33 +177,27 @@ struct ForwardResult {
   }
 };
 
-constexpr int kNumGrads = 9;
-constexpr const char* kGradNames[kNumGrads] = {
-    "du", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias", "dinitial_state"};
+constexpr int kNumGrads = kNumScanGrads;
 
-// The nine gradients, poisoned, shaped like their inputs.
+// Every gradient, poisoned, shaped like its input (none for an absent input).
 struct GradTensors {
   std::array<HostTensor, kNumGrads> t;
   GradTensors(VarlenProblem& vp) {
     const SelectiveScanInputs in = vp.Inputs();
-    const Tensor* inputs[kNumGrads] = {
-        &in.u, &in.delta, &in.A, &in.B, &in.C, &in.D, &in.z, &in.delta_bias, &in.initial_state};
     for (int i = 0; i < kNumGrads; ++i) {
-      if (!inputs[i]->defined()) continue;
-      std::vector<int64_t> shape(inputs[i]->shape.begin(),
-                                 inputs[i]->shape.begin() + inputs[i]->rank);
-      t[i] = HostTensor(shape, inputs[i]->dtype);
+      const Tensor& input = in.*SelectiveScanTensors::grads[i].input;
+      if (!input.defined()) continue;
+      t[i] = HostTensor(std::vector<int64_t>(input.shape.begin(), input.shape.begin() + input.rank),
+                        input.dtype);
       t[i].Poison();
     }
   }
   SelectiveScanGrads Views() {
-    SelectiveScanGrads g;
-    Tensor* out[kNumGrads] = {&g.du,          &g.ddelta,        &g.dA, &g.dB, &g.dC, &g.dD, &g.dz,
-                              &g.ddelta_bias, &g.dinitial_state};
+    Tensor views[kNumGrads];
     for (int i = 0; i < kNumGrads; ++i) {
-      if (t[i].numel() > 0) *out[i] = t[i].view();
+      if (t[i].numel() > 0) views[i] = t[i].view();
     }
-    return g;
+    return StructFromList(SelectiveScanTensors::grads, views);
   }
 };
 
@@ -411,7 +405,7 @@ TEST_P(ScanVarlenProperty, PackedBackwardEqualsEachSequenceAlone) {
       for (int i = 0; i < kNumGrads; ++i) {
         if (want[i].empty()) continue;
         EXPECT_LE(RelativeError(packed.t[i].ToDouble(), want[i]), kPackedAloneBound)
-            << kGradNames[i];
+            << ScanGradName(i);
       }
     }
   }
@@ -449,7 +443,7 @@ TEST_P(ScanVarlenProperty, PackedMatchesTheOracle) {
   RunPackedBackward(vp, og, fast, {ScanAlgorithm::kSequential, 16});
   for (int i = 0; i < kNumGrads; ++i) {
     if (want[i].empty()) continue;
-    EXPECT_LE(RelativeError(fast.t[i].ToDouble(), want[i]), bound) << kGradNames[i];
+    EXPECT_LE(RelativeError(fast.t[i].ToDouble(), want[i]), bound) << ScanGradName(i);
   }
 }
 
@@ -505,8 +499,8 @@ TEST(ScanVarlenGrad, OracleAndFastAgainstFiniteDifferences) {
       fd[j] =
           (4.0 * CentralDifference(x, j, 1e-4, loss) - CentralDifference(x, j, 2e-4, loss)) / 3.0;
     }
-    EXPECT_LE(RelativeError(oracle[i], fd), kOracleFdBound) << kGradNames[i];
-    EXPECT_LE(RelativeError(fast.t[i].ToDouble(), fd), kFastFdBound) << kGradNames[i];
+    EXPECT_LE(RelativeError(oracle[i], fd), kOracleFdBound) << ScanGradName(i);
+    EXPECT_LE(RelativeError(fast.t[i].ToDouble(), fd), kFastFdBound) << ScanGradName(i);
   }
 }
 
@@ -524,7 +518,7 @@ TEST(ScanVarlenGrad, PackedBackwardIsDeterministic) {
   RunPackedBackward(vp, og, first, {});
   RunPackedBackward(vp, og, second, {});
   for (int i = 0; i < kNumGrads; ++i)
-    EXPECT_EQ(first.t[i].bytes(), second.t[i].bytes()) << kGradNames[i];
+    EXPECT_EQ(first.t[i].bytes(), second.t[i].bytes()) << ScanGradName(i);
 }
 
 }  // namespace

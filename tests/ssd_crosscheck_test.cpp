@@ -79,12 +79,11 @@ void ExpectGradsClose(const Grads& got, const Grads& want, double tol, const std
                                     &got.dD, &got.dz,  &got.ddt_bias, &got.dh0};
   const std::vector<double>* w[] = {&want.dx, &want.ddt, &want.dA,       &want.dB, &want.dC,
                                     &want.dD, &want.dz,  &want.ddt_bias, &want.dh0};
-  const char* names[] = {"dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
-  for (int k = 0; k < 9; ++k) {
+  for (int k = 0; k < kNumSsdGrads; ++k) {
     if (g[k]->empty() && w[k]->empty()) continue;
     const bool per_head_sum = k == 2 || k == 7;
     EXPECT_LE(RelativeError(*g[k], *w[k]), per_head_sum ? std::max(tol, sum_tol) : tol)
-        << what << ": " << names[k];
+        << what << ": " << SsdGradName(k);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ref/ssd_ref.hpp"
+#include "ssmkit/op_tensors.hpp"
 #include "ssmkit/ssd.hpp"
 #include "test_util.hpp"
 
@@ -202,5 +203,11 @@ inline SsdOptions Algo(SsdAlgorithm algorithm, int64_t chunk_size = 0) {
   o.chunk_size = chunk_size;
   return o;
 }
+
+// The gradients of SsdGrads, in the order of its list (ssmkit/op_tensors.hpp: dx ...
+// dinitial_states), which the tests' arrays of gradients follow.
+inline constexpr int kNumSsdGrads = std::size(SsdTensors::grads);
+
+inline const char* SsdGradName(int i) { return SsdTensors::grads[i].name; }
 
 }  // namespace ssmkit::testing

@@ -131,32 +131,27 @@ struct VarlenProblem {
   }
 };
 
-constexpr int kNumGrads = 9;
-constexpr const char* kGradNames[kNumGrads] = {
-    "dx", "ddt", "dA", "dB", "dC", "dD", "dz", "ddt_bias", "dinitial_states"};
+constexpr int kNumGrads = kNumSsdGrads;
 
+// Every gradient, poisoned, shaped like its input (none for an absent input).
 struct GradTensors {
   std::array<HostTensor, kNumGrads> t;
   explicit GradTensors(VarlenProblem& vp) {
     const SsdInputs in = vp.Inputs();
-    const Tensor* inputs[kNumGrads] = {
-        &in.x, &in.dt, &in.A, &in.B, &in.C, &in.D, &in.z, &in.dt_bias, &in.initial_states};
     for (int i = 0; i < kNumGrads; ++i) {
-      if (!inputs[i]->defined()) continue;
-      t[i] = HostTensor(std::vector<int64_t>(inputs[i]->shape.begin(),
-                                             inputs[i]->shape.begin() + inputs[i]->rank),
-                        inputs[i]->dtype);
+      const Tensor& input = in.*SsdTensors::grads[i].input;
+      if (!input.defined()) continue;
+      t[i] = HostTensor(std::vector<int64_t>(input.shape.begin(), input.shape.begin() + input.rank),
+                        input.dtype);
       t[i].Poison();
     }
   }
   SsdGrads Views() {
-    SsdGrads g;
-    Tensor* out[kNumGrads] = {
-        &g.dx, &g.ddt, &g.dA, &g.dB, &g.dC, &g.dD, &g.dz, &g.ddt_bias, &g.dinitial_states};
+    Tensor views[kNumGrads];
     for (int i = 0; i < kNumGrads; ++i) {
-      if (t[i].numel()) *out[i] = t[i].view();
+      if (t[i].numel()) views[i] = t[i].view();
     }
-    return g;
+    return StructFromList(SsdTensors::grads, views);
   }
 };
 
@@ -266,7 +261,7 @@ TEST_P(SsdVarlen, PackedEqualsEachSequenceAlone) {
       for (int i = 0; i < kNumGrads; ++i) {
         if (!pg.t[i].numel()) continue;
         const std::vector<double> want = sums[i].empty() ? ag.t[i].ToDouble() : sums[i];
-        EXPECT_LE(RelativeError(pg.t[i].ToDouble(), want), kPackedAloneBound) << kGradNames[i];
+        EXPECT_LE(RelativeError(pg.t[i].ToDouble(), want), kPackedAloneBound) << SsdGradName(i);
       }
     }
   }
@@ -308,7 +303,7 @@ TEST_P(SsdVarlen, PackedMatchesTheOracle) {
     ASSERT_TRUE(s.ok()) << s.message();
     for (int i = 0; i < kNumGrads; ++i) {
       if (want[i].empty()) continue;
-      EXPECT_LE(RelativeError(g.t[i].ToDouble(), want[i]), kOracleBound) << kGradNames[i];
+      EXPECT_LE(RelativeError(g.t[i].ToDouble(), want[i]), kOracleBound) << SsdGradName(i);
     }
   }
 }
@@ -385,7 +380,7 @@ TEST(SsdVarlenGrad, AgainstFiniteDifferences) {
       fd[i][j] =
           (4.0 * CentralDifference(x, j, 1e-4, loss) - CentralDifference(x, j, 2e-4, loss)) / 3.0;
     }
-    EXPECT_LE(RelativeError(oracle[i], fd[i]), kOracleFdBound) << kGradNames[i];
+    EXPECT_LE(RelativeError(oracle[i], fd[i]), kOracleFdBound) << SsdGradName(i);
   }
   for (SsdAlgorithm algorithm : kAlgorithms) {
     SCOPED_TRACE(SsdAlgorithmName(algorithm));
@@ -398,7 +393,7 @@ TEST(SsdVarlenGrad, AgainstFiniteDifferences) {
         fast.Views(), options);
     ASSERT_TRUE(s.ok()) << s.message();
     for (int i = 0; i < kNumGrads; ++i)
-      EXPECT_LE(RelativeError(fast.t[i].ToDouble(), fd[i]), kFastFdBound) << kGradNames[i];
+      EXPECT_LE(RelativeError(fast.t[i].ToDouble(), fd[i]), kFastFdBound) << SsdGradName(i);
   }
 }
 

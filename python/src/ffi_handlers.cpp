@@ -89,9 +89,9 @@ ffi::Error ScanBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
   constexpr size_t n = kScanInputs.size();
   return RunOverSlices("selective_scan_bwd", ctx, args, rets, ranks, n + 3, kScanGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return SelectiveScanBackward(ScanInputs(in, delta_softplus),
-                                                      {in[n], in[n + 1], in[n + 2]}, Tensor{},
-                                                      ScanGrads(out), options);
+                         return SelectiveScanBackward(
+                             ScanInputs(in, delta_softplus), {in[n], in[n + 1], in[n + 2]},
+                             Tensor{}, StructFromList(SelectiveScanTensors::grads, out), options);
                        });
 }
 
@@ -120,8 +120,8 @@ ffi::Error SsdBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets,
   return RunOverSlices("mamba_chunk_scan_combined_bwd", ctx, args, rets, ranks, n + 3,
                        kSsdGrads.size(), [&](Tensors in, Tensors out) {
                          return SsdBackward(SsdInputsOf(in, dt_softplus, dt_min, dt_max),
-                                            {in[n], in[n + 1], in[n + 2]}, SsdGradsOf(out),
-                                            options);
+                                            {in[n], in[n + 1], in[n + 2]},
+                                            StructFromList(SsdTensors::grads, out), options);
                        });
 }
 
@@ -152,8 +152,9 @@ ffi::Error ConvBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets
   constexpr size_t n = kConvInputs.size();
   return RunOverSlices("causal_conv1d_bwd", ctx, args, rets, ranks, n + 2, kConvGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return CausalConv1dBackward(ConvInputs(in, silu), in[n], in[n + 1],
-                                                     ConvGrads(out));
+                         return CausalConv1dBackward(
+                             ConvInputs(in, silu), in[n], in[n + 1],
+                             StructFromList(CausalConv1dTensors::grads, out));
                        });
 }
 
@@ -173,10 +174,10 @@ template <class Context>
 ffi::Error RmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets rets, Ranks ranks,
                       float eps, int64_t group_size, bool norm_before_gate) {
   const RmsNormOptions options = RmsNormOptionsOf(eps, group_size, norm_before_gate);
-  return RunOverSlices("rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1,
-                       [&](Tensors in, Tensors out) {
-                         return RmsNormForward(RmsNormInputsOf(in), out[0], options);
-                       });
+  return RunOverSlices(
+      "rmsnorm_fn", ctx, args, rets, ranks, kRmsNormInputs.size(), 1, [&](Tensors in, Tensors out) {
+        return RmsNormForward(StructFromList(RmsNormTensors::inputs, in), out[0], options);
+      });
 }
 
 template <class Context>
@@ -186,7 +187,8 @@ ffi::Error RmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRets r
   constexpr size_t n = kRmsNormInputs.size();
   return RunOverSlices("rmsnorm_bwd", ctx, args, rets, ranks, n + 1, kRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return RmsNormBackward(RmsNormInputsOf(in), in[n], RmsNormGradsOf(out),
+                         return RmsNormBackward(StructFromList(RmsNormTensors::inputs, in), in[n],
+                                                StructFromList(RmsNormTensors::grads, out),
                                                 options);
                        });
 }
@@ -198,7 +200,8 @@ ffi::Error AddRmsNormFwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
   options.eps = eps;
   return RunOverSlices("rms_norm_fn", ctx, args, rets, ranks, kAddRmsNormInputs.size(), 2,
                        [&](Tensors in, Tensors out) {
-                         return AddRmsNormForward(AddRmsNormInputsOf(in), out[0], out[1], options);
+                         return AddRmsNormForward(StructFromList(AddRmsNormTensors::inputs, in),
+                                                  out[0], out[1], options);
                        });
 }
 
@@ -210,8 +213,9 @@ ffi::Error AddRmsNormBwd(Context ctx, ffi::RemainingArgs args, ffi::RemainingRet
   constexpr size_t n = kAddRmsNormInputs.size();
   return RunOverSlices("rms_norm_bwd", ctx, args, rets, ranks, n + 2, kAddRmsNormGrads.size(),
                        [&](Tensors in, Tensors out) {
-                         return AddRmsNormBackward(AddRmsNormInputsOf(in), in[n], in[n + 1],
-                                                   AddRmsNormGradsOf(out), options);
+                         return AddRmsNormBackward(
+                             StructFromList(AddRmsNormTensors::inputs, in), in[n], in[n + 1],
+                             StructFromList(AddRmsNormTensors::grads, out), options);
                        });
 }
 

@@ -9,6 +9,24 @@
 namespace ssmkit::python {
 namespace {
 
+// The struct an ssmkit/op_tensors.hpp list describes, each listed member a view of the array
+// under its name: read-only for inputs, writable for gradients.
+template <class Entry, size_t N>
+auto InputStruct(ArrayArgs& a, const Entry (&list)[N]) {
+  return StructFromList(list, a.Inputs(Names(list)));
+}
+template <class Entry, size_t N>
+auto GradStruct(ArrayArgs& a, const Entry (&list)[N]) {
+  return StructFromList(list, a.Outputs(Names(list)));
+}
+
+template <class Entry, size_t N>
+nb::list NameList(const Entry (&list)[N]) {
+  nb::list names;
+  for (const Entry& e : list) names.append(e.name);
+  return names;
+}
+
 SelectiveScanOptions ScanOptions(const ArrayArgs& a) {
   SelectiveScanOptions o;
   ThrowIfError(ParseScanAlgorithm(a.String("algorithm"), &o.algorithm));
@@ -41,14 +59,14 @@ void SelectiveScanFwd(nb::dict args) {
 
 void SelectiveScanBwd(nb::dict args) {
   ArrayArgs a("selective_scan_bwd", args);
-  const std::vector<Tensor> in = a.Inputs(kScanInputs), grads = a.Outputs(kScanGrads);
+  const std::vector<Tensor> in = a.Inputs(kScanInputs);
+  const SelectiveScanGrads grads = GradStruct(a, SelectiveScanTensors::grads);
   const SelectiveScanOutputGrads dout{a.Input("dout"), a.Input("dfinal_state"),
                                       a.Input("dvarlen_states")};
   const Tensor chunk_states = a.Input("chunk_states");
   const SelectiveScanOptions options = ScanOptions(a);
   const SelectiveScanInputs inputs = ScanInputs(in, a.Flag("delta_softplus"));
-  RunReleased(
-      [&] { return SelectiveScanBackward(inputs, dout, chunk_states, ScanGrads(grads), options); });
+  RunReleased([&] { return SelectiveScanBackward(inputs, dout, chunk_states, grads, options); });
 }
 
 void SsdFwd(nb::dict args) {
@@ -62,10 +80,10 @@ void SsdFwd(nb::dict args) {
 void SsdBwd(nb::dict args) {
   ArrayArgs a("mamba_chunk_scan_combined_bwd", args);
   const SsdInputs inputs = SsdArgs(a);
-  const std::vector<Tensor> grads = a.Outputs(kSsdGrads);
+  const SsdGrads grads = GradStruct(a, SsdTensors::grads);
   const SsdOutputGrads dout{a.Input("dout"), a.Input("dfinal_states"), a.Input("dvarlen_states")};
   const SsdOptions options = SsdOptionsOf(a);
-  RunReleased([&] { return SsdBackward(inputs, dout, SsdGradsOf(grads), options); });
+  RunReleased([&] { return SsdBackward(inputs, dout, grads, options); });
 }
 
 void StateUpdate(nb::dict args) {
@@ -86,9 +104,9 @@ void ConvFwd(nb::dict args) {
 void ConvBwd(nb::dict args) {
   ArrayArgs a("causal_conv1d_bwd", args);
   const CausalConv1dInputs inputs = ConvInputs(a.Inputs(kConvInputs), a.Flag("silu"));
-  const std::vector<Tensor> grads = a.Outputs(kConvGrads);
+  const CausalConv1dGrads grads = GradStruct(a, CausalConv1dTensors::grads);
   const Tensor dout = a.Input("dout"), dfinal_states = a.Input("dfinal_states");
-  RunReleased([&] { return CausalConv1dBackward(inputs, dout, dfinal_states, ConvGrads(grads)); });
+  RunReleased([&] { return CausalConv1dBackward(inputs, dout, dfinal_states, grads); });
 }
 
 void ConvUpdate(nb::dict args) {
@@ -105,7 +123,7 @@ RmsNormOptions NormOptions(const ArrayArgs& a) {
 
 void RmsNormFwd(nb::dict args) {
   ArrayArgs a("rmsnorm_fn", args);
-  const RmsNormInputs inputs = RmsNormInputsOf(a.Inputs(kRmsNormInputs));
+  const RmsNormInputs inputs = InputStruct(a, RmsNormTensors::inputs);
   const Tensor out = a.Output("out");
   const RmsNormOptions options = NormOptions(a);
   RunReleased([&] { return RmsNormForward(inputs, out, options); });
@@ -113,16 +131,16 @@ void RmsNormFwd(nb::dict args) {
 
 void RmsNormBwd(nb::dict args) {
   ArrayArgs a("rmsnorm_bwd", args);
-  const RmsNormInputs inputs = RmsNormInputsOf(a.Inputs(kRmsNormInputs));
-  const std::vector<Tensor> grads = a.Outputs(kRmsNormGrads);
+  const RmsNormInputs inputs = InputStruct(a, RmsNormTensors::inputs);
+  const RmsNormGrads grads = GradStruct(a, RmsNormTensors::grads);
   const Tensor dout = a.Input("dout");
   const RmsNormOptions options = NormOptions(a);
-  RunReleased([&] { return RmsNormBackward(inputs, dout, RmsNormGradsOf(grads), options); });
+  RunReleased([&] { return RmsNormBackward(inputs, dout, grads, options); });
 }
 
 void AddRmsNormFwd(nb::dict args) {
   ArrayArgs a("rms_norm_fn", args);
-  const AddRmsNormInputs inputs = AddRmsNormInputsOf(a.Inputs(kAddRmsNormInputs));
+  const AddRmsNormInputs inputs = InputStruct(a, AddRmsNormTensors::inputs);
   const Tensor out = a.Output("out"), residual_out = a.Output("residual_out");
   AddRmsNormOptions options;
   options.eps = a.Real("eps");
@@ -131,29 +149,27 @@ void AddRmsNormFwd(nb::dict args) {
 
 void AddRmsNormBwd(nb::dict args) {
   ArrayArgs a("rms_norm_bwd", args);
-  const AddRmsNormInputs inputs = AddRmsNormInputsOf(a.Inputs(kAddRmsNormInputs));
-  const std::vector<Tensor> grads = a.Outputs(kAddRmsNormGrads);
+  const AddRmsNormInputs inputs = InputStruct(a, AddRmsNormTensors::inputs);
+  const AddRmsNormGrads grads = GradStruct(a, AddRmsNormTensors::grads);
   const Tensor dout = a.Input("dout"), dresidual_out = a.Input("dresidual_out");
   AddRmsNormOptions options;
   options.eps = a.Real("eps");
-  RunReleased([&] {
-    return AddRmsNormBackward(inputs, dout, dresidual_out, AddRmsNormGradsOf(grads), options);
-  });
+  RunReleased([&] { return AddRmsNormBackward(inputs, dout, dresidual_out, grads, options); });
 }
 
 void LinearFwd(nb::dict args) {
   ArrayArgs a("linear", args);
-  const LinearInputs inputs = LinearInputsOf(a.Inputs(kLinearInputs));
+  const LinearInputs inputs = InputStruct(a, LinearTensors::inputs);
   const Tensor out = a.Output("out");
   RunReleased([&] { return LinearForward(inputs, out); });
 }
 
 void LinearBwd(nb::dict args) {
   ArrayArgs a("linear_bwd", args);
-  const LinearInputs inputs = LinearInputsOf(a.Inputs(kLinearInputs));
-  const std::vector<Tensor> grads = a.Outputs(kLinearGrads);
+  const LinearInputs inputs = InputStruct(a, LinearTensors::inputs);
+  const LinearGrads grads = GradStruct(a, LinearTensors::grads);
   const Tensor dout = a.Input("dout");
-  RunReleased([&] { return LinearBackward(inputs, dout, LinearGradsOf(grads)); });
+  RunReleased([&] { return LinearBackward(inputs, dout, grads); });
 }
 
 }  // namespace
@@ -177,6 +193,16 @@ void RegisterNumpyOps(nb::module_& m) {
   m.def("linear_bwd", &LinearBwd);
   // Rows up to which LinearForward reads the weight once for all rows (decode batches).
   m.attr("linear_gemv_max_rows") = kLinearGemvMaxRows;
+  // Each op's gradient names, in order (ssmkit/op_tensors.hpp): the fields of the gradient
+  // tuples ssmkit/_numpy.py returns and the keys ssmkit.torch passes the buffers under.
+  nb::dict op_grads;
+  op_grads["selective_scan"] = NameList(SelectiveScanTensors::grads);
+  op_grads["ssd"] = NameList(SsdTensors::grads);
+  op_grads["causal_conv1d"] = NameList(CausalConv1dTensors::grads);
+  op_grads["rmsnorm"] = NameList(RmsNormTensors::grads);
+  op_grads["add_rmsnorm"] = NameList(AddRmsNormTensors::grads);
+  op_grads["linear"] = NameList(LinearTensors::grads);
+  m.attr("op_grads") = op_grads;
 }
 
 }  // namespace ssmkit::python

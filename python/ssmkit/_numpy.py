@@ -14,13 +14,13 @@ from . import _shapes, _ssmkit
 
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
-SelectiveScanGrads = namedtuple(
-    "SelectiveScanGrads",
-    "du ddelta dA dB dC dD dz ddelta_bias dinitial_state")
-SsdGrads = namedtuple("SsdGrads", "dx ddt dA dB dC dD dz ddt_bias dinitial_states")
-Conv1dGrads = namedtuple("Conv1dGrads", "dx dweight dbias dinitial_states")
-RmsNormGrads = namedtuple("RmsNormGrads", "dx dweight dbias dz")
-AddRmsNormGrads = namedtuple("AddRmsNormGrads", "dx dresidual dweight dbias")
+# The gradients each backward returns, named and ordered by the C++ library's list of the op's
+# tensors (include/ssmkit/op_tensors.hpp).
+SelectiveScanGrads = namedtuple("SelectiveScanGrads", _ssmkit.op_grads["selective_scan"])
+SsdGrads = namedtuple("SsdGrads", _ssmkit.op_grads["ssd"])
+Conv1dGrads = namedtuple("Conv1dGrads", _ssmkit.op_grads["causal_conv1d"])
+RmsNormGrads = namedtuple("RmsNormGrads", _ssmkit.op_grads["rmsnorm"])
+AddRmsNormGrads = namedtuple("AddRmsNormGrads", _ssmkit.op_grads["add_rmsnorm"])
 
 
 def _array(a):

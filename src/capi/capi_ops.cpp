@@ -5,6 +5,7 @@
 #include "capi/capi_internal.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/norm.hpp"
+#include "ssmkit/op_tensors.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/ssd.hpp"
 #include "ssmkit/state_update.hpp"
@@ -27,6 +28,12 @@ class Converter {
   Status status_;
 };
 
+// Expansions of op_tensors.hpp's lists, whose names are the members of both the C and the C++
+// structs: each converts one tensor with Converter `c` from C struct `a` (args) or `grads` into
+// C++ struct `in` or `g`, named as the C caller wrote it.
+#define SSMKIT_CONVERT_ARG_(name, role) c("args." #name, a->name, &in->name);
+#define SSMKIT_CONVERT_GRAD_(grad, input) c("grads." #grad, grads->grad, &g.grad);
+
 // The struct_size of each earlier version of the args structs (0.1: before the packed
 // sequence fields).
 constexpr size_t kScanArgsV1 = offsetof(ssmkit_selective_scan_args, seq_idx);
@@ -39,17 +46,7 @@ Status ScanInputs(const char* fn, const ssmkit_selective_scan_args* args, Select
   SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kScanArgsV1}, &copy));
   const ssmkit_selective_scan_args* a = &copy;
   Converter c(fn);
-  c("args.u", a->u, &in->u);
-  c("args.delta", a->delta, &in->delta);
-  c("args.A", a->A, &in->A);
-  c("args.B", a->B, &in->B);
-  c("args.C", a->C, &in->C);
-  c("args.D", a->D, &in->D);
-  c("args.z", a->z, &in->z);
-  c("args.delta_bias", a->delta_bias, &in->delta_bias);
-  c("args.initial_state", a->initial_state, &in->initial_state);
-  c("args.seq_idx", a->seq_idx, &in->seq_idx);
-  c("args.cu_seqlens", a->cu_seqlens, &in->cu_seqlens);
+  SSMKIT_SELECTIVE_SCAN_INPUTS(SSMKIT_CONVERT_ARG_)
   in->delta_softplus = a->delta_softplus != 0;
   options->algorithm = static_cast<ScanAlgorithm>(a->algorithm);
   options->chunk_length = a->chunk_length;
@@ -61,17 +58,7 @@ Status SsdArgs(const char* fn, const ssmkit_ssd_args* args, SsdInputs* in, SsdOp
   SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kSsdArgsV1}, &copy));
   const ssmkit_ssd_args* a = &copy;
   Converter c(fn);
-  c("args.x", a->x, &in->x);
-  c("args.dt", a->dt, &in->dt);
-  c("args.A", a->A, &in->A);
-  c("args.B", a->B, &in->B);
-  c("args.C", a->C, &in->C);
-  c("args.D", a->D, &in->D);
-  c("args.z", a->z, &in->z);
-  c("args.dt_bias", a->dt_bias, &in->dt_bias);
-  c("args.initial_states", a->initial_states, &in->initial_states);
-  c("args.seq_idx", a->seq_idx, &in->seq_idx);
-  c("args.cu_seqlens", a->cu_seqlens, &in->cu_seqlens);
+  SSMKIT_SSD_INPUTS(SSMKIT_CONVERT_ARG_)
   in->dt_softplus = a->dt_softplus != 0;
   if (a->has_dt_limit) {
     in->dt_min = a->dt_min;
@@ -87,11 +74,24 @@ Status Conv1dArgs(const char* fn, const ssmkit_conv1d_args* args, CausalConv1dIn
   SSMKIT_RETURN_IF_ERROR(ReadVersionedStruct(fn, "args", args, {kConv1dArgsV1}, &copy));
   const ssmkit_conv1d_args* a = &copy;
   Converter c(fn);
-  c("args.x", a->x, &in->x);
-  c("args.weight", a->weight, &in->weight);
-  c("args.bias", a->bias, &in->bias);
-  c("args.initial_states", a->initial_states, &in->initial_states);
-  c("args.seq_idx", a->seq_idx, &in->seq_idx);
+  SSMKIT_CAUSAL_CONV1D_INPUTS(SSMKIT_CONVERT_ARG_)
+  in->activation = static_cast<Conv1dActivation>(a->activation);
+  return c.status();
+}
+
+Status StateUpdateArgs(const char* fn, const ssmkit_state_update_args* a, StateUpdateInputs* in) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  SSMKIT_STATE_UPDATE_INPUTS(SSMKIT_CONVERT_ARG_)
+  in->dt_softplus = a->dt_softplus != 0;
+  return c.status();
+}
+
+Status Conv1dUpdateArgs(const char* fn, const ssmkit_conv1d_update_args* a,
+                        CausalConv1dUpdateInputs* in) {
+  SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
+  Converter c(fn);
+  SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS(SSMKIT_CONVERT_ARG_)
   in->activation = static_cast<Conv1dActivation>(a->activation);
   return c.status();
 }
@@ -100,10 +100,7 @@ Status RmsNormArgs(const char* fn, const ssmkit_rmsnorm_args* a, RmsNormInputs* 
                    RmsNormOptions* options) {
   SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
   Converter c(fn);
-  c("args.x", a->x, &in->x);
-  c("args.weight", a->weight, &in->weight);
-  c("args.bias", a->bias, &in->bias);
-  c("args.z", a->z, &in->z);
+  SSMKIT_RMSNORM_INPUTS(SSMKIT_CONVERT_ARG_)
   options->eps = a->eps;
   options->group_size = a->group_size;
   options->norm_before_gate = a->norm_before_gate != 0;
@@ -114,10 +111,7 @@ Status AddRmsNormArgs(const char* fn, const ssmkit_add_rmsnorm_args* a, AddRmsNo
                       AddRmsNormOptions* options) {
   SSMKIT_RETURN_IF_ERROR(CheckStructPtr(fn, "args", a));
   Converter c(fn);
-  c("args.x", a->x, &in->x);
-  c("args.residual", a->residual, &in->residual);
-  c("args.weight", a->weight, &in->weight);
-  c("args.bias", a->bias, &in->bias);
+  SSMKIT_ADD_RMSNORM_INPUTS(SSMKIT_CONVERT_ARG_)
   options->eps = a->eps;
   return c.status();
 }
@@ -179,15 +173,7 @@ ssmkit_status ssmkit_selective_scan_bwd_varlen(const ssmkit_selective_scan_args*
     c("dout", dout, &d.dout);
     c("dfinal_state", dfinal_state, &d.dfinal_state);
     c("dvarlen_states", dvarlen_states, &d.dvarlen_states);
-    c("grads.du", grads->du, &g.du);
-    c("grads.ddelta", grads->ddelta, &g.ddelta);
-    c("grads.dA", grads->dA, &g.dA);
-    c("grads.dB", grads->dB, &g.dB);
-    c("grads.dC", grads->dC, &g.dC);
-    c("grads.dD", grads->dD, &g.dD);
-    c("grads.dz", grads->dz, &g.dz);
-    c("grads.ddelta_bias", grads->ddelta_bias, &g.ddelta_bias);
-    c("grads.dinitial_state", grads->dinitial_state, &g.dinitial_state);
+    SSMKIT_SELECTIVE_SCAN_GRADS(SSMKIT_CONVERT_GRAD_)
     SSMKIT_RETURN_IF_ERROR(c.status());
     return SelectiveScanBackward(in, d, Tensor{}, g, options);
   });
@@ -237,15 +223,7 @@ ssmkit_status ssmkit_ssd_bwd_varlen(const ssmkit_ssd_args* args, const ssmkit_te
     c("dout", dout, &d.dout);
     c("dfinal_states", dfinal_states, &d.dfinal_states);
     c("dvarlen_states", dvarlen_states, &d.dvarlen_states);
-    c("grads.dx", grads->dx, &g.dx);
-    c("grads.ddt", grads->ddt, &g.ddt);
-    c("grads.dA", grads->dA, &g.dA);
-    c("grads.dB", grads->dB, &g.dB);
-    c("grads.dC", grads->dC, &g.dC);
-    c("grads.dD", grads->dD, &g.dD);
-    c("grads.dz", grads->dz, &g.dz);
-    c("grads.ddt_bias", grads->ddt_bias, &g.ddt_bias);
-    c("grads.dinitial_states", grads->dinitial_states, &g.dinitial_states);
+    SSMKIT_SSD_GRADS(SSMKIT_CONVERT_GRAD_)
     SSMKIT_RETURN_IF_ERROR(c.status());
     return SsdBackward(in, d, g, options);
   });
@@ -255,23 +233,13 @@ ssmkit_status ssmkit_selective_state_update(const ssmkit_state_update_args* args
                                             const ssmkit_tensor* state, const ssmkit_tensor* out) {
   constexpr const char* kFn = "ssmkit_selective_state_update";
   return Guarded(kFn, [&]() -> Status {
-    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "args", args));
     StateUpdateInputs in;
+    SSMKIT_RETURN_IF_ERROR(StateUpdateArgs(kFn, args, &in));
     Tensor s, o;
     Converter c(kFn);
-    c("args.x", args->x, &in.x);
-    c("args.dt", args->dt, &in.dt);
-    c("args.A", args->A, &in.A);
-    c("args.B", args->B, &in.B);
-    c("args.C", args->C, &in.C);
-    c("args.D", args->D, &in.D);
-    c("args.z", args->z, &in.z);
-    c("args.dt_bias", args->dt_bias, &in.dt_bias);
-    c("args.state_batch_indices", args->state_batch_indices, &in.state_batch_indices);
     c("state", state, &s);
     c("out", out, &o);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    in.dt_softplus = args->dt_softplus != 0;
     return SelectiveStateUpdate(in, s, o);
   });
 }
@@ -304,10 +272,7 @@ ssmkit_status ssmkit_causal_conv1d_bwd(const ssmkit_conv1d_args* args, const ssm
     Converter c(kFn);
     c("dout", dout, &d);
     c("dfinal_states", dfinal_states, &df);
-    c("grads.dx", grads->dx, &g.dx);
-    c("grads.dweight", grads->dweight, &g.dweight);
-    c("grads.dbias", grads->dbias, &g.dbias);
-    c("grads.dinitial_states", grads->dinitial_states, &g.dinitial_states);
+    SSMKIT_CAUSAL_CONV1D_GRADS(SSMKIT_CONVERT_GRAD_)
     SSMKIT_RETURN_IF_ERROR(c.status());
     return CausalConv1dBackward(in, d, df, g);
   });
@@ -318,17 +283,13 @@ ssmkit_status ssmkit_causal_conv1d_update(const ssmkit_conv1d_update_args* args,
                                           const ssmkit_tensor* out) {
   constexpr const char* kFn = "ssmkit_causal_conv1d_update";
   return Guarded(kFn, [&]() -> Status {
-    SSMKIT_RETURN_IF_ERROR(CheckStructPtr(kFn, "args", args));
     CausalConv1dUpdateInputs in;
+    SSMKIT_RETURN_IF_ERROR(Conv1dUpdateArgs(kFn, args, &in));
     Tensor s, o;
     Converter c(kFn);
-    c("args.x", args->x, &in.x);
-    c("args.weight", args->weight, &in.weight);
-    c("args.bias", args->bias, &in.bias);
     c("conv_state", conv_state, &s);
     c("out", out, &o);
     SSMKIT_RETURN_IF_ERROR(c.status());
-    in.activation = static_cast<Conv1dActivation>(args->activation);
     return CausalConv1dUpdate(in, s, o);
   });
 }
@@ -357,10 +318,7 @@ ssmkit_status ssmkit_rmsnorm_bwd(const ssmkit_rmsnorm_args* args, const ssmkit_t
     RmsNormGrads g;
     Converter c(kFn);
     c("dout", dout, &d);
-    c("grads.dx", grads->dx, &g.dx);
-    c("grads.dweight", grads->dweight, &g.dweight);
-    c("grads.dbias", grads->dbias, &g.dbias);
-    c("grads.dz", grads->dz, &g.dz);
+    SSMKIT_RMSNORM_GRADS(SSMKIT_CONVERT_GRAD_)
     SSMKIT_RETURN_IF_ERROR(c.status());
     return RmsNormBackward(in, d, g, options);
   });
@@ -396,13 +354,13 @@ ssmkit_status ssmkit_add_rmsnorm_bwd(const ssmkit_add_rmsnorm_args* args, const 
     Converter c(kFn);
     c("dout", dout, &d);
     c("dresidual_out", dresidual_out, &dr);
-    c("grads.dx", grads->dx, &g.dx);
-    c("grads.dresidual", grads->dresidual, &g.dresidual);
-    c("grads.dweight", grads->dweight, &g.dweight);
-    c("grads.dbias", grads->dbias, &g.dbias);
+    SSMKIT_ADD_RMSNORM_GRADS(SSMKIT_CONVERT_GRAD_)
     SSMKIT_RETURN_IF_ERROR(c.status());
     return AddRmsNormBackward(in, d, dr, g, options);
   });
 }
 
 }  // extern "C"
+
+#undef SSMKIT_CONVERT_ARG_
+#undef SSMKIT_CONVERT_GRAD_

@@ -34,8 +34,15 @@ Status RankIn(const char* op, const char* name, const ssmkit::Tensor& t,
 
 Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
                std::initializer_list<NamedTensor> outputs, Device* device) {
+  return Devices(
+      op, {std::span(inputs.begin(), inputs.size()), std::span(outputs.begin(), outputs.size())},
+      device);
+}
+
+Status Devices(const char* op, std::initializer_list<std::span<const NamedTensor>> groups,
+               Device* device) {
   int on_cuda = 0, on_cpu = 0;
-  for (const auto& list : {inputs, outputs}) {
+  for (const auto& list : groups) {
     for (const NamedTensor& n : list) {
       if (n.tensor.defined()) (n.tensor.device == Device::kCuda ? on_cuda : on_cpu) += 1;
     }
@@ -46,7 +53,7 @@ Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
     if (d == Device::kCuda) return "a CUDA tensor";
     return "a tensor on unknown device " + std::to_string(static_cast<int>(d));
   };
-  for (const auto& list : {inputs, outputs}) {
+  for (const auto& list : groups) {
     for (const NamedTensor& n : list) {
       if (n.tensor.defined() && n.tensor.device != *device) {
         return Mismatch(op, n.name, name_of(*device), name_of(n.tensor.device));

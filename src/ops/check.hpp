@@ -2,10 +2,14 @@
 //   "<op>: <argument>: expected <what>, given <what>".
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <new>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ssmkit/status.hpp"
@@ -46,6 +50,38 @@ struct NamedTensor {
 // `inputs` and `outputs` are one list, split for the callers' convenience.
 Status Devices(const char* op, std::initializer_list<NamedTensor> inputs,
                std::initializer_list<NamedTensor> outputs, Device* device);
+// The same over groups of tensors, such as those Named below returns.
+Status Devices(const char* op, std::initializer_list<std::span<const NamedTensor>> groups,
+               Device* device);
+
+// The tensors of `s` that `list` names (an op's inputs or grads in ssmkit/op_tensors.hpp), in
+// its order, for Devices. On the stack: the decode steps check on every call.
+template <class S, class Entry, size_t N, size_t... I>
+std::array<NamedTensor, N> NamedAt(const S& s, const Entry (&list)[N], std::index_sequence<I...>) {
+  return {NamedTensor{list[I].name, s.*list[I].member}...};
+}
+template <class S, class Entry, size_t N>
+std::array<NamedTensor, N> Named(const S& s, const Entry (&list)[N]) {
+  return NamedAt(s, list, std::make_index_sequence<N>{});
+}
+
+// Devices over an op's inputs as its ssmkit/op_tensors.hpp list names them, then `outputs` (the
+// call's outputs or output gradients), then, for a backward, its gradients.
+template <class OpTensors>
+Status OpDevices(const char* op, const typename OpTensors::Inputs& inputs,
+                 std::initializer_list<NamedTensor> outputs, Device* device) {
+  return Devices(op, {Named(inputs, OpTensors::inputs), std::span(outputs.begin(), outputs.size())},
+                 device);
+}
+template <class OpTensors>
+Status OpDevices(const char* op, const typename OpTensors::Inputs& inputs,
+                 std::initializer_list<NamedTensor> outputs, const typename OpTensors::Grads& grads,
+                 Device* device) {
+  return Devices(op,
+                 {Named(inputs, OpTensors::inputs), std::span(outputs.begin(), outputs.size()),
+                  Named(grads, OpTensors::grads)},
+                 device);
+}
 
 // A tensor the op requires (or an optional one that is present): not null,
 // of `shape`, one of `dtypes`, unit stride on the last dimension, no negative strides.
@@ -64,6 +100,15 @@ Status AbsentWith(const char* op, const char* grad_name, const ssmkit::Tensor& g
 // the input's shape and dtype.
 Status GradLike(const char* op, const char* grad_name, const ssmkit::Tensor& grad,
                 const char* input_name, const ssmkit::Tensor& input);
+
+// GradLike for every gradient in `list` (an op's grads in ssmkit/op_tensors.hpp), in its order.
+template <class Inputs, class Grads, class Entry, size_t N>
+Status GradsLike(const char* op, const Grads& grads, const Entry (&list)[N], const Inputs& inputs) {
+  for (const Entry& g : list) {
+    SSMKIT_RETURN_IF_ERROR(GradLike(op, g.name, grads.*g.member, g.input_name, inputs.*g.input));
+  }
+  return Status::Ok();
+}
 
 // Runs a kernel, turning a failed workspace allocation into an out-of-memory Status: nothing
 // throws out of the library.

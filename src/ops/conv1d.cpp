@@ -11,6 +11,7 @@
 #include "ops/check.hpp"
 #include "ops/varlen.hpp"
 #include "params/conv1d_params.hpp"
+#include "ssmkit/op_tensors.hpp"
 
 namespace ssmkit {
 namespace {
@@ -88,26 +89,14 @@ Status CheckStates(const char* name, const Tensor& t, const CausalConv1dParams& 
                          {DType::kF32, DType::kBF16});
 }
 
-// Every tensor of a forward or backward call, named for the device check.
-Status CheckDevices(const CausalConv1dInputs& in, std::initializer_list<check::NamedTensor> more,
-                    Device* device) {
-  return check::Devices(kOp,
-                        {{"x", in.x},
-                         {"weight", in.weight},
-                         {"bias", in.bias},
-                         {"initial_states", in.initial_states},
-                         {"seq_idx", in.seq_idx}},
-                        more, device);
-}
-
 }  // namespace
 
 Status CausalConv1dForward(const CausalConv1dInputs& inputs, const Tensor& out,
                            const Tensor& final_states) {
   CausalConv1dParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(
-      CheckDevices(inputs, {{"out", out}, {"final_states", final_states}}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dTensors>(
+      kOp, inputs, {{"out", out}, {"final_states", final_states}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kOp, "out", out, {"(B, D, L)", {p.batch, p.dim, p.seqlen}}, {inputs.x.dtype}));
@@ -122,23 +111,13 @@ Status CausalConv1dBackward(const CausalConv1dInputs& inputs, const Tensor& dout
                             const Tensor& dfinal_states, const CausalConv1dGrads& grads) {
   CausalConv1dBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
-                                      {{"dout", dout},
-                                       {"dfinal_states", dfinal_states},
-                                       {"dx", grads.dx},
-                                       {"dweight", grads.dweight},
-                                       {"dbias", grads.dbias},
-                                       {"dinitial_states", grads.dinitial_states}},
-                                      &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dTensors>(
+      kOp, inputs, {{"dout", dout}, {"dfinal_states", dfinal_states}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
                                        {inputs.x.dtype}));
   SSMKIT_RETURN_IF_ERROR(CheckStates("dfinal_states", dfinal_states, p));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dweight", grads.dweight, "weight", inputs.weight));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dbias", grads.dbias, "bias", inputs.bias));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_states", grads.dinitial_states,
-                                         "initial_states", inputs.initial_states));
+  SSMKIT_RETURN_IF_ERROR(check::GradsLike(kOp, grads, CausalConv1dTensors::grads, inputs));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeSeqView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);
@@ -153,9 +132,8 @@ Status CausalConv1dUpdate(const CausalConv1dUpdateInputs& inputs, const Tensor& 
                           const Tensor& out) {
   const CausalConv1dUpdateInputs& in = inputs;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(check::Devices(kUpdateOp,
-                                        {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}},
-                                        {{"conv_state", conv_state}, {"out", out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<CausalConv1dUpdateTensors>(
+      kUpdateOp, in, {{"conv_state", conv_state}, {"out", out}}, &device));
   if (!in.x.defined())
     return check::Mismatch(kUpdateOp, "x", "a tensor (B, D) or (B, D, T)", "null");
   SSMKIT_RETURN_IF_ERROR(check::RankIn(kUpdateOp, "x", in.x, {2, 3}));

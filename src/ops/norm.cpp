@@ -12,6 +12,7 @@
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "params/norm_params.hpp"
+#include "ssmkit/op_tensors.hpp"
 
 namespace ssmkit {
 namespace {
@@ -119,19 +120,6 @@ Status CheckRowsGrad(const char* op, const char* grad_name, const Tensor& grad,
   return CheckRowsOutput(op, grad_name, grad, p.rows, p.features, input.dtype, true);
 }
 
-Status CheckGatedDevices(const RmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
-                         Device* device) {
-  return check::Devices(
-      kGatedOp, {{"x", in.x}, {"weight", in.weight}, {"bias", in.bias}, {"z", in.z}}, more, device);
-}
-
-Status CheckAddDevices(const AddRmsNormInputs& in, std::initializer_list<check::NamedTensor> more,
-                       Device* device) {
-  return check::Devices(
-      kAddOp, {{"x", in.x}, {"residual", in.residual}, {"weight", in.weight}, {"bias", in.bias}},
-      more, device);
-}
-
 Status Run(const char* op, Device device, const NormParams& p) {
   if (device == Device::kCuda) return cuda::RmsNormForward(op, p);
   return check::RunGuarded(op, [&] { return cpu::RmsNormForward(p); });
@@ -148,7 +136,8 @@ Status RmsNormForward(const RmsNormInputs& inputs, const Tensor& out,
                       const RmsNormOptions& options) {
   NormParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(inputs, {{"out", out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<RmsNormTensors>(kGatedOp, inputs, {{"out", out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kGatedOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
@@ -160,13 +149,8 @@ Status RmsNormBackward(const RmsNormInputs& inputs, const Tensor& dout, const Rm
                        const RmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckGatedDevices(inputs,
-                                           {{"dout", dout},
-                                            {"dx", grads.dx},
-                                            {"dweight", grads.dweight},
-                                            {"dbias", grads.dbias},
-                                            {"dz", grads.dz}},
-                                           &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<RmsNormTensors>(kGatedOp, inputs, {{"dout", dout}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckGatedInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       check::Tensor(kGatedOp, "dout", dout, {"(M, E)", {p.rows, p.features}}, {inputs.x.dtype}));
@@ -188,8 +172,8 @@ Status AddRmsNormForward(const AddRmsNormInputs& inputs, const Tensor& out,
                          const Tensor& residual_out, const AddRmsNormOptions& options) {
   NormParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(
-      CheckAddDevices(inputs, {{"out", out}, {"residual_out", residual_out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<AddRmsNormTensors>(
+      kAddOp, inputs, {{"out", out}, {"residual_out", residual_out}}, &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   SSMKIT_RETURN_IF_ERROR(
       CheckRowsOutput(kAddOp, "out", out, p.rows, p.features, inputs.x.dtype, false));
@@ -205,14 +189,8 @@ Status AddRmsNormBackward(const AddRmsNormInputs& inputs, const Tensor& dout,
                           const AddRmsNormOptions& options) {
   NormBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckAddDevices(inputs,
-                                         {{"dout", dout},
-                                          {"dresidual_out", dresidual_out},
-                                          {"dx", grads.dx},
-                                          {"dresidual", grads.dresidual},
-                                          {"dweight", grads.dweight},
-                                          {"dbias", grads.dbias}},
-                                         &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<AddRmsNormTensors>(
+      kAddOp, inputs, {{"dout", dout}, {"dresidual_out", dresidual_out}}, grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckAddInputs(inputs, options, &p));
   const check::ShapeSpec rows{"(M, E)", {p.rows, p.features}};
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kAddOp, "dout", dout, rows, {inputs.x.dtype}));

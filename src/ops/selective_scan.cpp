@@ -10,6 +10,7 @@
 #include "ops/check.hpp"
 #include "ops/varlen.hpp"
 #include "params/selective_scan_params.hpp"
+#include "ssmkit/op_tensors.hpp"
 
 namespace ssmkit {
 namespace {
@@ -185,24 +186,6 @@ Status CheckChunkStates(const Tensor& t, const SelectiveScanOptions& options, De
   return Status::Ok();
 }
 
-// Every tensor of a call, named for the device check.
-Status CheckDevices(const SelectiveScanInputs& in, std::initializer_list<check::NamedTensor> more,
-                    Device* device) {
-  return check::Devices(kOp,
-                        {{"u", in.u},
-                         {"delta", in.delta},
-                         {"A", in.A},
-                         {"B", in.B},
-                         {"C", in.C},
-                         {"D", in.D},
-                         {"z", in.z},
-                         {"delta_bias", in.delta_bias},
-                         {"initial_state", in.initial_state},
-                         {"seq_idx", in.seq_idx},
-                         {"cu_seqlens", in.cu_seqlens}},
-                        more, device);
-}
-
 }  // namespace
 
 const char* ScanAlgorithmName(ScanAlgorithm algorithm) {
@@ -255,12 +238,13 @@ Status SelectiveScanForward(const SelectiveScanInputs& inputs, const SelectiveSc
   const Tensor& out = outputs.out;
   SelectiveScanParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
-                                      {{"out", out},
-                                       {"final_state", outputs.final_state},
-                                       {"chunk_states", outputs.chunk_states},
-                                       {"varlen_states", outputs.varlen_states}},
-                                      &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<SelectiveScanTensors>(kOp, inputs,
+                                             {{"out", out},
+                                              {"final_state", outputs.final_state},
+                                              {"chunk_states", outputs.chunk_states},
+                                              {"varlen_states", outputs.varlen_states}},
+                                             &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(
@@ -298,21 +282,13 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs,
   const Tensor& dfinal_state = output_grads.dfinal_state;
   SelectiveScanBwdParams p;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
-                                      {{"dout", dout},
-                                       {"dfinal_state", dfinal_state},
-                                       {"dvarlen_states", output_grads.dvarlen_states},
-                                       {"chunk_states", chunk_states},
-                                       {"du", grads.du},
-                                       {"ddelta", grads.ddelta},
-                                       {"dA", grads.dA},
-                                       {"dB", grads.dB},
-                                       {"dC", grads.dC},
-                                       {"dD", grads.dD},
-                                       {"dz", grads.dz},
-                                       {"ddelta_bias", grads.ddelta_bias},
-                                       {"dinitial_state", grads.dinitial_state}},
-                                      &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<SelectiveScanTensors>(kOp, inputs,
+                                             {{"dout", dout},
+                                              {"dfinal_state", dfinal_state},
+                                              {"dvarlen_states", output_grads.dvarlen_states},
+                                              {"chunk_states", chunk_states}},
+                                             grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout, {"(B, D, L)", {p.batch, p.dim, p.seqlen}},
@@ -321,17 +297,7 @@ Status SelectiveScanBackward(const SelectiveScanInputs& inputs,
                                          {"(B, D, N)", {p.batch, p.dim, p.dstate}}, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(
       CheckVarlenStates("dvarlen_states", output_grads.dvarlen_states, p, &p.dvarlen_states));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "du", grads.du, "u", inputs.u));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddelta", grads.ddelta, "delta", inputs.delta));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dB", grads.dB, "B", inputs.B));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(
-      check::GradLike(kOp, "ddelta_bias", grads.ddelta_bias, "delta_bias", inputs.delta_bias));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_state", grads.dinitial_state,
-                                         "initial_state", inputs.initial_state));
+  SSMKIT_RETURN_IF_ERROR(check::GradsLike(kOp, grads, SelectiveScanTensors::grads, inputs));
   SSMKIT_RETURN_IF_ERROR(CheckChunkStates(chunk_states, options, device, &p));
   p.dout = MakeSeqView(dout);
   p.dfinal_state = MakeF32View(dfinal_state);

@@ -11,6 +11,7 @@
 #include "ops/check.hpp"
 #include "ops/varlen.hpp"
 #include "params/ssd_params.hpp"
+#include "ssmkit/op_tensors.hpp"
 
 namespace ssmkit {
 namespace {
@@ -165,24 +166,6 @@ Status CheckOptions(const SsdOptions& options, SsdParams* p, SsdAlgorithm* algor
   return Status::Ok();
 }
 
-// Every tensor of a call, named for the device check.
-Status CheckDevices(const SsdInputs& in, std::initializer_list<check::NamedTensor> more,
-                    Device* device) {
-  return check::Devices(kOp,
-                        {{"x", in.x},
-                         {"dt", in.dt},
-                         {"A", in.A},
-                         {"B", in.B},
-                         {"C", in.C},
-                         {"D", in.D},
-                         {"z", in.z},
-                         {"dt_bias", in.dt_bias},
-                         {"initial_states", in.initial_states},
-                         {"seq_idx", in.seq_idx},
-                         {"cu_seqlens", in.cu_seqlens}},
-                        more, device);
-}
-
 }  // namespace
 
 const char* SsdAlgorithmName(SsdAlgorithm algorithm) {
@@ -220,11 +203,11 @@ Status SsdForward(const SsdInputs& inputs, const SsdOutputs& outputs, const SsdO
   SsdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
-                                      {{"out", out},
-                                       {"final_states", outputs.final_states},
-                                       {"varlen_states", outputs.varlen_states}},
-                                      &device));
+  SSMKIT_RETURN_IF_ERROR(check::OpDevices<SsdTensors>(kOp, inputs,
+                                                      {{"out", out},
+                                                       {"final_states", outputs.final_states},
+                                                       {"varlen_states", outputs.varlen_states}},
+                                                      &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "out", out,
@@ -253,20 +236,12 @@ Status SsdBackward(const SsdInputs& inputs, const SsdOutputGrads& output_grads,
   SsdBwdParams p;
   SsdAlgorithm algorithm;
   Device device;
-  SSMKIT_RETURN_IF_ERROR(CheckDevices(inputs,
-                                      {{"dout", dout},
-                                       {"dfinal_states", dfinal_states},
-                                       {"dvarlen_states", output_grads.dvarlen_states},
-                                       {"dx", grads.dx},
-                                       {"ddt", grads.ddt},
-                                       {"dA", grads.dA},
-                                       {"dB", grads.dB},
-                                       {"dC", grads.dC},
-                                       {"dD", grads.dD},
-                                       {"dz", grads.dz},
-                                       {"ddt_bias", grads.ddt_bias},
-                                       {"dinitial_states", grads.dinitial_states}},
-                                      &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<SsdTensors>(kOp, inputs,
+                                   {{"dout", dout},
+                                    {"dfinal_states", dfinal_states},
+                                    {"dvarlen_states", output_grads.dvarlen_states}},
+                                   grads, &device));
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, device, &p));
   SSMKIT_RETURN_IF_ERROR(CheckOptions(options, &p, &algorithm));
   SSMKIT_RETURN_IF_ERROR(check::Tensor(kOp, "dout", dout,
@@ -277,17 +252,7 @@ Status SsdBackward(const SsdInputs& inputs, const SsdOutputGrads& output_grads,
                                          {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(
       CheckVarlenStates("dvarlen_states", output_grads.dvarlen_states, p, &p.dvarlen_states));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dx", grads.dx, "x", inputs.x));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "ddt", grads.ddt, "dt", inputs.dt));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dA", grads.dA, "A", inputs.A));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dB", grads.dB, "B", inputs.B));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dC", grads.dC, "C", inputs.C));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dD", grads.dD, "D", inputs.D));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dz", grads.dz, "z", inputs.z));
-  SSMKIT_RETURN_IF_ERROR(
-      check::GradLike(kOp, "ddt_bias", grads.ddt_bias, "dt_bias", inputs.dt_bias));
-  SSMKIT_RETURN_IF_ERROR(check::GradLike(kOp, "dinitial_states", grads.dinitial_states,
-                                         "initial_states", inputs.initial_states));
+  SSMKIT_RETURN_IF_ERROR(check::GradsLike(kOp, grads, SsdTensors::grads, inputs));
   p.dout = MakeSeqView(dout);
   p.dfinal_states = MakeStateView(dfinal_states);
   p.dx = MakeSeqView(grads.dx);

@@ -11,6 +11,7 @@
 #include "cuda/backend.hpp"
 #include "ops/check.hpp"
 #include "params/state_update_params.hpp"
+#include "ssmkit/op_tensors.hpp"
 
 namespace ssmkit {
 namespace {
@@ -189,18 +190,8 @@ Status SelectiveStateUpdate(const StateUpdateInputs& inputs, const Tensor& state
                             const Tensor& out) {
   StateUpdateParams p;
   Device device;
-  const StateUpdateInputs& in = inputs;
-  SSMKIT_RETURN_IF_ERROR(check::Devices(kOp,
-                                        {{"x", in.x},
-                                         {"dt", in.dt},
-                                         {"A", in.A},
-                                         {"B", in.B},
-                                         {"C", in.C},
-                                         {"D", in.D},
-                                         {"z", in.z},
-                                         {"dt_bias", in.dt_bias},
-                                         {"state_batch_indices", in.state_batch_indices}},
-                                        {{"state", state}, {"out", out}}, &device));
+  SSMKIT_RETURN_IF_ERROR(
+      check::OpDevices<StateUpdateTensors>(kOp, inputs, {{"state", state}, {"out", out}}, &device));
   try {
     SSMKIT_RETURN_IF_ERROR(CheckAll(inputs, state, out, device, &p));
     if (device == Device::kCuda) return cuda::SelectiveStateUpdate(p);

@@ -114,6 +114,14 @@ class Mirrors {
   Tensor In(const Tensor& host) { return Add(host, false); }
   // The same for an output: its host memory receives the device result in CopyBack().
   Tensor Out(const Tensor& host) { return Add(host, true); }
+  // `host` with the device twin of every tensor `list` names (an op's inputs in
+  // ssmkit/op_tensors.hpp); its other members copied.
+  template <class S, class Entry, size_t N>
+  S In(const S& host, const Entry (&list)[N]) {
+    S device = host;
+    for (const Entry& e : list) device.*e.member = In(host.*e.member);
+    return device;
+  }
 
   cudaError_t CopyBack() {
     cudaError_t err = cudaDeviceSynchronize();

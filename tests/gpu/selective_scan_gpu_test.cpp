@@ -22,17 +22,7 @@ double Bound(DType dtype, bool grad) {
 }
 
 SelectiveScanInputs ToDevice(const SelectiveScanInputs& in, Mirrors& m) {
-  SelectiveScanInputs d = in;
-  d.u = m.In(in.u);
-  d.delta = m.In(in.delta);
-  d.A = m.In(in.A);
-  d.B = m.In(in.B);
-  d.C = m.In(in.C);
-  d.D = m.In(in.D);
-  d.z = m.In(in.z);
-  d.delta_bias = m.In(in.delta_bias);
-  d.initial_state = m.In(in.initial_state);
-  return d;
+  return m.In(in, SelectiveScanTensors::inputs);
 }
 
 void CheckForward(const ScanCase& c, uint64_t seed) {
@@ -57,8 +47,6 @@ void CheckForward(const ScanCase& c, uint64_t seed) {
 }
 
 constexpr int kNumGrads = kNumScanGrads;
-constexpr const char* kGradNames[kNumGrads] = {"du", "ddelta", "dA",          "dB", "dC",
-                                               "dD", "dz",     "ddelta_bias", "dh0"};
 
 // Runs the GPU backward for a problem; returns the gradients in order (empty where absent).
 std::array<std::vector<double>, kNumGrads> RunBackward(
@@ -71,7 +59,7 @@ std::array<std::vector<double>, kNumGrads> RunBackward(
   for (int i = 0; i < kNumGrads; ++i) {
     if (present[i]) v[i] = m.Out(t[i].view());
   }
-  const SelectiveScanGrads grads{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  const SelectiveScanGrads grads = StructFromList(SelectiveScanTensors::grads, v);
   const Status s = SelectiveScanBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()),
                                          m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -80,7 +68,7 @@ std::array<std::vector<double>, kNumGrads> RunBackward(
   for (int i = 0; i < kNumGrads; ++i) {
     if (!present[i]) continue;
     got[i] = t[i].ToDouble();
-    EXPECT_TRUE(t[i].PaddingUntouched()) << kGradNames[i] << " written outside its view";
+    EXPECT_TRUE(t[i].PaddingUntouched()) << ScanGradName(i) << " written outside its view";
     if (bytes) (*bytes)[i] = t[i].Bytes();
   }
   return got;
@@ -114,7 +102,7 @@ void CheckBackward(const ScanCase& c, uint64_t seed) {
     if (want[i].empty()) continue;
     const bool f32_grad = i == 2 || i == 5 || i == 7 || i == 8;  // dA, dD, ddelta_bias, dh0
     EXPECT_LE(RelativeError(got[i], want[i]), Bound(f32_grad ? DType::kF32 : c.dtype, true))
-        << kGradNames[i];
+        << ScanGradName(i);
   }
 }
 
@@ -361,7 +349,7 @@ TEST(SelectiveScanGpu, BackwardIsDeterministic) {
     std::array<std::vector<uint8_t>, kNumGrads> first, second;
     RunBackward(prob, dout, dfinal, &first);
     RunBackward(prob, dout, dfinal, &second);
-    for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+    for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << ScanGradName(i);
   });
 }
 

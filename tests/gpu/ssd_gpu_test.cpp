@@ -34,20 +34,7 @@ double ForwardBound(const SsdCase& c) {
   return mma && c.dtype == DType::kBF16 ? kMmaBf16ForwardBound : kForwardBound;
 }
 
-SsdInputs ToDevice(const SsdInputs& in, Mirrors& m) {
-  SsdInputs d = in;
-  d.x = m.In(in.x);
-  d.dt = m.In(in.dt);
-  d.A = m.In(in.A);
-  d.B = m.In(in.B);
-  d.C = m.In(in.C);
-  d.D = m.In(in.D);
-  d.z = m.In(in.z);
-  d.dt_bias = m.In(in.dt_bias);
-  d.initial_states = m.In(in.initial_states);
-  d.seq_idx = m.In(in.seq_idx);
-  return d;
-}
+SsdInputs ToDevice(const SsdInputs& in, Mirrors& m) { return m.In(in, SsdTensors::inputs); }
 
 void CheckForward(const SsdCase& c, uint64_t seed) {
   SCOPED_TRACE(c.Name());
@@ -67,9 +54,7 @@ void CheckForward(const SsdCase& c, uint64_t seed) {
   EXPECT_LE(RelativeError(fs.ToDouble(), ref_fs), ForwardBound(c));
 }
 
-constexpr int kNumGrads = 9;
-constexpr const char* kGradNames[kNumGrads] = {"dx", "ddt", "dA",       "dB", "dC",
-                                               "dD", "dz",  "ddt_bias", "dh0"};
+constexpr int kNumGrads = kNumSsdGrads;
 
 std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint64_t seed,
                                                           bool compare = true) {
@@ -99,7 +84,7 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
     t[i].Poison();
     if (present[i]) v[i] = m.Out(t[i].view());
   }
-  const SsdGrads grads{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  const SsdGrads grads = StructFromList(SsdTensors::grads, v);
   const Status s =
       SsdBackward(ToDevice(prob.Inputs(), m), m.In(dout.view()), m.In(dfinal.view()), grads);
   EXPECT_TRUE(s.ok()) << s.message();
@@ -116,7 +101,8 @@ std::array<std::vector<uint8_t>, kNumGrads> CheckBackward(const SsdCase& c, uint
                          ptr(want[5]), ptr(want[6]), ptr(want[7]), ptr(want[8])};
   ref::SsdBackward(prob.Shape(), prob.RefInputs(), dout_d.data(), dfinal_d.data(), rg);
   for (int i = 0; i < kNumGrads; ++i) {
-    if (present[i]) EXPECT_LE(RelativeError(t[i].ToDouble(), want[i]), kGradBound) << kGradNames[i];
+    if (present[i])
+      EXPECT_LE(RelativeError(t[i].ToDouble(), want[i]), kGradBound) << SsdGradName(i);
   }
   return bytes;
 }
@@ -282,7 +268,7 @@ TEST(SsdGpu, BackwardIsDeterministic) {
     for (const SsdCase& one : {c, mma}) {
       const auto first = CheckBackward(one, seed, false);
       const auto second = CheckBackward(one, seed, false);
-      for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << kGradNames[i];
+      for (int i = 0; i < kNumGrads; ++i) EXPECT_TRUE(first[i] == second[i]) << SsdGradName(i);
     }
   });
 }

@@ -1,6 +1,6 @@
 // Registers ssmkit's XLA FFI handlers with the XLA inside EXLA. The handlers are the ones
 // ssmkit.jax registers with JAX and its tests exercise (python/src/ffi_handlers.cpp: every op,
-// forward and backward, operands in the orders of python/src/op_tensors.hpp); this file only
+// forward and backward, operands in the orders of include/ssmkit/op_tensors.hpp); this file only
 // names them to the process's FFI registry under the same target names, for the "Host" platform
 // (and "CUDA" when the library has the CUDA backend).
 //

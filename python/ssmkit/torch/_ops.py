@@ -60,6 +60,12 @@ def _grads(inputs, wanted):
     return [_like(x) if x is not None and w else None for x, w in zip(inputs, wanted)]
 
 
+def _grad_args(op, grads):
+    """Gradient buffers as the binding's keyword arguments, under the op's gradient names
+    (include/ssmkit/op_tensors.hpp), in order."""
+    return dict(zip(_ssmkit.op_grads[op], grads))
+
+
 def _grad_list(grads, device):
     return [g if g is not None else _none_tensor(device) for g in grads]
 
@@ -160,8 +166,8 @@ def selective_scan_bwd(dout: Tensor, dlast_state: Optional[Tensor],
           delta_bias=delta_bias, initial_state=initial_state, seq_idx=seq_idx,
           cu_seqlens=cu_seqlens, delta_softplus=delta_softplus, algorithm="sequential",
           chunk_length=chunk_length, dout=dout, dfinal_state=dlast_state,
-          dvarlen_states=dvarlen_states, chunk_states=chunk_states, du=g[0], ddelta=g[1],
-          dA=g[2], dB=g[3], dC=g[4], dD=g[5], dz=g[6], ddelta_bias=g[7], dinitial_state=g[8])
+          dvarlen_states=dvarlen_states, chunk_states=chunk_states,
+          **_grad_args("selective_scan", g))
     return _grad_list(g, u.device)
 
 
@@ -248,8 +254,7 @@ def ssd_bwd(dout: Tensor, dfinal_states: Optional[Tensor], dvarlen_states: Optio
           initial_states=initial_states, seq_idx=seq_idx, cu_seqlens=cu_seqlens,
           dt_softplus=dt_softplus, dt_min=dt_min, dt_max=dt_max, algorithm=algorithm,
           chunk_size=chunk_size, dout=dout, dfinal_states=dfinal_states,
-          dvarlen_states=dvarlen_states, dx=g[0], ddt=g[1], dA=g[2], dB=g[3], dC=g[4],
-          dD=g[5], dz=g[6], ddt_bias=g[7], dinitial_states=g[8])
+          dvarlen_states=dvarlen_states, **_grad_args("ssd", g))
     return _grad_list(g, x.device)
 
 
@@ -339,7 +344,7 @@ def causal_conv1d_bwd(dout: Tensor, dfinal_states: Optional[Tensor], x: Tensor, 
     g = _grads(inputs, wanted)
     _call(_ssmkit.causal_conv1d_bwd, x.device, x=x, weight=weight, bias=bias,
           initial_states=initial_states, seq_idx=seq_idx, silu=silu, dout=dout,
-          dfinal_states=dfinal_states, dx=g[0], dweight=g[1], dbias=g[2], dinitial_states=g[3])
+          dfinal_states=dfinal_states, **_grad_args("causal_conv1d", g))
     return _grad_list(g, x.device)
 
 
@@ -516,8 +521,8 @@ def linear_bwd(dout: Tensor, x: Tensor, weight: Tensor, bias: Optional[Tensor],
     """Gradients of linear_fwd with respect to (x, weight, bias); the weight must be f32."""
     inputs = (x, weight, bias)
     g = _grads(inputs, wanted)
-    _call(_ssmkit.linear_bwd, x.device, x=x, weight=weight, bias=bias, dout=dout, dx=g[0],
-          dweight=g[1], dbias=g[2])
+    _call(_ssmkit.linear_bwd, x.device, x=x, weight=weight, bias=bias, dout=dout,
+          **_grad_args("linear", g))
     return _grad_list(g, x.device)
 
 

@@ -115,7 +115,7 @@ if Code.ensure_loaded?(EXLA.CustomCall) and Code.ensure_loaded?(Nx.Defn) do
     end
 
     # One custom call: operands (nil: absent) and result templates (nil: absent) in the orders
-    # of python/src/op_tensors.hpp, `ranks` (every operand's then every result's rank, -1 for
+    # of include/ssmkit/op_tensors.hpp, `ranks` (every operand's then every result's rank, -1 for
     # an absent one) and the target's other attributes.
     defp custom_call(target, operands, results, attrs) do
       marker = Nx.tensor(0.0, type: :f32)
