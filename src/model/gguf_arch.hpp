@@ -41,6 +41,8 @@ Status ReadGraniteHybridGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapGraniteHybridGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c);
+Status ReadNemotronHGgufConfig(const GgufFile& f, ModelConfig* c);
+GgufTensorName MapNemotronHGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 
 // Helpers the architectures share (model/gguf_arch_common.cpp).
 
@@ -61,6 +63,10 @@ class GgufKeys {
   Status OptBool(const std::string& key, bool* v) const;
   // A per-layer integer: an array of one entry per layer, or one value for every layer.
   Status PerLayer(const std::string& key, int64_t n_layer, std::vector<int64_t>* v) const;
+  // The non-zero entries of a per-layer list read from `key`, which must agree ("the same
+  // <what>"); 0 when there are none.
+  Status NonZero(const std::string& key, const std::vector<int64_t>& per_layer,
+                 const std::string& what, int64_t* v) const;
   // "<file>: metadata key '<arch>.<key>' is <given>, expected <expected>".
   Status Wrong(const std::string& key, const std::string& expected, const std::string& given) const;
 

@@ -13,6 +13,7 @@ const GgufArch kArchs[] = {
     {"mamba2", ReadMambaGgufConfig, MapMambaGguf},
     {"granitehybrid", ReadGraniteHybridGgufConfig, MapGraniteHybridGguf},
     {"falcon-h1", ReadFalconH1GgufConfig, MapFalconH1Gguf},
+    {"nemotron_h", ReadNemotronHGgufConfig, MapNemotronHGguf},
 };
 
 constexpr GgufNamePair kMamba2Mixer[] = {
@@ -33,20 +34,6 @@ constexpr GgufNamePair kAttention[] = {
     {"attn_v.weight", "v_proj.weight"},      {"attn_v.bias", "v_proj.bias"},
     {"attn_output.weight", "o_proj.weight"}, {"attn_output.bias", "o_proj.bias"},
 };
-
-// The non-zero entries of a per-layer head_count_kv list, which must agree.
-Status KvHeads(const GgufKeys& k, const std::vector<int64_t>& per_layer, int64_t* kv) {
-  *kv = 0;
-  for (int64_t h : per_layer) {
-    if (h == 0) continue;
-    if (*kv != 0 && h != *kv) {
-      return k.Wrong("attention.head_count_kv", "the same count on every attention layer",
-                     std::to_string(*kv) + " and " + std::to_string(h));
-    }
-    *kv = h;
-  }
-  return Status::Ok();
-}
 
 // The first layer holding "blk.N.<rest>", or -1.
 int64_t FirstLayerWith(const GgufFile& f, const std::string& rest) {
@@ -123,6 +110,19 @@ Status GgufKeys::PerLayer(const std::string& key, int64_t n_layer, std::vector<i
   return Status::Ok();
 }
 
+Status GgufKeys::NonZero(const std::string& key, const std::vector<int64_t>& per_layer,
+                         const std::string& what, int64_t* v) const {
+  *v = 0;
+  for (int64_t x : per_layer) {
+    if (x == 0) continue;
+    if (*v != 0 && x != *v) {
+      return Wrong(key, "the same " + what, std::to_string(*v) + " and " + std::to_string(x));
+    }
+    *v = x;
+  }
+  return Status::Ok();
+}
+
 Status ReadGgufCommon(const GgufKeys& k, ModelConfig* c) {
   const GgufFile& f = k.file();
   c->format = "gguf";  // tensors under the Hugging Face names (model/gguf_model.cpp)
@@ -131,8 +131,14 @@ Status ReadGgufCommon(const GgufKeys& k, ModelConfig* c) {
   if (c->n_layer < 1 || c->n_layer > (int64_t{1} << 20)) {
     return k.Wrong("block_count", "1 to 2^20 layers", std::to_string(c->n_layer));
   }
+  // The RMSNorm epsilon; nemotron_h's converter writes it as layer_norm_epsilon (the config's
+  // key name), which stands for the same RMSNorm's.
+  std::string eps_key = "attention.layer_norm_rms_epsilon";
+  if (!k.Has(eps_key) && k.Has("attention.layer_norm_epsilon")) {
+    eps_key = "attention.layer_norm_epsilon";
+  }
   double eps = 0.0;
-  SSMKIT_RETURN_IF_ERROR(f.GetReal(k.Key("attention.layer_norm_rms_epsilon"), &eps));
+  SSMKIT_RETURN_IF_ERROR(f.GetReal(k.Key(eps_key), &eps));
   c->norm_eps = static_cast<float>(eps);
   const GgufTensor* embedding = f.FindTensor("token_embd.weight");
   if (embedding == nullptr || embedding->shape.size() != 2) {
@@ -171,7 +177,8 @@ Status ReadGgufAttention(const GgufKeys& k, const std::vector<int64_t>& kv_heads
                          ModelConfig* c) {
   AttentionConfig& a = c->attention;
   SSMKIT_RETURN_IF_ERROR(k.Int("attention.head_count", &a.num_heads));
-  SSMKIT_RETURN_IF_ERROR(KvHeads(k, kv_heads, &a.num_kv_heads));
+  SSMKIT_RETURN_IF_ERROR(k.NonZero("attention.head_count_kv", kv_heads,
+                                   "count on every attention layer", &a.num_kv_heads));
   if (a.num_heads < 1 || c->d_model % a.num_heads != 0) {
     return k.Wrong("attention.head_count",
                    "a head count dividing embedding_length " + std::to_string(c->d_model),
