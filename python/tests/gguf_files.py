@@ -129,7 +129,14 @@ def converter_input(model_dir, out_dir):
       - Bamba's attn_rotary_emb, the rotated dims per head its published configs state (head
         dim / 2, what transformers hard-codes): without it the converter writes the whole head;
       - Falcon-H1's head_dim, which its published configs state and the converter requires
-        (transformers' default when absent: hidden_size / num_attention_heads)."""
+        (transformers' default when absent: hidden_size / num_attention_heads);
+      - Nemotron-H's config as the dense published checkpoints state it: no MoE keys (the
+        converter writes "nemotron_h_moe" for any config with num_experts_per_tok, which
+        transformers 5 saves for every Nemotron-H), num_hidden_layers (transformers 5 writes the
+        pattern only), mamba_d_head (the converter checks d_inner against it, default 64), and
+        a model_type transformers does not know, so that the converter reads config.json as it
+        is, as it does for the hub checkpoints' remote-code configs, instead of transformers 5's
+        NemotronHConfig.to_dict(), which puts the MoE defaults back."""
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(model_dir):
         if f != "config.json":
@@ -144,6 +151,12 @@ def converter_input(model_dir, out_dir):
         config["attn_rotary_emb"] = head_dim // 2
     if config["model_type"] == "falcon_h1" and config.get("head_dim") is None:
         config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
+    if config["model_type"] == "nemotron_h":
+        for key in NEMOTRON_H_MOE_KEYS:
+            config.pop(key, None)
+        config["num_hidden_layers"] = len(config["hybrid_override_pattern"])
+        config["mamba_d_head"] = config["mamba_head_dim"]
+        config["model_type"] = "nemotron_h_as_published"
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     return out_dir
@@ -195,6 +208,24 @@ FALCON_H1_UNIT_MULTIPLIERS = dict(
     ssm_out_multiplier=1.0, mlp_multipliers=[1.0, 1.0], ssm_multipliers=[1.0] * 5)
 
 
+# nemotron_h's per-layer names: one "mixer" module per block (Mamba-2, attention or the MLP).
+NEMOTRON_H_LAYER = {"attn_norm.weight": "norm.weight"}
+for _gguf, _hf in GRANITE_MIXER.items():
+    if _gguf != "attn_norm.weight":
+        NEMOTRON_H_LAYER[_gguf] = "mixer." + _hf.split(".", 1)[1]
+for _p in ("in", "out"):  # use_bias
+    NEMOTRON_H_LAYER[f"ssm_{_p}.bias"] = f"mixer.{_p}_proj.bias"
+for _w in ("up", "down"):
+    for _s in ("weight", "bias"):
+        NEMOTRON_H_LAYER[f"ffn_{_w}.{_s}"] = f"mixer.{_w}_proj.{_s}"
+# The keys of transformers 5's NemotronHConfig for its MoE layers (converter_input drops them).
+NEMOTRON_H_MOE_KEYS = (
+    "num_experts_per_tok", "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
+    "moe_shared_expert_intermediate_size", "moe_latent_size", "moe_shared_expert_overlap",
+    "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "mtp_layers_block_type",
+    "num_nextn_predict_layers")
+
+
 def unpermute_rows(w, heads):
     """The inverse of the converter's Q / K row order for llama.cpp's rope: within each head the
     stored rows are the two halves interleaved."""
@@ -204,34 +235,42 @@ def unpermute_rows(w, heads):
 
 
 def hybrid_state_dict(path, config):
-    """{transformers name: float32 array} of a granitehybrid or falcon-h1 GGUF file written from
+    """{transformers name: float32 array} of a granitehybrid, falcon-h1 or nemotron_h GGUF file
+    written from
     the checkpoint whose config.json is `config` (a dict), every tensor dequantized with gguf-py
     and every conversion step undone: A = -exp(A_log) back to A_log, the conv weight's squeezed
-    axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back (granitehybrid), the split
+    axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back (granitehybrid,
+    nemotron_h), the split
     gate / up tensors fused again as transformers holds them. Falcon-H1's multipliers stay
     folded into its weights (FALCON_H1_UNIT_MULTIPLIERS)."""
     gguf = gguf_py()
     reader = gguf.GGUFReader(path)
     bamba = config["model_type"] == "bamba"
     falcon = config["model_type"] == "falcon_h1"
+    nemotron = config["model_type"] == "nemotron_h"
     stored = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
               for t in reader.tensors}
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
-    out = {"model.embed_tokens.weight": stored.pop("token_embd.weight"),
-           ("model.final_layernorm.weight" if bamba or falcon else "model.norm.weight"):
-               stored.pop("output_norm.weight")}
+    if nemotron:
+        out = {"model.embeddings.weight": stored.pop("token_embd.weight"),
+               "model.norm_f.weight": stored.pop("output_norm.weight")}
+    else:
+        out = {"model.embed_tokens.weight": stored.pop("token_embd.weight"),
+               ("model.final_layernorm.weight" if bamba or falcon else "model.norm.weight"):
+                   stored.pop("output_norm.weight")}
     if "output.weight" in stored:
         out["lm_head.weight"] = stored.pop("output.weight")
-    for layer in range(config["num_hidden_layers"]):
+    n_layer = config.get("num_hidden_layers") or len(config["hybrid_override_pattern"])
+    for layer in range(n_layer):
         blk, hf = f"blk.{layer}.", f"model.layers.{layer}."
-        if not bamba and not falcon:
+        if not bamba and not falcon and not nemotron:
             for name, (parts, axis) in GRANITE_FUSED.items():
                 if all(blk + p in stored for p in parts):
                     out[hf + name.split(":")[-1]] = np.concatenate(
                         [stored.pop(blk + p) for p in parts], axis=axis)
-        names = {**GRANITE_MIXER,
-                 **(BAMBA_FFN if bamba else FALCON_H1_LAYER if falcon else GRANITE_FFN)}
+        names = NEMOTRON_H_LAYER if nemotron else {
+            **GRANITE_MIXER, **(BAMBA_FFN if bamba else FALCON_H1_LAYER if falcon else GRANITE_FFN)}
         for rest, target in names.items():
             if blk + rest not in stored:
                 continue

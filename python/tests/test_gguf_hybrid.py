@@ -11,7 +11,8 @@ What the converter cannot express is the file's model, not the checkpoint's: it 
 granitehybrid files of GraniteMoeHybridForCausalLM with rope off (the published Granite-4.0-H
 models have none), so transformers runs the MoE fixture with position_embedding_type "nope";
 it multiplies Falcon-H1's muP multipliers into the weights without recording them, so
-transformers runs the falcon_h1 fixture with every multiplier 1.
+transformers runs the falcon_h1 fixture with every multiplier 1. The nemotron_h fixture is
+converted from the config its published dense checkpoints state (gguf_files.converter_input).
 Fixtures the converter refuses are not here: falcon_h1-norm (mamba_proj_bias: it scales the
 in_proj bias as a matrix and fails), zamba2 (no Zamba2 converter).
 
@@ -37,6 +38,7 @@ CHECKPOINTS = [
     ("granitemoehybrid-dense", {}),
     ("bamba", {}),
     ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
+    ("nemotron_h", {}),
 ]
 TYPES = ["f32", "bf16", "q8_0"]
 
