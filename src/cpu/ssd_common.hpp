@@ -15,7 +15,7 @@
 
 namespace ssmkit::cpu::ssd {
 
-// ssd_sequential.cpp names it as ssd::RoundUp.
+// ssd_sequential_forward.cpp and ssd_sequential_backward.cpp name it as ssd::RoundUp.
 using ssmkit::RoundUp;
 
 // B or C as f32 rows of Nn floats (zero beyond N): row (b, g, l) starts at
@@ -125,7 +125,8 @@ void ReduceHeadGrads(const SsdBwdParams& p, const std::vector<float>& dA_part,
 void VarlenForward(const SsdParams& p, SsdAlgorithm algorithm);
 void VarlenBackward(const SsdBwdParams& p, SsdAlgorithm algorithm);
 
-// The two algorithms (ssd_sequential.cpp, ssd_chunked.cpp, ssd_chunked_backward.cpp).
+// The two algorithms (ssd_sequential_forward.cpp, ssd_sequential_backward.cpp, ssd_chunked.cpp,
+// ssd_chunked_backward.cpp).
 void SequentialForward(const SsdParams& p);
 void SequentialBackward(const SsdBwdParams& p);
 void ChunkedForward(const SsdParams& p);

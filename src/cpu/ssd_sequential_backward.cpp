@@ -1,20 +1,10 @@
-// CPU SSD, sequential algorithm: the recurrence one step at a time, SIMD over the state,
-// forward and backward.
+// CPU SSD, sequential algorithm, backward: the recurrence one step at a time, SIMD over the
+// state (the scaled recurrence of ssd_sequential-inl.h), in two sweeps per head.
 //
 // Dimension legend: B batch, L length, H heads, P head dim, G groups, N state size,
-// Nn N padded to 16, Pp P padded to the vector width, Pr P padded to the tile height,
-// T time block.
+// Nn N padded to 16, Pr P padded to the tile height, T time block, K checkpoint spacing.
 //
-// A is one scalar per head, so the decay a_t = exp(dt_t A) is the same for the whole (P, N)
-// state of a step. The kernels run a scaled recurrence that moves it out of the inner loop:
-//   h_t = alpha_t S_t,  alpha_t = a_t alpha_{t-1},  S_t = S_{t-1} + (dt_t x_t / alpha_t) B_t^T
-//   y_t = alpha_t (C_t . S_t) + D x_t
-// so a step costs 2 FMAs per state element (update, readout) instead of mul + 2 FMAs. When
-// alpha leaves [2^-32, 2^32] the state is rebased (S *= alpha, alpha = 1): S stays within
-// 2^32 of h, far from f32 overflow, and the rounding is that of the plain recurrence. A
-// sequence reset (seq_idx) is a rebase by 0.
-//
-// Backward, per (b, h), with g_t = dLoss/dh_t and dy = dout * silu(z):
+// Per (b, h), with g_t = dLoss/dh_t and dy = dout * silu(z):
 //   forward sweep:  h_t again, and dC_t += h_t^T dy_t (summed over the heads of a group)
 //   adjoint sweep:  g_t = dy_t C_t^T + a_{t+1} g_{t+1}, scaled the same way backwards in time
 //                   (g_t = beta_t G_t), giving gB_t = g_t B_t (P), dB_t += dt_t g_t^T x_t,
@@ -25,9 +15,7 @@
 //   then ddt_u = A dLoss/dlog(a_u) + <x_u, gB_u>, dA = sum_u dt_u dLoss/dlog(a_u).
 // Nothing of size (L, P, N) is stored.
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cmath>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -35,43 +23,31 @@
 #include "cpu/ssd_common.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "cpu/ssd_sequential.cpp"
+#define HWY_TARGET_INCLUDE "cpu/ssd_sequential_backward.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "cpu/ssd_reduce-inl.h"
+#include "cpu/ssd_sequential-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
 using ssd::PackedBC;
 using ssd::RoundUp;
 
 // Tuned for speed per target, do not affect correctness: state vectors held in registers per
-// tile (32 vector registers on AVX-512, 16 on AVX2) and the most p-vectors (forward) or
-// n-vectors (backward) per tile. On AVX-512 a 4 x 4 forward tile (16 state registers) is the
-// fastest on the AMD EPYC (Zen 4) of docs/targets.md: m2-130m forward on one thread
-// 20.6-21.0 ms against 22.2-22.9 ms for 8 x 4, whose 32 state vectors spill to the stack every
-// step there (16 x 2: 21.0-21.4 ms). On AVX2 (Zen 3, one thread, A/B interleaved, three
-// rounds): the 2 x 4 forward tile's state, x and y vectors do not fit in 16 registers (the
-// compiler re-read x for every state row); 4 x 2 holds them: 33.3-34.0 ms against 36.1-37.7.
-// The backward's 1 x 4 tile stored its dB and gB partial sums for every 4 state vectors;
-// 4 rows x 2 vectors (8 state registers) made fwd+bwd 142-148 ms against 225-226
-// (2 x 4: 175-179, 8 x 1: 156-159).
-constexpr int kFwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
-constexpr int kFwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
+// tile (32 vector registers on AVX-512, 16 on AVX2) and the most n-vectors per tile. The 1 x 4
+// tile stored its dB and gB partial sums for every 4 state vectors; 4 rows x 2 vectors (8 state
+// registers) made fwd+bwd 142-148 ms against 225-226 (2 x 4: 175-179, 8 x 1: 156-159) on AVX2
+// (Zen 3, one thread, A/B interleaved, three rounds).
 constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
 constexpr int kBwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
-constexpr int64_t kFwdBlock = 64;
-// Backward time block: on Zen 4 (AVX-512) 32 ran m2-130m fwd+bwd ~2% slower than 64; on Zen 3
+// Time block: on Zen 4 (AVX-512) 32 ran m2-130m fwd+bwd ~2% slower than 64; on Zen 3
 // (AVX2, 2 threads, A/B interleaved) 32 ran it in 72.3-74.9 ms against 75.4-80.7.
 constexpr int64_t kBwdBlock = HWY_MAX_BYTES >= 64 ? 64 : 32;
-// Sequences this short take the transpose-free plain recurrence (ForwardHeadShort).
-constexpr int64_t kShortSequence = 8;
-// Steps between the backward's state checkpoints (a multiple of kBwdBlock): 128 on AVX-512, 64
-// on AVX2. Numerics: the sum giving dLoss/dlog(a) runs over at most this many steps; the rest
-// comes exactly from <g, h> at the next checkpoint (see BackwardHead). On Zen 4, 128 against 64:
+// Steps between the state checkpoints (a multiple of kBwdBlock): 128 on AVX-512, 64 on AVX2.
+// Numerics: the sum giving dLoss/dlog(a) runs over at most this many steps; the rest comes
+// exactly from <g, h> at the next checkpoint (see BackwardHeads). On Zen 4, 128 against 64:
 // m2-130m backward 6-10% faster on 2 threads (half the checkpoint traffic, 12 MB written and
 // read back per thread instead of 24), and over 25 runs of SsdGrad.LongSequence (L = 1024) the
 // relative error of dA and ddt_bias went from mean 2.4e-6 / max 1.35e-5 to mean 3.7e-6 / max
@@ -79,42 +55,14 @@ constexpr int64_t kShortSequence = 8;
 constexpr int64_t kCheckpointSteps = 2 * kBwdBlock;
 constexpr int64_t kMaxCheckpoints = 64;
 
-// Where the scaled state is rebased (numerics: keeps S within 2^32 of h).
-constexpr float kRebaseLow = 0x1p-32f;
-constexpr float kRebaseHigh = 0x1p32f;
-
-bool NeedsRebase(float scale) { return !(scale >= kRebaseLow && scale <= kRebaseHigh); }
-
-// Vectors per tile row: the largest of 4, 2, 1 that divides the row's nV vectors and is at
-// most `most` (kFwdTileVectors or kBwdTileVectors).
-int TileVectors(int64_t nV, int most) {
-  if (most >= 4 && nV % 4 == 0) return 4;
-  return most >= 2 && nV % 2 == 0 ? 2 : 1;
-}
-
-// Forward scales: before step t's update the state is multiplied by mult[t] (1 = no-op;
-// a rebase factor; 0 at a reset), and after it h_t = alpha[t] * S.
-void ForwardScales(const SsdParams& p, int64_t b, const float* decay, float* mult, float* alpha) {
-  float prev = 1.0f;
-  for (int64_t t = 0; t < p.seqlen; ++t) {
-    const float next = prev * decay[t];
-    if (ssd::ResetAt(p, b, t)) {
-      mult[t] = 0.0f;
-      alpha[t] = 1.0f;
-    } else if (NeedsRebase(next)) {
-      mult[t] = next;
-      alpha[t] = 1.0f;
-    } else {
-      mult[t] = 1.0f;
-      alpha[t] = next;
-    }
-    prev = alpha[t];
-  }
-}
+// The backward keeps checkpoints per head (up to kMaxCheckpoints states), so fewer heads go
+// together than in the forward: 12 (m2-130m on 2 threads: one run of 12 heads per thread) ran
+// fwd+bwd ~2.5% faster than 8 (runs of 8 and 4), at 12 MB of checkpoints per thread at L = 2048.
+constexpr int64_t kBwdHeadsTogether = 12;
 
 // Adjoint scales, backwards in time: before adding dy_t C_t^T the adjoint state is
 // multiplied by mult[t] (the carry a_{t+1} folded with a rebase; 0 across a reset), and
-// g_t = beta[t] * G after it.
+// g_t = beta[t] * G after it. decay, mult, beta: (L).
 void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mult, float* beta) {
   const int64_t L = p.seqlen;
   mult[L - 1] = 1.0f;
@@ -134,285 +82,7 @@ void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mul
   }
 }
 
-// ---------------------------------------------------------------------------------------
-// Forward: state (Nn, Pp), vectors over p. Per step and tile of kN states x kPV vectors:
-//   S[n] += xs * B[n];  y += C[n] * S[n]      (xs = dt x / alpha)
-// y needs no horizontal sum: its lanes are the p of the output.
-
-struct FwdTileArgs {
-  const float* B;  // (T, >= Nn) at stride ldb
-  const float* C;  // (T, >= Nn) at stride ldc
-  int64_t ldb, ldc;
-  const float* xs;    // (T, Pp)
-  const float* mult;  // (T)
-  float* y;           // (T, Pp), accumulated over the tiles of a column
-  float* S;           // (Nn, Pp)
-  int64_t T, Pp;
-};
-
-// *dst = v (first) or *dst + v.
-HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
-  const DF df;
-  hn::StoreU(first ? v : hn::Add(hn::LoadU(df, dst), v), df, dst);
-}
-
-// The arguments are copied to locals: the stores through y would otherwise make the
-// compiler reload them every step (they might alias). The first tile of a column (first)
-// stores y, the others add to it.
-template <int kN, int kPV>
-HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool first) {
-  const DF df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t T = a.T, Pp = a.Pp, ldb = a.ldb, ldc = a.ldc;
-  const float* HWY_RESTRICT Bt = a.B + n0;
-  const float* HWY_RESTRICT Ct = a.C + n0;
-  const float* HWY_RESTRICT xt = a.xs + p0;
-  const float* HWY_RESTRICT mult = a.mult;
-  float* HWY_RESTRICT yt = a.y + p0;
-  VF S[kN][kPV];
-  for (int i = 0; i < kN; ++i)
-    for (int j = 0; j < kPV; ++j) S[i][j] = hn::LoadU(df, a.S + (n0 + i) * Pp + p0 + j * lanes);
-  for (int64_t t = 0; t < T; ++t, Bt += ldb, Ct += ldc, xt += Pp, yt += Pp) {
-    const float m = mult[t];
-    if (m != 1.0f) {
-      const VF mv = hn::Set(df, m);
-      for (int i = 0; i < kN; ++i)
-        for (int j = 0; j < kPV; ++j) S[i][j] = hn::Mul(S[i][j], mv);
-    }
-    VF xv[kPV], y[kPV];
-    for (int j = 0; j < kPV; ++j) {
-      xv[j] = hn::LoadU(df, xt + j * lanes);
-      y[j] = hn::Zero(df);
-    }
-    for (int i = 0; i < kN; ++i) {
-      const VF bi = hn::Set(df, Bt[i]), ci = hn::Set(df, Ct[i]);
-      for (int j = 0; j < kPV; ++j) {
-        S[i][j] = hn::MulAdd(xv[j], bi, S[i][j]);
-        y[j] = hn::MulAdd(ci, S[i][j], y[j]);
-      }
-    }
-    for (int j = 0; j < kPV; ++j) StoreOrAdd(y[j], first, yt + j * lanes);
-  }
-  for (int i = 0; i < kN; ++i)
-    for (int j = 0; j < kPV; ++j) hn::StoreU(S[i][j], df, a.S + (n0 + i) * Pp + p0 + j * lanes);
-}
-
-// Rows [t0, t0 + T) of head h of up to four (B, L, H, P) operands (null or absent views
-// are skipped), prefetched a slice at a time between the tiles of the head before. Asked
-// for all at once, the misses queue up and stall the core about as long as the loads
-// themselves would (m2-130m forward 4% and backward 5-10% faster this way, 1 and 2 threads).
-struct RowPrefetch {
-  std::array<const SsdSeqView*, 4> views;
-  int64_t P, L, b, h, t0, T;  // t0 < 0: nothing to prefetch
-  // Slice k of `slices`.
-  void Slice(int64_t k, int64_t slices) const {
-    if (t0 < 0) return;
-    const int64_t r0 = t0 + T * k / slices, r1 = t0 + T * (k + 1) / slices;
-    for (const SsdSeqView* v : views) {
-      if (v) ssd::PrefetchRows(*v, P, L, b, h, r0, r1 - r0);
-    }
-  }
-};
-
-// The rows a head loop over [h0, h1), time block by time block (step T, negative going back),
-// reads after head h's block at t0: the next head's, or after the last head the first head's
-// in the next block.
-RowPrefetch NextHeadRows(std::array<const SsdSeqView*, 4> views, int64_t P, int64_t L, int64_t b,
-                         int64_t h, int64_t h0, int64_t h1, int64_t t0, int64_t step) {
-  const int64_t T = step < 0 ? -step : step;
-  if (h + 1 < h1) return {views, P, L, b, h + 1, t0, T};
-  const int64_t next = t0 + step;
-  return {views, P, L, b, h0, next < L ? next : -1, T};
-}
-
-template <int kPV>
-void FwdTiles(const FwdTileArgs& a, int64_t Nn, const RowPrefetch& next) {
-  constexpr int kN = std::min(16, kFwdStateRegs / kPV);  // divides Nn (a multiple of 16)
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
-  const int64_t tiles = a.Pp / (kPV * lanes) * (Nn / kN);
-  int64_t k = 0;
-  for (int64_t p0 = 0; p0 < a.Pp; p0 += kPV * lanes)
-    for (int64_t n0 = 0; n0 < Nn; n0 += kN) {
-      next.Slice(k++, tiles);
-      FwdTile<kN, kPV>(a, n0, p0, n0 == 0);
-    }
-}
-
-// Heads processed together, time block by time block: neighbouring heads share the pages
-// and cache lines of x and out, which a head-by-head walk over L (rows H*P apart) would
-// miss every step. Tuned for speed, does not affect correctness.
-constexpr int64_t kHeadsTogether = 16;
-
-// The backward keeps checkpoints per head (up to kMaxCheckpoints states), so fewer heads go
-// together: 12 (m2-130m on 2 threads: one run of 12 heads per thread) ran fwd+bwd ~2.5%
-// faster than 8 (runs of 8 and 4), at 12 MB of checkpoints per thread at L = 2048.
-constexpr int64_t kBwdHeadsTogether = 12;
-
-struct FwdHead {
-  std::vector<float> dt, decay, mult, alpha;  // (L)
-  std::vector<float> S;                       // (Nn, Pp)
-};
-
-struct FwdScratch {
-  std::vector<FwdHead> heads;
-  std::vector<float> scale, xs, y;  // (T), (T, Pp), (T, Pp)
-};
-
-// Heads [h0, h1) of batch row b, sharing group g.
-void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, int64_t b, int64_t h0,
-                  int64_t h1, FwdScratch& s) {
-  const DF df;
-  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df)), Pp = RoundUp(P, lanes),
-                nPV = Pp / lanes;
-  if (static_cast<int64_t>(s.heads.size()) < h1 - h0) s.heads.resize(h1 - h0);  // never shrunk
-  s.scale.resize(kFwdBlock);
-  s.xs.resize(kFwdBlock * Pp);
-  s.y.resize(kFwdBlock * Pp);
-  for (int64_t h = h0; h < h1; ++h) {
-    FwdHead& hd = s.heads[h - h0];
-    for (auto* v : {&hd.dt, &hd.decay, &hd.mult, &hd.alpha}) v->resize(L);
-    hd.S.assign(Nn * Pp, 0.0f);
-    ssd::DtRow(p, b, h, 0, L, hd.dt.data(), nullptr, hd.decay.data());
-    ForwardScales(p, b, hd.decay.data(), hd.mult.data(), hd.alpha.data());
-    if (p.initial_states.data) {
-      const SsdStateView& v = p.initial_states;
-      const float* src = v.data + b * v.stride_batch + h * v.stride_head;
-      for (int64_t i = 0; i < P; ++i)
-        for (int64_t n = 0; n < N; ++n) hd.S[n * Pp + i] = src[i * v.stride_p + n];
-    }
-  }
-  for (int64_t t0 = 0; t0 < L; t0 += kFwdBlock) {
-    const int64_t T = std::min(kFwdBlock, L - t0);
-    for (int64_t h = h0; h < h1; ++h) {
-      FwdHead& hd = s.heads[h - h0];
-      const int64_t g = h / p.heads_per_group();
-      for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
-      ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xs.data(), Pp, Pp);
-      const RowPrefetch next =
-          NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
-      const FwdTileArgs a{Bp.Row(b, g, t0),    Cp.Row(b, g, t0), Bp.ld,       Cp.ld, s.xs.data(),
-                          hd.mult.data() + t0, s.y.data(),       hd.S.data(), T,     Pp};
-      const int kPV = TileVectors(nPV, kFwdTileVectors);
-      if (kPV == 4) {
-        FwdTiles<4>(a, Nn, next);
-      } else if (kPV == 2) {
-        FwdTiles<2>(a, Nn, next);
-      } else {
-        FwdTiles<1>(a, Nn, next);
-      }
-      ssd::StoreOutput(p, b, h, t0, T, s.y.data(), Pp, hd.alpha.data() + t0);  // h = alpha S
-    }
-  }
-  if (!p.final_states.data) return;
-  for (int64_t h = h0; h < h1; ++h) {
-    const FwdHead& hd = s.heads[h - h0];
-    const SsdStateView& v = p.final_states;
-    float* dst = v.data + b * v.stride_batch + h * v.stride_head;
-    const float al = hd.alpha[L - 1];
-    for (int64_t i = 0; i < P; ++i)
-      for (int64_t n = 0; n < N; ++n) dst[i * v.stride_p + n] = al * hd.S[n * Pp + i];
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Short sequences (decode): the plain recurrence with the state as (P, Nn), the layout of
-// initial_states and final_states, so nothing is transposed; vectors over n:
-//   h[p] = a h[p] + (dt x_p) B;   y_p = C . h[p]   (lane sums of 16 rows at a time)
-// For a few steps the transposes of the tiled kernel (2 P N scattered accesses per head)
-// cost more than the extra multiply and the lane sums here.
-
-struct ShortScratch {
-  std::vector<float> dt, decay, S, dtx, y;  // (L), (L), (P, Nn), (P), (L, P)
-};
-
-void ForwardHeadShort(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, int64_t b,
-                      int64_t h, ShortScratch& s) {
-  const DF df;
-  const int64_t L = p.seqlen, P = p.headdim, N = p.dstate, Nn = RoundUp(N, 16);
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t g = h / p.heads_per_group();
-  s.dt.resize(L);
-  s.decay.resize(L);
-  s.dtx.resize(P);
-  s.y.resize(L * P);
-  if (static_cast<int64_t>(s.S.size()) != P * Nn) s.S.assign(P * Nn, 0.0f);
-  ssd::DtRow(p, b, h, 0, L, s.dt.data(), nullptr, s.decay.data());
-  // With N a multiple of 16 the first step reads initial_states and the last writes
-  // final_states in place (decode moves the state once); otherwise they go through S.
-  // Without initial_states the first step starts from zero and reads no state at all.
-  const bool in_place = N == Nn;
-  const SsdStateView& h0v = p.initial_states;
-  const SsdStateView& hfv = p.final_states;
-  const float* h0 = h0v.data ? h0v.data + b * h0v.stride_batch + h * h0v.stride_head : nullptr;
-  float* hf = hfv.data ? hfv.data + b * hfv.stride_batch + h * hfv.stride_head : nullptr;
-  if (h0 && !in_place) {  // rows of N into S, its padding zero
-    std::fill(s.S.begin(), s.S.end(), 0.0f);
-    for (int64_t i = 0; i < P; ++i)
-      std::copy(h0 + i * h0v.stride_p, h0 + i * h0v.stride_p + N, s.S.data() + i * Nn);
-  }
-  VF acc[64];
-  for (int64_t t = 0; t < L; ++t) {
-    const VF a = hn::Set(df, ssd::ResetAt(p, b, t) ? 0.0f : s.decay[t]);
-    ssd::LoadScaledX(p.x, P, b, h, t, 1, s.dt.data() + t, s.dtx.data(), P, P);
-    const float* Bt = Bp.Row(b, g, t);
-    const float* Ct = Cp.Row(b, g, t);
-    for (int64_t p0 = 0; p0 < P; p0 += lanes) {
-      const int64_t rows = std::min(lanes, P - p0);
-      for (int64_t i = 0; i < lanes; ++i) {
-        acc[i] = hn::Zero(df);
-        if (i >= rows) continue;
-        float* row = s.S.data() + (p0 + i) * Nn;
-        const float* in = in_place && t == 0 && h0 ? h0 + (p0 + i) * h0v.stride_p : row;
-        float* out = in_place && t == L - 1 && hf ? hf + (p0 + i) * hfv.stride_p : row;
-        const VF xv = hn::Set(df, s.dtx[p0 + i]);
-        const bool from_zero = t == 0 && !h0;
-        for (int64_t n = 0; n < Nn; n += lanes) {
-          const VF bx = hn::Mul(xv, hn::LoadU(df, Bt + n));
-          const VF hv = from_zero ? bx : hn::MulAdd(a, hn::LoadU(df, in + n), bx);
-          hn::StoreU(hv, df, out + n);
-          acc[i] = hn::MulAdd(hn::LoadU(df, Ct + n), hv, acc[i]);
-        }
-      }
-      HWY_ALIGN float sums[64];
-      hn::Store(SumLanesOfEach(df, acc), df, sums);
-      std::copy(sums, sums + rows, s.y.data() + t * P + p0);
-    }
-  }
-  ssd::StoreOutput(p, b, h, 0, L, s.y.data(), P);
-  if (hf && !in_place) {
-    for (int64_t i = 0; i < P; ++i)
-      std::copy(s.S.data() + i * Nn, s.S.data() + i * Nn + N, hf + i * hfv.stride_p);
-  }
-}
-
-void SequentialForwardImpl(const SsdParams& p) {
-  ssd::PackedBC Bp, Cp;
-  ssd::PackBC(p, p.B, &Bp);
-  ssd::PackBC(p, p.C, &Cp);
-  const int64_t H = p.nheads;
-  if (p.seqlen <= kShortSequence) {
-    ParallelFor(p.batch * H, [&](int64_t begin, int64_t end, int) {
-      thread_local ShortScratch s;
-      for (int64_t task = begin; task < end; ++task)
-        ForwardHeadShort(p, Bp, Cp, task / H, task % H, s);
-    });
-    return;
-  }
-  ParallelFor(p.batch * H, [&](int64_t begin, int64_t end, int) {
-    thread_local FwdScratch s;  // kept between calls: no page faults per call
-    // Runs of at most kHeadsTogether heads of one batch row.
-    for (int64_t first = begin; first < end;) {
-      const int64_t b = first / H, h0 = first % H;
-      const int64_t h1 = std::min({H, h0 + kHeadsTogether, end - b * H});
-      ForwardHeads(p, Bp, Cp, b, h0, h1, s);
-      first = b * H + h1;
-    }
-  });
-}
-
-// ---------------------------------------------------------------------------------------
-// Backward: states (Pr, Nn), vectors over n. Tiles of kP rows x kV vectors. Per-row sums
+// Tiles: states (Pr, Nn), vectors over n. Tiles of kP rows x kV vectors. Per-row sums
 // over n (C . S for y, B . G for gB) are left as one partial vector per (step, row) in
 // `pvec` and summed across lanes in batches (SumLanesOfEach) once a row block is done.
 
@@ -899,10 +569,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ssmkit::cpu::ssd {
 
-HWY_EXPORT(SequentialForwardImpl);
 HWY_EXPORT(SequentialBackwardImpl);
 
-void SequentialForward(const SsdParams& p) { HWY_DYNAMIC_DISPATCH(SequentialForwardImpl)(p); }
 void SequentialBackward(const SsdBwdParams& p) { HWY_DYNAMIC_DISPATCH(SequentialBackwardImpl)(p); }
 
 }  // namespace ssmkit::cpu::ssd
