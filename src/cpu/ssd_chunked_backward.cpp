@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/parallel.hpp"
 #include "core/round_up.hpp"
 #include "cpu/blas.hpp"
+#include "cpu/ssd_backward_driver.hpp"
 #include "cpu/ssd_chunk.hpp"
 #include "cpu/ssd_common.hpp"
 
@@ -306,31 +306,14 @@ void ChunkedBackwardTask(const SsdBwdParams& p, const ssd::PackedBC& Bp, const s
 }
 
 void ChunkedBackwardImpl(const SsdBwdParams& p) {
-  const int64_t L = p.seqlen, Nn = RoundUp(p.dstate, 16);
-  ssd::PackedBC Bp, Cp;
-  ssd::PackBC(p, p.B, &Bp);
-  ssd::PackBC(p, p.C, &Cp);
-  const ssd::TaskSplit split = ssd::MakeTaskSplit(p);
-  ssd::GradPartials& part = ssd::ThreadGradPartials(p, split);
-  std::vector<float>&dB_part = part.dB, &dC_part = part.dC, &dA_part = part.dA;
-  std::vector<float>&ddt_bias_part = part.ddt_bias, &dD_part = part.dD;
-  blas::SingleThread blas_guard;
-  ParallelFor(split.count(), [&](int64_t begin, int64_t end, int) {
+  blas::SingleThread blas_guard;  // OpenBLAS on one thread: the tasks are the parallelism
+  ssd::RunBackwardTasks(p, [&p](const ssd::BackwardTask& task) {
     thread_local ChunkScratch s;  // kept between calls: no page faults per call
     thread_local ChunkBwdScratch w;
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t b, g, h_begin, h_end;
-      split.Decode(task, &b, &g, &h_begin, &h_end);
-      float* dB = dB_part.data() + task * L * Nn;
-      float* dC = dC_part.data() + task * L * Nn;
-      std::fill(dB, dB + L * Nn, 0.0f);
-      std::fill(dC, dC + L * Nn, 0.0f);
-      ChunkedBackwardTask(p, Bp, Cp, b, g, h_begin, h_end, dB, dC, dA_part.data(),
-                          ddt_bias_part.data(), dD_part.data(), s, w);
-    }
+    const ssd::TaskGrads& d = task.grads;
+    ChunkedBackwardTask(p, task.B, task.C, task.b, task.g, task.h_begin, task.h_end, d.dB, d.dC,
+                        d.dA, d.ddt_bias, d.dD, s, w);
   });
-  ssd::ReduceBCGrads(p, split, dB_part, dC_part, Nn);
-  ssd::ReduceHeadGrads(p, dA_part, ddt_bias_part, dD_part);
 }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/parallel.hpp"
+#include "cpu/ssd_backward_driver.hpp"
 #include "cpu/ssd_common.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -536,31 +536,14 @@ void BackwardHeads(const SsdBwdParams& p, const PackedBC& Bp, const PackedBC& Cp
 }
 
 void SequentialBackwardImpl(const SsdBwdParams& p) {
-  const int64_t L = p.seqlen, Nn = RoundUp(p.dstate, 16);
-  ssd::PackedBC Bp, Cp;
-  ssd::PackBC(p, p.B, &Bp);
-  ssd::PackBC(p, p.C, &Cp);
-  const ssd::TaskSplit split = ssd::MakeTaskSplit(p);
-  ssd::GradPartials& part = ssd::ThreadGradPartials(p, split);
-  std::vector<float>&dB_part = part.dB, &dC_part = part.dC, &dA_part = part.dA;
-  std::vector<float>&ddt_bias_part = part.ddt_bias, &dD_part = part.dD;
-  ParallelFor(split.count(), [&](int64_t begin, int64_t end, int) {
+  ssd::RunBackwardTasks(p, [&p](const ssd::BackwardTask& task) {
     thread_local BwdScratch s;  // kept between calls: no page faults per call
-    for (int64_t task = begin; task < end; ++task) {
-      int64_t b, g, h_begin, h_end;
-      split.Decode(task, &b, &g, &h_begin, &h_end);
-      float* dB = dB_part.data() + task * L * Nn;
-      float* dC = dC_part.data() + task * L * Nn;
-      std::fill(dB, dB + L * Nn, 0.0f);
-      std::fill(dC, dC + L * Nn, 0.0f);
-      for (int64_t h = h_begin; h < h_end; h += kBwdHeadsTogether) {
-        BackwardHeads(p, Bp, Cp, b, h, std::min(h_end, h + kBwdHeadsTogether), dB, dC,
-                      dA_part.data(), ddt_bias_part.data(), dD_part.data(), s);
-      }
+    const ssd::TaskGrads& d = task.grads;
+    for (int64_t h = task.h_begin; h < task.h_end; h += kBwdHeadsTogether) {
+      BackwardHeads(p, task.B, task.C, task.b, h, std::min(task.h_end, h + kBwdHeadsTogether), d.dB,
+                    d.dC, d.dA, d.ddt_bias, d.dD, s);
     }
   });
-  ssd::ReduceBCGrads(p, split, dB_part, dC_part, Nn);
-  ssd::ReduceHeadGrads(p, dA_part, ddt_bias_part, dD_part);
 }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE
