@@ -45,23 +45,29 @@ inline int TileVectors(int64_t nV, int most) {
   return most >= 2 && nV % 2 == 0 ? 2 : 1;
 }
 
+// One step of a scale recurrence (forward alpha, adjoint beta) whose next value is `next`:
+// a reset drops the carried state (mult 0, scale 1), a scale leaving the rebase bounds is
+// folded into the state (mult next, scale 1), any other carries on (mult 1, scale next).
+inline void ScaleStep(bool reset, float next, float* mult, float* scale) {
+  if (reset) {
+    *mult = 0.0f;
+    *scale = 1.0f;
+  } else if (NeedsRebase(next)) {
+    *mult = next;
+    *scale = 1.0f;
+  } else {
+    *mult = 1.0f;
+    *scale = next;
+  }
+}
+
 // Forward scales: before step t's update the state is multiplied by mult[t] (1 = no-op;
 // a rebase factor; 0 at a reset), and after it h_t = alpha[t] * S. decay, mult, alpha: (L).
 inline void ForwardScales(const SsdParams& p, int64_t b, const float* decay, float* mult,
                           float* alpha) {
   float prev = 1.0f;
   for (int64_t t = 0; t < p.seqlen; ++t) {
-    const float next = prev * decay[t];
-    if (ssd::ResetAt(p, b, t)) {
-      mult[t] = 0.0f;
-      alpha[t] = 1.0f;
-    } else if (NeedsRebase(next)) {
-      mult[t] = next;
-      alpha[t] = 1.0f;
-    } else {
-      mult[t] = 1.0f;
-      alpha[t] = next;
-    }
+    ScaleStep(ssd::ResetAt(p, b, t), prev * decay[t], &mult[t], &alpha[t]);
     prev = alpha[t];
   }
 }

@@ -68,17 +68,7 @@ void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mul
   mult[L - 1] = 1.0f;
   beta[L - 1] = 1.0f;
   for (int64_t t = L - 2; t >= 0; --t) {
-    const float next = beta[t + 1] * decay[t + 1];
-    if (ssd::ResetAt(p, b, t + 1)) {
-      mult[t] = 0.0f;
-      beta[t] = 1.0f;
-    } else if (NeedsRebase(next)) {
-      mult[t] = next;
-      beta[t] = 1.0f;
-    } else {
-      mult[t] = 1.0f;
-      beta[t] = next;
-    }
+    ScaleStep(ssd::ResetAt(p, b, t + 1), beta[t + 1] * decay[t + 1], &mult[t], &beta[t]);
   }
 }
 
@@ -429,6 +419,25 @@ void StoreHeadDz(const BwdRun& r, int64_t h, int64_t t0, int64_t Tn, const BwdHe
   ssd::StoreDz(p, r.b, h, t0, Tn, s.pbuf.data(), Pr);
 }
 
+// The tiles' arguments for either sweep of head hd over steps [t0, t0 + Tn): x rows in s.xs,
+// dy rows (Tn, Pr), the sweep's scales mult (L), and the block buffers of s.
+BwdTileArgs SweepTileArgs(const BwdRun& r, int64_t t0, int64_t Tn, const float* dy,
+                          const float* mult, BwdHead& hd, BwdScratch& s) {
+  return {r.Bp.Row(r.b, r.g, t0),
+          r.Cp.Row(r.b, r.g, t0),
+          r.Bp.ld,
+          r.Cp.ld,
+          s.xs.data(),
+          dy,
+          mult + t0,
+          s.nbuf.data(),
+          s.pvec.data(),
+          hd.S.data(),
+          Tn,
+          r.Pr,
+          r.Nn};
+}
+
 // Forward sweep, head h, time block at t0: the states again (checkpointed every K steps),
 // this head's dC into dC_part (L, Nn), <dy_t, C_t h_t>, and dz when asked for.
 void ForwardSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dC_part, BwdScratch& s) {
@@ -439,19 +448,7 @@ void ForwardSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dC_part, B
   for (int64_t t = 0; t < Tn; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
   ssd::LoadScaledX(p.x, P, r.b, h, t0, Tn, s.scale.data(), s.xs.data(), Pr, Pr);
   ssd::LoadDy(p, r.b, h, t0, Tn, nullptr, s.dy.data(), Pr, Pr);
-  const BwdTileArgs a{r.Bp.Row(r.b, r.g, t0),
-                      r.Cp.Row(r.b, r.g, t0),
-                      r.Bp.ld,
-                      r.Cp.ld,
-                      s.xs.data(),
-                      s.dy.data(),
-                      hd.fmult.data() + t0,
-                      s.nbuf.data(),
-                      s.pvec.data(),
-                      hd.S.data(),
-                      Tn,
-                      Pr,
-                      r.Nn};
+  const BwdTileArgs a = SweepTileArgs(r, t0, Tn, s.dy.data(), hd.fmult.data(), hd, s);
   const RowPrefetch next =
       NextHeadRows({&p.x, &p.dout, &p.z, nullptr}, P, r.L, r.b, h, r.h0, r.h1, t0, T);
   const bool with_y = p.z.data && p.dz.data;
@@ -564,19 +561,7 @@ void AdjointSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dB_part, B
   const int64_t T = kBwdBlock, Tn = std::min(T, r.L - t0), Pr = r.Pr, Nn = r.Nn;
   BwdHead& hd = s.heads[h - r.h0];
   LoadAdjointRows(r, h, t0, Tn, hd, s);
-  const BwdTileArgs a{r.Bp.Row(r.b, r.g, t0),
-                      r.Cp.Row(r.b, r.g, t0),
-                      r.Bp.ld,
-                      r.Cp.ld,
-                      s.xs.data(),
-                      s.dys.data(),
-                      hd.amult.data() + t0,
-                      s.nbuf.data(),
-                      s.pvec.data(),
-                      hd.S.data(),
-                      Tn,
-                      Pr,
-                      Nn};
+  const BwdTileArgs a = SweepTileArgs(r, t0, Tn, s.dys.data(), hd.amult.data(), hd, s);
   BwdTilesAnyShape<true, false>(
       a, r.kV, s.pbuf.data(),
       NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, r.P, r.L, r.b, h, r.h0, r.h1, t0, -T));
