@@ -122,6 +122,23 @@ std::string SafetensorsTensor::shape_string() const {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
+const char* SafetensorsDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    default:
+      return nullptr;
+  }
+}
+
 Tensor ContiguousView(const void* data, DType dtype, const std::vector<int64_t>& shape) {
   Tensor t;
   t.data = const_cast<void*>(data);

@@ -39,6 +39,10 @@ struct SafetensorsTensor {
   Tensor view() const;
 };
 
+// The format's name of an unquantized dtype: "F32", "BF16", "F16", "I32", "I64"; nullptr for a
+// quantized one, which the format does not hold.
+const char* SafetensorsDTypeName(DType dtype);
+
 // A contiguous row-major view of `data` with a shape held in a vector.
 Tensor ContiguousView(const void* data, DType dtype, const std::vector<int64_t>& shape);
 

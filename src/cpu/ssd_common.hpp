@@ -15,7 +15,7 @@
 
 namespace ssmkit::cpu::ssd {
 
-// ssd_sequential.cpp names it as ssd::RoundUp.
+// ssd_sequential_forward.cpp and ssd_sequential_backward.cpp name it as ssd::RoundUp.
 using ssmkit::RoundUp;
 
 // B or C as f32 rows of Nn floats (zero beyond N): row (b, g, l) starts at
@@ -86,7 +86,8 @@ inline void PrefetchRows(const SsdSeqView& v, int64_t width, int64_t seqlen, int
   }
 }
 
-// The work split shared by the backward of both algorithms (and the chunked forward):
+// The work split shared by the backward of both algorithms (ssd_backward_driver.hpp) and the
+// chunked forward:
 // tasks are (b, g, head block), heads of a group cut into `blocks` contiguous runs, so that
 // a per-group sum (dB, dC) has one partial per task, added in task order.
 struct TaskSplit {
@@ -104,28 +105,12 @@ struct TaskSplit {
 // Cuts heads only as far as needed to give every thread work.
 TaskSplit MakeTaskSplit(const SsdParams& p);
 
-// The backward's f32 gradient partials: dB, dC (tasks, L, Nn), dA, ddt_bias (B, H),
-// dD (B, H, P). One set per calling thread, kept between calls (sized on first use), so a
-// training loop does not pay page faults for them on every step.
-struct GradPartials {
-  std::vector<float> dB, dC, dA, ddt_bias, dD;
-};
-GradPartials& ThreadGradPartials(const SsdParams& p, const TaskSplit& split);
-
-// Per-task f32 partials of dB and dC, (tasks, L, Nn) each, reduced over the head blocks of
-// each (b, g) in block order and written to dB / dC in their dtype.
-void ReduceBCGrads(const SsdBwdParams& p, const TaskSplit& split, const std::vector<float>& dB_part,
-                   const std::vector<float>& dC_part, int64_t Nn);
-
-// Per-(b, h) f32 partials of dA, ddt_bias (B, H) and dD (B, H, P), summed over b in order.
-void ReduceHeadGrads(const SsdBwdParams& p, const std::vector<float>& dA_part,
-                     const std::vector<float>& ddt_bias_part, const std::vector<float>& dD_part);
-
 // Packed sequences by cu_seqlens, one by one through `algorithm` (ssd_varlen.cpp).
 void VarlenForward(const SsdParams& p, SsdAlgorithm algorithm);
 void VarlenBackward(const SsdBwdParams& p, SsdAlgorithm algorithm);
 
-// The two algorithms (ssd_sequential.cpp, ssd_chunked.cpp, ssd_chunked_backward.cpp).
+// The two algorithms (ssd_sequential_forward.cpp, ssd_sequential_backward.cpp, ssd_chunked.cpp,
+// ssd_chunked_backward.cpp).
 void SequentialForward(const SsdParams& p);
 void SequentialBackward(const SsdBwdParams& p);
 void ChunkedForward(const SsdParams& p);

@@ -1,26 +1,10 @@
 // MemoryWeightSource (model/weight_source.hpp): the caller's tensors as WeightTensors.
 #include <string>
 
+#include "core/safetensors.hpp"
 #include "model/weight_source.hpp"
 
 namespace ssmkit::model {
-namespace {
-
-// The safetensors spelling of a float dtype, which the binder's messages use.
-const char* StoredName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kF16:
-      return "F16";
-    default:
-      return nullptr;
-  }
-}
-
-}  // namespace
 
 Status MemoryWeightSource::Create(const std::map<std::string, Tensor>& tensors,
                                   std::unique_ptr<WeightSource>* source) {
@@ -28,8 +12,7 @@ Status MemoryWeightSource::Create(const std::map<std::string, Tensor>& tensors,
   for (const auto& [name, t] : tensors) {
     const std::string label = "tensors[" + name + "]";
     if (!t.defined()) return Status::InvalidArgument(label + ": no data");
-    const char* stored = StoredName(t.dtype);
-    if (stored == nullptr) {
+    if (t.dtype != DType::kF32 && t.dtype != DType::kBF16 && t.dtype != DType::kF16) {
       return Status::InvalidArgument(label + ": dtype " + DTypeName(t.dtype) +
                                      ", expected f32, bf16 or f16");
     }
@@ -38,7 +21,7 @@ Status MemoryWeightSource::Create(const std::map<std::string, Tensor>& tensors,
     WeightTensor w;
     w.name = name;
     w.file = "memory";
-    w.dtype_name = stored;
+    w.dtype_name = SafetensorsDTypeName(t.dtype);  // the binder's messages use this spelling
     w.float_dtype = true;
     w.dtype = t.dtype;
     w.shape.assign(t.shape.begin(), t.shape.begin() + t.rank);

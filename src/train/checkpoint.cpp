@@ -19,17 +19,6 @@ namespace {
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const char* SafetensorsDType(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return "BF16";
-    case DType::kI64:
-      return "I64";
-    default:
-      return "F32";
-  }
-}
-
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
@@ -62,7 +51,7 @@ Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsEn
   int64_t offset = 0;
   for (const SafetensorsEntry& e : entries) {
     const int64_t bytes = Numel(e.shape) * DTypeSize(e.dtype);
-    header[e.name] = {{"dtype", SafetensorsDType(e.dtype)},
+    header[e.name] = {{"dtype", SafetensorsDTypeName(e.dtype)},
                       {"shape", e.shape},
                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
