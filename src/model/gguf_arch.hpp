@@ -106,5 +106,9 @@ struct GgufNamePair {
 const char* LookupGgufName(std::span<const GgufNamePair> pairs, const std::string& name);
 // "model.layers.<layer>."
 std::string HfLayerPrefix(int64_t layer);
+// The tensors outside the layers: token_embd.weight and output_norm.weight as the family's
+// `embedding` and `final_norm`, output.weight as lm_head.weight; empty hf for any other name.
+GgufTensorName MapGgufOutsideLayers(const std::string& name, const char* embedding,
+                                    const char* final_norm);
 
 }  // namespace ssmkit::model

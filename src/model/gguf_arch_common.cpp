@@ -228,6 +228,15 @@ const char* LookupGgufName(std::span<const GgufNamePair> pairs, const std::strin
 
 std::string HfLayerPrefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
 
+GgufTensorName MapGgufOutsideLayers(const std::string& name, const char* embedding,
+                                    const char* final_norm) {
+  GgufTensorName out;
+  if (name == "token_embd.weight") out.hf = embedding;
+  if (name == "output_norm.weight") out.hf = final_norm;
+  if (name == "output.weight") out.hf = "lm_head.weight";
+  return out;
+}
+
 GgufTensorName MapGgufMixer(const std::string& rest, const std::string& mixer,
                             const std::string& attention, bool unpermute, const ModelConfig& c) {
   GgufTensorName out;

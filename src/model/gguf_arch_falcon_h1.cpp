@@ -63,13 +63,10 @@ Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* config) {
 }
 
 GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c) {
-  GgufTensorName out;
   if (layer < 0) {
-    if (rest == "token_embd.weight") out.hf = "model.embed_tokens.weight";
-    if (rest == "output_norm.weight") out.hf = "model.final_layernorm.weight";
-    if (rest == "output.weight") out.hf = "lm_head.weight";
-    return out;
+    return MapGgufOutsideLayers(rest, "model.embed_tokens.weight", "model.final_layernorm.weight");
   }
+  GgufTensorName out;
   const std::string l = HfLayerPrefix(layer);
   if (const char* hf = LookupGgufName(kFalconH1Layer, rest)) {
     out.hf = l + hf;

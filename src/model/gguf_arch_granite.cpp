@@ -123,14 +123,11 @@ Status ReadGraniteHybridGgufConfig(const GgufFile& f, ModelConfig* config) {
 
 GgufTensorName MapGraniteHybridGguf(const std::string& rest, int64_t layer, const ModelConfig& c) {
   const bool bamba = c.family == "bamba";
-  GgufTensorName out;
   if (layer < 0) {
-    if (rest == "token_embd.weight") out.hf = "model.embed_tokens.weight";
-    if (rest == "output_norm.weight")
-      out.hf = bamba ? "model.final_layernorm.weight" : "model.norm.weight";
-    if (rest == "output.weight") out.hf = "lm_head.weight";
-    return out;
+    return MapGgufOutsideLayers(rest, "model.embed_tokens.weight",
+                                bamba ? "model.final_layernorm.weight" : "model.norm.weight");
   }
+  GgufTensorName out;
   const std::string l = HfLayerPrefix(layer);
   if (rest == "attn_norm.weight") {
     out.hf = l + "input_layernorm.weight";

@@ -62,13 +62,10 @@ Status ReadNemotronHGgufConfig(const GgufFile& f, ModelConfig* config) {
 }
 
 GgufTensorName MapNemotronHGguf(const std::string& rest, int64_t layer, const ModelConfig& c) {
-  GgufTensorName out;
   if (layer < 0) {
-    if (rest == "token_embd.weight") out.hf = "backbone.embeddings.weight";
-    if (rest == "output_norm.weight") out.hf = "backbone.norm_f.weight";
-    if (rest == "output.weight") out.hf = "lm_head.weight";
-    return out;
+    return MapGgufOutsideLayers(rest, "backbone.embeddings.weight", "backbone.norm_f.weight");
   }
+  GgufTensorName out;
   const std::string l = "backbone.layers." + std::to_string(layer) + ".";
   if (const char* hf = LookupGgufName(kNemotronHLayer, rest)) {
     out.hf = l + hf;
