@@ -1,8 +1,7 @@
 // LinearForward with a quantized weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) against
 // the fp64 oracle (ref::QuantLinear: the weight decoded exactly, times the exact x), on every
-// compiled SIMD target: the few-rows kernel (T <= 64, which quantizes x to 8 bits per element)
-// and the sgemm path over decoded panels (T > 64, feature-major layouts); thread counts and
-// determinism.
+// compiled SIMD target: the few-rows kernel (T <= 64, either layout, which quantizes x to 8 bits
+// per element) and the sgemm path over decoded panels (T > 64); thread counts and determinism.
 //
 // Tolerance. The kernel replaces x by s q (s = max |x| / 127 per block of B, |x - s q| <= s / 2),
 // so |out - ref| <= sum_k |w_k| s(k) / 2, plus f32 rounding (1e-5 of sum_k |x_k| |w_k|). It is
@@ -147,7 +146,7 @@ std::vector<float> RunAndCheck(Weight& w, const std::vector<float>& x, int64_t T
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t m = 0; m < M; ++m) rows[t * M + m] = out[feature_major ? m * T + t : t * M + m];
   }
-  const bool quantizes_x = T <= kLinearGemvMaxRows && !feature_major;
+  const bool quantizes_x = T <= kLinearGemvMaxRows;
   int64_t failures = 0;
   for (int64_t i = 0; i < T * M; ++i) {
     const double got = rows[i];
@@ -228,16 +227,17 @@ TEST(QuantLinear, ExtremeLevelsOnEverySimdTarget) {
   }
 }
 
-// x and out feature-major: the sgemm path over decoded panels whatever T (T >= 2: a single
-// row is both layouts, and row-major).
-TEST(QuantLinear, FeatureMajorTakesTheSgemmPath) {
+// x and out feature-major (T >= 2: a single row is both layouts): up to 64 rows copied into
+// row-major rows for the few-rows kernel, which quantizes x; beyond, the sgemm path over
+// decoded panels.
+TEST(QuantLinear, FeatureMajorLayouts) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   for (DType dtype : kQuantized) {
     SCOPED_TRACE(DTypeName(dtype));
     Weight w(dtype, 33, 512, rng);
-    for (int64_t T : {2, 5}) {
+    for (int64_t T : {int64_t{2}, int64_t{5}, kLinearGemvMaxRows + 3}) {
       const std::vector<float> x = RandomX(T, 512, rng);
       const std::vector<double> bias = RandomBias(33, true, rng);
       RunAndCheck(w, x, T, bias, Oracle(w, x, T, bias), /*feature_major=*/true);

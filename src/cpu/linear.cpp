@@ -1,6 +1,6 @@
-// CPU linear layer: picks the few-rows kernel (linear_gemv.cpp: decode batches up to
-// kLinearGemvMaxRows; quant_linear.cpp for a quantized weight) or OpenBLAS sgemm (many rows:
-// prefill, or x / out stored feature-major).
+// CPU linear layer: picks the few-rows kernel (linear_gemv.cpp: decode batches and short
+// prompts up to kLinearGemvMaxRows, in either layout; quant_linear.cpp for a quantized weight)
+// or OpenBLAS sgemm (many rows: prefill).
 // Dimension legend: T rows, K input features, M output features, Pm weight rows per panel.
 //
 // Both split the M output features over threads in contiguous blocks (ParallelFor), so each
@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
@@ -140,7 +142,56 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   }
 }
 
+namespace {
+
+// A few rows stored feature-major (the Mamba-1 mixer's prefill keeps x and out as channels,
+// (K, T) and (M, T)): x copied into row-major rows and out computed into row-major rows, then
+// copied back, so that they take the few-rows kernels too. The sgemm path would widen (for a
+// quantized weight: decode) every weight for them, which cost seconds per short prompt on a
+// 2.8B GGUF model; the copies are T * (K + M) floats.
+Status LinearThroughRows(const LinearParams& p) {
+  const int64_t T = p.rows, K = p.in_features, M = p.out_features;
+  thread_local std::vector<float> x_storage, out_storage;
+  // Named through references: Linear's workers must not name their own thread_locals.
+  std::vector<float>& x_rows = x_storage;      // (T, K)
+  std::vector<float>& out_rows = out_storage;  // (T, M)
+  LinearParams q = p;
+  try {
+    if (!p.x_row_major()) x_rows.resize(static_cast<size_t>(T * K));
+    if (!p.out_row_major()) out_rows.resize(static_cast<size_t>(T * M));
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("linear: could not allocate the rows of x or out");
+  }
+  if (!p.x_row_major()) {
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t k = 0; k < K; ++k) {
+        x_rows[t * K + k] = p.x[t * p.x_stride_row + k * p.x_stride_feature];
+      }
+    }
+    q.x = x_rows.data();
+    q.x_stride_row = K;
+    q.x_stride_feature = 1;
+  }
+  if (!p.out_row_major()) {
+    q.out = out_rows.data();
+    q.out_stride_row = M;
+    q.out_stride_feature = 1;
+  }
+  SSMKIT_RETURN_IF_ERROR(Linear(q));
+  if (!p.out_row_major()) {
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t t = 0; t < T; ++t) {
+        p.out[t * p.out_stride_row + m * p.out_stride_feature] = out_rows[t * M + m];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Linear(const LinearParams& p) {
+  if (p.rows <= kLinearGemvMaxRows && !TakesGemv(p)) return LinearThroughRows(p);
   if (TakesGemv(p) && DTypeIsQuantized(p.weight_dtype)) {
     bool done = false;
     try {
