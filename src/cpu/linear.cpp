@@ -32,9 +32,11 @@ namespace {
 // costs more than the work. Tuned for speed only.
 constexpr int64_t kMinParallelWeights = 1 << 15;
 
-// Floats per widened panel (Pm * K): large enough for sgemm to run at speed, small enough to
-// stay in L2. Tuned for speed only.
-constexpr int64_t kPanelFloats = 1 << 18;
+// Floats per widened panel (Pm * K), 4 MB: each sgemm call packs the whole of x again, so a
+// panel must be large next to x for that copy not to show (at 2^18 floats, 1 MB, OpenBLAS's
+// packing was 17% of a 1020-token prefill of a 2.8B Q4_K file; 2^20 measured 13-17% faster
+// there and ~10% on granite-350m bf16, docs/benchmarks.md). Tuned for speed only.
+constexpr int64_t kPanelFloats = 1 << 20;
 
 template <class Fn>
 void SplitRows(int64_t M, int64_t K, Fn&& fn) {

@@ -178,6 +178,15 @@ std::vector<Case<Lin>> Cases() {
     for (int64_t T : {1, 2, 4, 6, 8, 9, 17, 33})
       targets.push_back({.T = T, .K = 67, .M = 21, .wdtype = wd, .pad = 2});
   }
+  // The sgemm path in feature-major layouts, two widened panels (kPanelFloats) per thread.
+  threaded.push_back({.T = 65,
+                      .K = 1500,
+                      .M = 1600,
+                      .wdtype = DType::kBF16,
+                      .bias = false,
+                      .x_fm = true,
+                      .out_fm = true});
+  // A few feature-major rows: copied to rows for the few-rows kernel.
   threaded.push_back({.T = 3,
                       .K = 1500,
                       .M = 400,
