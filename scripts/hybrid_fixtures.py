@@ -118,8 +118,17 @@ def randomize_hybrid(model, seed, dt_lo=1e-3):
                 p.copy_(1.0 + 0.2 * noise)
             elif name.endswith("bias"):
                 p.copy_(0.1 * noise)
+            elif name.endswith("mixer.gate.weight"):
+                # Nemotron-H's router: logits of order 1, so the sigmoids spread over (0, 1)
+                # and the routing depends on them as much as on the correction bias.
+                p.copy_(p + 0.2 * noise)
             else:
                 p.copy_(p + 0.02 * noise)
+        # Buffers that hold learned values (after the parameters: the families without them
+        # draw the same numbers as before).
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=g))
 
 
 def granite(ctx):
@@ -173,6 +182,22 @@ def nemotron_h(ctx):
         del c["layers_block_type"]
     ctx.make("nemotron_h", T.NemotronHForCausalLM, cfg, "split", 24, config_edit=hub_spelling,
              dt_lo=5e-3)
+    # Nemotron 3's MoE layers among M / * / -: 8 ungated relu2 experts in 4 groups of which 2
+    # are kept, top-3, renormalised, scaled by 2.5, a shared expert, MLP biases.
+    cfg = T.NemotronHConfig(
+        vocab_size=SPLIT_VOCAB, hidden_size=32, intermediate_size=48,
+        hybrid_override_pattern="ME*E-M", num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, mamba_num_heads=4, mamba_head_dim=8, ssm_state_size=16, n_groups=2,
+        chunk_size=8, mlp_bias=True, use_bias=False, n_routed_experts=8, num_experts_per_tok=3,
+        moe_intermediate_size=24, moe_shared_expert_intermediate_size=40, n_group=4,
+        topk_group=2, norm_topk_prob=True, routed_scaling_factor=2.5, pad_token_id=1,
+        bos_token_id=0, eos_token_id=0)
+
+    def hub_moe_spelling(c):
+        c["hybrid_override_pattern"] = "ME*E-M"
+        del c["layers_block_type"]
+    ctx.make("nemotron_h-moe", T.NemotronHForCausalLM, cfg, "split", 29,
+             config_edit=hub_moe_spelling, dt_lo=5e-3)
 
 
 def falcon_h1(ctx):
@@ -253,7 +278,8 @@ class Context:
         assert size < 1_000_000, f"{name}: fixture too large"
 
 
-def make_all(root: Path, corpus: str, cases_fn, save_hf, record, prompt_texts: dict):
+def make_all(root: Path, corpus: str, cases_fn, save_hf, record, prompt_texts: dict,
+             only=None):
     toks = {
         "split": split_tokenizer(corpus, root / "tokenizer-split", cases_fn),
         "spm": spm_tokenizer(corpus, root / "tokenizer-spm", False, cases_fn),
@@ -263,4 +289,5 @@ def make_all(root: Path, corpus: str, cases_fn, save_hf, record, prompt_texts: d
                   record)
     ctx.prompt_texts = prompt_texts
     for family in FAMILIES:
-        family(ctx)
+        if only is None or family.__name__ == only:
+            family(ctx)

@@ -23,7 +23,9 @@ suite needs no Python):
                               and the tokenizer-split / -spm / -spm-metaspace tokenizers: see
                               scripts/hybrid_fixtures.py
 
-Run: build/venv/bin/python scripts/make_model_fixtures.py [--hybrid-only]
+Run: build/venv/bin/python scripts/make_model_fixtures.py [--hybrid-only] [--family=NAME]
+(--family: only that function of scripts/hybrid_fixtures.py, e.g. nemotron_h; implies
+--hybrid-only)
 (scripts/fixtures_venv.sh makes the venv). The output depends only on the seeds below (and on
 the torch / transformers versions: the committed files were made with transformers 5.23 for the
 Mamba fixtures, 5.24 for the hybrids, each on torch's CPU path).
@@ -280,11 +282,12 @@ def main() -> int:
     prompts = {k: tok.encode(v).ids for k, v in PROMPTS.items()}
     for k, ids in prompts.items():
         print(f"prompt {k}: {len(ids)} tokens")
-    if "--hybrid-only" not in sys.argv:
+    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--family=")), None)
+    if "--hybrid-only" not in sys.argv and only is None:
         mamba1(tok_dir, prompts)
         mamba2(tok_dir, prompts)
     import hybrid_fixtures  # noqa: E402 (beside this script; it uses the helpers above)
-    hybrid_fixtures.make_all(ROOT, CORPUS, write_cases, save_hf, record, PROMPTS)
+    hybrid_fixtures.make_all(ROOT, CORPUS, write_cases, save_hf, record, PROMPTS, only)
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     print(f"fixtures: {total / 1e6:.2f} MB under {ROOT}")
     return 0

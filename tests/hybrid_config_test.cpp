@@ -97,11 +97,52 @@ TEST(HybridConfig, NemotronPatternAndLayerList) {
   EXPECT_EQ(pattern.ffn.activation, "relu2");
   EXPECT_FALSE(pattern.ffn.gated);
   ModelConfig bad;
-  Status s = Parse(base + R"(, "hybrid_override_pattern": "M*E"})", &bad);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("MoE layers"), std::string::npos) << s.message();
-  s = Parse(base + R"(, "hybrid_override_pattern": "MX"})", &bad);
+  Status s = Parse(base + R"(, "hybrid_override_pattern": "MX"})", &bad);
   EXPECT_NE(s.message().find("hybrid_override_pattern"), std::string::npos) << s.message();
+}
+
+// "E" / "moe" layers (Nemotron 3) and NemotronHConfig's MoE keys, defaults included.
+TEST(HybridConfig, NemotronMoe) {
+  const std::string base = R"({"model_type": "nemotron_h", "hidden_size": 64, "vocab_size": 100,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "mamba_num_heads": 4,
+    "mamba_head_dim": 32, "ssm_state_size": 16, "n_groups": 2, "intermediate_size": 96)";
+  const ModelConfig defaults = ParseOk(base + R"(, "hybrid_override_pattern": "ME*-"})");
+  EXPECT_EQ(Letters(defaults), "MEAF");
+  EXPECT_EQ(defaults.ffn.num_experts, 8);
+  EXPECT_EQ(defaults.ffn.top_k, 2);
+  EXPECT_EQ(defaults.ffn.moe_intermediate, 7688);
+  EXPECT_EQ(defaults.ffn.shared_intermediate, 7688);
+  EXPECT_TRUE(defaults.ffn.sigmoid_groups);
+  EXPECT_TRUE(defaults.ffn.normalize_top_k);
+  EXPECT_EQ(defaults.ffn.groups, 1);
+  EXPECT_EQ(defaults.ffn.top_k_groups, 1);
+  EXPECT_FLOAT_EQ(defaults.ffn.routed_scaling, 1.0f);
+  // The class's default list when neither key is given: linear_attention, moe,
+  // full_attention, mlp.
+  EXPECT_EQ(Letters(ParseOk(base + "}")), "MEAF");
+  const ModelConfig c = ParseOk(base + R"(, "layers_block_type": ["moe", "mamba", "moe"],
+    "num_local_experts": 16, "num_experts_per_tok": 6, "moe_intermediate_size": 32,
+    "moe_shared_expert_intermediate_size": 48, "n_group": 4, "topk_group": 2,
+    "norm_topk_prob": false, "routed_scaling_factor": 2.5, "moe_latent_size": null})");
+  EXPECT_EQ(Letters(c), "EME");
+  EXPECT_EQ(c.ffn.num_experts, 16);  // num_local_experts: attribute_map's n_routed_experts
+  EXPECT_EQ(c.ffn.top_k, 6);
+  EXPECT_EQ(c.ffn.moe_intermediate, 32);
+  EXPECT_EQ(c.ffn.shared_intermediate, 48);
+  EXPECT_EQ(c.ffn.groups, 4);
+  EXPECT_EQ(c.ffn.top_k_groups, 2);
+  EXPECT_FALSE(c.ffn.normalize_top_k);
+  EXPECT_FLOAT_EQ(c.ffn.routed_scaling, 2.5f);
+  ModelConfig bad;
+  Status s = Parse(base + R"(, "hybrid_override_pattern": "ME", "moe_latent_size": 16})", &bad);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("moe_latent_size"), std::string::npos) << s.message();
+  s = Parse(base + R"(, "hybrid_override_pattern": "ME", "n_group": 3})", &bad);
+  EXPECT_NE(s.message().find("n_group"), std::string::npos) << s.message();
+  s = Parse(base + R"(, "hybrid_override_pattern": "ME", "n_group": 4, "topk_group": 1,
+    "num_experts_per_tok": 3})",
+            &bad);
+  EXPECT_NE(s.message().find("num_experts_per_tok"), std::string::npos) << s.message();
 }
 
 TEST(HybridConfig, FalconH1DssmAndMultipliers) {

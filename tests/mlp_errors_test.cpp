@@ -169,6 +169,62 @@ TEST_F(MlpErrors, NormalizeWithTopKSoftmax) {
   moe_options_.normalize_top_k = true;
   Expect(MoeFwd(), {"moe: options.normalize_top_k:", "false with kTopKSoftmax"});
 }
+// kSigmoidGroupTopK (Nemotron-H): the correction bias and the group options.
+class MoeGroupErrors : public MlpErrors {
+ protected:
+  MoeGroupErrors() : score_bias_({kE}, DType::kF32) {
+    score_bias_.Fill(rng_.NormalVec(kE, 0.1));
+    moe_in_.score_correction_bias = score_bias_.view();
+    moe_options_.routing = MoeRouting::kSigmoidGroupTopK;
+    moe_options_.groups = 2;
+    moe_options_.top_k_groups = 1;
+    moe_options_.normalize_top_k = true;
+    moe_options_.routed_scaling = 2.5f;
+  }
+  HostTensor score_bias_;
+};
+TEST_F(MoeGroupErrors, ValidCallsSucceed) {
+  EXPECT_TRUE(MoeFwd().ok()) << MoeFwd().message();
+  EXPECT_TRUE(MoeBwd().ok()) << MoeBwd().message();
+}
+TEST_F(MoeGroupErrors, ScoreBiasMissing) {
+  moe_in_.score_correction_bias = Tensor{};
+  Expect(MoeFwd(), {"moe: score_correction_bias:", "a tensor (E)", "null"});
+}
+TEST_F(MoeGroupErrors, ScoreBiasShape) {
+  moe_in_.score_correction_bias.shape[0] = kE - 1;
+  Expect(MoeFwd(), {"moe: score_correction_bias:", "(E) = (4,)", "(3,)"});
+}
+TEST_F(MoeGroupErrors, GroupsNotDividingE) {
+  moe_options_.groups = 3;
+  Expect(MoeFwd(), {"moe: options.groups:", "a divisor of E = 4", "3"});
+}
+TEST_F(MoeGroupErrors, GroupsOfOneExpert) {
+  moe_options_.groups = 4;
+  Expect(MoeFwd(), {"moe: options.groups:", ">= 2 experts per group", "4"});
+}
+TEST_F(MoeGroupErrors, TopKGroupsAboveGroups) {
+  moe_options_.top_k_groups = 3;
+  Expect(MoeBwd(), {"moe: options.top_k_groups:", "1 <= top_k_groups <= groups = 2", "3"});
+}
+TEST_F(MoeGroupErrors, TopKAboveKeptExperts) {
+  moe_options_.top_k = 3;
+  Expect(MoeFwd(), {"moe: options.top_k:", "<= the 2 experts of the top_k_groups = 1", "3"});
+}
+TEST_F(MoeGroupErrors, ScalingNotFinite) {
+  moe_options_.routed_scaling = std::nanf("");
+  Expect(MoeFwd(), {"moe: options.routed_scaling:", "a finite number"});
+}
+TEST_F(MoeGroupErrors, GroupsWithSoftmaxRouting) {
+  moe_options_.routing = MoeRouting::kSoftmaxTopK;
+  Expect(MoeFwd(), {"moe: options.groups:", "1, the default with softmax routing", "2"});
+}
+TEST_F(MoeGroupErrors, ScoreBiasWithSoftmaxRouting) {
+  moe_options_ = MoeOptions{};
+  moe_options_.top_k = kK;
+  Expect(MoeBwd(), {"moe: score_correction_bias:", "no tensor with softmax routing", "(4,)"});
+}
+
 TEST_F(MlpErrors, ExpertCount) {
   moe_in_.experts = std::span<const MlpWeights>(expert_views_).first(kE - 1);
   Expect(MoeFwd(), {"moe: experts:", "E = 4 entries", "3"});

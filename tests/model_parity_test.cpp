@@ -219,6 +219,8 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"bamba", "bamba", ModelArch::kMamba2, "hf", "bamba", 3, 304, "MFAFMF"},
         ParityCase{"nemotron_h", "nemotron_h", ModelArch::kMamba2, "hf", "nemotron_h", 5, 304,
                    "MAFMF"},
+        ParityCase{"nemotron_h-moe", "nemotron_h-moe", ModelArch::kMamba2, "hf", "nemotron_h", 6,
+                   304, "MEAEFM"},
         ParityCase{"falcon_h1", "falcon_h1", ModelArch::kMamba2, "hf", "falcon_h1", 2, 304, "PFPF"},
         ParityCase{"falcon_h1-norm", "falcon_h1-norm", ModelArch::kMamba2, "hf", "falcon_h1", 2,
                    304, "PFPF"},

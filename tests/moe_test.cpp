@@ -1,11 +1,12 @@
 // MoeForward / MoeBackward against the fp64 oracle at the shapes of the models that use them
 // (each case labelled), both routing rules (Jamba's softmax then top-k, optionally
 // renormalised; Granite's top-k then softmax), shared expert on and off, gated and ungated
-// experts, f32 / bf16 / f16 weights, per-expert tensors and slices of 3-D tensors, empty
-// experts, every token on one expert, decode (T = 1) and prefill over several chunks; router
-// logits, counts and the top-k outputs; gradients against the oracle and against fp64 central
-// finite differences (the router's included, through the routing weights and an aux-loss
-// gradient on the logits); every SIMD target; determinism; NaN confined to its token.
+// experts, Nemotron-H's sigmoid group-limited routing (correction bias, groups, scaling,
+// renormalised or not; ties to the lower index), f32 / bf16 / f16 weights, per-expert tensors and
+// slices of 3-D tensors, empty experts, every token on one expert, decode (T = 1) and prefill over
+// several chunks; router logits, counts and the top-k outputs; gradients against the oracle and
+// against fp64 central finite differences (the router's included, through the routing weights and
+// an aux-loss gradient on the logits); every SIMD target; determinism; NaN confined to its token.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@ namespace {
 using Act = MlpActivation;
 constexpr MoeRouting kJamba = MoeRouting::kSoftmaxTopK;
 constexpr MoeRouting kGranite = MoeRouting::kTopKSoftmax;
+constexpr MoeRouting kNemotron = MoeRouting::kSigmoidGroupTopK;
 
 struct MoeCase {
   const char* label;
@@ -39,11 +41,18 @@ struct MoeCase {
   int64_t forced = -1;       // router_bias[forced] = 30: every token routed there first
   int64_t pad = 0;
   float dm = 1.0f;
+  // kNemotron only (Grouped below sets them):
+  int64_t groups = 1, top_k_groups = 1;
+  float scaling = 1.0f;
 
   std::string Describe() const {
     return std::string(label) + ": T=" + std::to_string(T) + " d=" + std::to_string(d) +
            " F=" + std::to_string(F) + " E=" + std::to_string(E) + " k=" + std::to_string(k) +
-           (routing == kJamba ? " softmax-topk" : " topk-softmax") +
+           (routing == kJamba     ? " softmax-topk"
+            : routing == kGranite ? " topk-softmax"
+                                  : " sigmoid groups=" + std::to_string(groups) +
+                                        " top_k_groups=" + std::to_string(top_k_groups) +
+                                        " scaling=" + std::to_string(scaling)) +
            (normalize ? " normalized" : "") + " shared=" + std::to_string(shared_F) +
            " w=" + DTypeName(wdtype) + (gated ? " gated " : " ungated ") + ActName(act) +
            (bias ? " bias" : "") + (router_bias ? " router_bias" : "") + (fused ? " fused" : "") +
@@ -51,12 +60,22 @@ struct MoeCase {
   }
 };
 
+// c with Nemotron-H's routing: sigmoid scores, a correction bias, `groups` groups of which
+// `top_k_groups` are kept, weights times `scaling`.
+MoeCase Grouped(MoeCase c, int64_t groups, int64_t top_k_groups, float scaling) {
+  c.routing = kNemotron;
+  c.groups = groups;
+  c.top_k_groups = top_k_groups;
+  c.scaling = scaling;
+  return c;
+}
+
 struct MoeProblem {
   MoeCase c;
   std::vector<WeightSet> experts;
   WeightSet shared;
-  HostTensor router, router_bias, fused_gate_up, fused_down;
-  std::vector<double> router_d, router_bias_d;
+  HostTensor router, router_bias, score_bias, fused_gate_up, fused_down;
+  std::vector<double> router_d, router_bias_d, score_bias_d;
   PaddedTensor x;
   std::vector<double> x_d;
   std::vector<MlpWeights> views;
@@ -72,8 +91,11 @@ struct MoeProblem {
     if (c.shared_F > 0) shared = WeightSet(rng, c.d, c.shared_F, c.gated, c.bias, c.wdtype);
     router = HostTensor({c.E, c.d}, c.wdtype);
     if (c.router_bias || c.forced >= 0) router_bias = HostTensor({c.E}, DType::kF32);
+    if (c.routing == kNemotron) score_bias = HostTensor({c.E}, DType::kF32);
     for (int attempt = 0; attempt < 50; ++attempt) {
       router_d = router.Fill(rng.NormalVec(c.E * c.d, 1.0 / std::sqrt(static_cast<double>(c.d))));
+      // Of the order of the sigmoids' spread, so that it changes which experts win.
+      if (score_bias.numel() > 0) score_bias_d = score_bias.Fill(rng.NormalVec(c.E, 0.1));
       if (router_bias.numel() > 0) {
         std::vector<double> b = rng.NormalVec(c.E, 0.3);
         if (c.forced >= 0) b[c.forced] = 30.0;
@@ -118,14 +140,42 @@ struct MoeProblem {
     return logits;
   }
 
-  // The smallest gap, over tokens, between the k-th and (k+1)-th largest fp64 logits.
+  // The gap between the n-th and (n+1)-th largest of v (n < v.size()), else 1.
+  static double Gap(std::vector<double> v, int64_t n) {
+    if (n >= static_cast<int64_t>(v.size())) return 1.0;
+    std::sort(v.begin(), v.end(), std::greater<>());
+    return v[n - 1] - v[n];
+  }
+
+  // The smallest gap, over tokens, at each selection the routing makes in fp64: the k-th and
+  // (k+1)-th largest logits (softmax routings, monotone in them); for kNemotron the
+  // top_k_groups-th and next group scores, and the k-th and (k+1)-th corrected scores in the
+  // kept groups.
   double MinSelectionGap() const {
-    if (c.k == c.E) return 1.0;
     double gap = 1e30;
     for (int64_t t = 0; t < c.T; ++t) {
-      std::vector<double> logits = Logits(t);
-      std::sort(logits.begin(), logits.end(), std::greater<>());
-      gap = std::min(gap, logits[c.k - 1] - logits[c.k]);
+      const std::vector<double> logits = Logits(t);
+      if (c.routing != kNemotron) {
+        gap = std::min(gap, Gap(logits, c.k));
+        continue;
+      }
+      const int64_t per = c.E / c.groups;
+      std::vector<double> choice(c.E), group_score(c.groups);
+      for (int64_t e = 0; e < c.E; ++e)
+        choice[e] = 1.0 / (1.0 + std::exp(-logits[e])) + score_bias_d[e];
+      for (int64_t g = 0; g < c.groups; ++g) {
+        std::vector<double> members(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+        std::sort(members.begin(), members.end(), std::greater<>());
+        group_score[g] = members[0] + members[1];
+      }
+      gap = std::min(gap, Gap(group_score, c.top_k_groups));
+      std::vector<double> order = group_score, kept;
+      std::sort(order.begin(), order.end(), std::greater<>());
+      for (int64_t g = 0; g < c.groups; ++g) {
+        if (group_score[g] < order[c.top_k_groups - 1]) continue;
+        kept.insert(kept.end(), choice.begin() + g * per, choice.begin() + (g + 1) * per);
+      }
+      gap = std::min(gap, Gap(kept, c.k));
     }
     return gap;
   }
@@ -137,6 +187,7 @@ struct MoeProblem {
     if (router_bias.numel() > 0) in.router_bias = router_bias.view();
     in.experts = views;
     if (c.shared_F > 0) in.shared_expert = shared.Views();
+    if (score_bias.numel() > 0) in.score_correction_bias = score_bias.view();
     return in;
   }
   MoeOptions Options() const {
@@ -144,6 +195,9 @@ struct MoeProblem {
     o.top_k = c.k;
     o.routing = c.routing;
     o.normalize_top_k = c.normalize;
+    o.groups = c.groups;
+    o.top_k_groups = c.top_k_groups;
+    o.routed_scaling = c.scaling;
     o.mlp = {c.act, 1.0f, c.dm};
     return o;
   }
@@ -154,6 +208,9 @@ struct MoeProblem {
     s.k = c.k;
     s.routing = c.routing;
     s.normalize_top_k = c.normalize;
+    s.groups = c.groups;
+    s.top_k_groups = c.top_k_groups;
+    s.routed_scaling = c.scaling;
     s.expert = {c.d, c.F, c.gated, c.act, 1.0, c.dm};
     s.shared_F = c.shared_F;
     return s;
@@ -165,10 +222,11 @@ struct MoeProblem {
     in.x = x_d.data();
     in.router_weight = router_d.data();
     in.router_bias = router_bias_d.empty() ? nullptr : router_bias_d.data();
+    in.score_bias = score_bias_d.empty() ? nullptr : score_bias_d.data();
     std::vector<int64_t> index(c.k);
     std::vector<double> weight(c.k);
     for (int64_t t = 0; t < c.T; ++t) {
-      ref::MoeRoute(Shape(), Logits(t).data(), index.data(), weight.data());
+      ref::MoeRoute(Shape(), Logits(t).data(), index.data(), weight.data(), in.score_bias);
       for (int64_t e : index) experts[e].Materialize();
     }
     for (const WeightSet& w : experts) in.experts.push_back(w.Ref());
@@ -264,6 +322,22 @@ const MoeCase kForwardCases[] = {
      Act::kSilu, false, true, false, 5},
     // prefill over two chunks (2^22 / 8192 = 512 tokens each)
     {"prefill over two chunks", 600, 16, 8192, 4, 1, kGranite},
+    // Nemotron-3-Nano-30B-A3B's MoE (d 2688, 128 ungated relu2 experts of 1856, top-6, shared
+    // expert of 3712, one group, renormalised, scaling 2.5) at d/8, F/8
+    Grouped({"nemotron-3-nano moe (d/8, F/8) decode", 1, 336, 232, 128, 6, kNemotron, 464,
+             DType::kBF16, true, false, Act::kRelu2},
+            1, 1, 2.5f),
+    Grouped({"nemotron-3-nano moe (d/8, F/8) prefill", 24, 336, 232, 128, 6, kNemotron, 464,
+             DType::kBF16, true, false, Act::kRelu2},
+            1, 1, 2.5f),
+    // group-limited (DeepSeek-V3's n_group 8, topk_group 4 at 64 experts), not renormalised
+    Grouped({"sigmoid 8 groups keep 4", 17, 96, 64, 64, 8, kNemotron, 64, DType::kF32, false, false,
+             Act::kRelu2},
+            8, 4, 1.0f),
+    Grouped({"sigmoid 4 groups keep 1, k = kept experts", 9, 48, 40, 16, 4, kNemotron, 0,
+             DType::kF16, true, true, Act::kSilu, true, true},
+            4, 1, 0.5f),
+    Grouped({"sigmoid over two chunks", 600, 16, 8192, 4, 1, kNemotron}, 2, 1, 1.5f),
 };
 
 TEST(MoeForward, MatchesOracle) {
@@ -432,6 +506,13 @@ const MoeCase kBackwardCases[] = {
      false, true, false, 3},
     {"decode", 1, 64, 96, 8, 2, kJamba, 32},
     {"train over two chunks", 600, 16, 8192, 4, 1, kGranite},
+    Grouped({"nemotron-3-nano moe (d/16, F/16) train", 6, 168, 116, 128, 6, kNemotron, 232,
+             DType::kF32, true, false, Act::kRelu2},
+            1, 1, 2.5f),
+    Grouped({"sigmoid 4 groups keep 2 train", 12, 64, 48, 16, 3, kNemotron, 32, DType::kBF16, true,
+             false, Act::kRelu2, true, true},
+            4, 2, 2.5f),
+    Grouped({"sigmoid not renormalised decode", 1, 64, 48, 8, 2, kNemotron, 0}, 2, 1, 1.0f),
 };
 
 TEST(MoeBackward, MatchesOracle) {
@@ -481,14 +562,14 @@ TEST(MoeBackward, FiniteDifferences) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   int n = 0;
-  for (MoeRouting routing : {kJamba, kGranite}) {
+  for (MoeRouting routing : {kJamba, kGranite, kNemotron}) {
     for (bool normalize : {false, true}) {
       if (normalize && routing == kGranite) continue;
       for (bool gated : {true, false}) {
-        const MoeCase c{
-            "fd",    4,    6,           5,         4,     2,
-            routing, 3,    DType::kF32, normalize, gated, gated ? Act::kSilu : Act::kRelu2,
-            true,    true, false,       -1,        0,     0.75f};
+        MoeCase c{"fd",    4,    6,           5,         4,     2,
+                  routing, 3,    DType::kF32, normalize, gated, gated ? Act::kSilu : Act::kRelu2,
+                  true,    true, false,       -1,        0,     0.75f};
+        if (routing == kNemotron) c = Grouped(c, 2, 1, 2.5f);
         SCOPED_TRACE(c.Describe());
         Rng rng(seed + n++);
         // Central differences with step 1e-6 must not change the routing.
@@ -588,7 +669,33 @@ TEST(MoeBackward, FiniteDifferences) {
       }
     }
   }
-  EXPECT_EQ(n, 6);
+  EXPECT_EQ(n, 10);
+}
+
+// kNemotron with every score tied (a zero router, a zero correction bias): the groups and the
+// experts go to the lower index, as the header says, and the weights are the equal sigmoids.
+TEST(MoeForward, SigmoidTiesGoToTheLowerIndex) {
+  Rng rng(FreshSeed());
+  MoeCase c = Grouped({"ties", 3, 16, 8, 8, 3, kNemotron, 0, DType::kF32, true}, 4, 2, 2.0f);
+  MoeProblem prob(c, rng);
+  prob.router.Fill(std::vector<double>(c.E * c.d, 0.0));
+  prob.score_bias.Fill(std::vector<double>(c.E, 0.0));
+  HostTensor out({c.T, c.d}, DType::kF32), index({c.T, c.k}, DType::kI32),
+      weight({c.T, c.k}, DType::kF32);
+  out.Poison();
+  weight.Poison();
+  ASSERT_TRUE(
+      MoeForward(prob.Inputs(), {out.view(), {}, {}, index.view(), weight.view()}, prob.Options())
+          .ok());
+  const int32_t* got = static_cast<const int32_t*>(index.data());
+  const std::vector<double> w = weight.ToDouble();
+  for (int64_t t = 0; t < c.T; ++t) {
+    // groups {0,1} {2,3} {4,5} {6,7}: groups 0 and 1 kept, experts 0, 1, 2 chosen.
+    for (int64_t j = 0; j < c.k; ++j) {
+      EXPECT_EQ(got[t * c.k + j], j) << t;
+      EXPECT_NEAR(w[t * c.k + j], 2.0 / 3.0, 1e-7) << t;  // 0.5 / 1.5, times 2
+    }
+  }
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ std::vector<SlotModel> SlotModels() {
       {"granite_dense", {}, "granitemoehybrid-dense"},
       {"bamba", {}, "bamba"},
       {"nemotron_h", {}, "nemotron_h"},
+      {"nemotron_h_moe", {}, "nemotron_h-moe"},
       {"falcon_h1", {}, "falcon_h1-norm"},
       {"jamba", {}, "jamba"},
       {"zamba2", {}, "zamba2"},

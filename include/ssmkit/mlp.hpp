@@ -19,19 +19,27 @@
 // [gate, up]; Zamba2's gate_up_proj) give two contiguous row ranges of one matrix
 // (SplitGateUp below), so nothing is copied.
 //
-// MoE (JambaSparseMoeBlock, GraniteMoeHybridMoE):
+// MoE (JambaSparseMoeBlock, GraniteMoeHybridMoE, NemotronHMoE):
 //
 //   logits[t,:] = x[t,:] W_r^T + router_bias                      (T, E), f32
 //   kSoftmaxTopK (Jamba):  p = softmax(logits[t,:]) over all E; S_t = top-k of p;
 //                          w[t,e] = p[e] for e in S_t (divided by their sum when
 //                          normalize_top_k: Mixtral's / Qwen's norm_topk_prob)
 //   kTopKSoftmax (Granite): S_t = top-k of logits[t,:]; w[t,:] = softmax over those k logits
+//   kSigmoidGroupTopK (Nemotron-H's NemotronHTopkRouter, DeepSeek-V3's):
+//                          s = sigmoid(logits[t,:]); c = s + score_correction_bias;
+//                          the E experts in `groups` groups of E/groups consecutive ones, each
+//                          group scored by the sum of its two largest c; the top_k_groups
+//                          best groups kept; S_t = top-k of c among the kept groups' experts;
+//                          w[t,e] = s[e] (not c) for e in S_t, divided by (their sum + 1e-20)
+//                          when normalize_top_k, times routed_scaling. The correction bias
+//                          only selects: no gradient reaches it (a buffer in transformers).
 //   out[t,:] = sum_{e in S_t, ascending e} w[t,e] * expert_e(x[t,:])  +  shared(x[t,:])
 //
-// each expert (and the optional shared expert) an MLP as above. Top-k ties go to the lower
-// expert index, NaN ranks above every number (torch.topk ranks NaN first too, and leaves the
-// order of exact ties unspecified). Tokens are grouped by expert with a counting sort (stable:
-// token order within an expert), so each expert's rows go through one matrix product, and
+// each expert (and the optional shared expert) an MLP as above. Top-k ties (of experts, and of
+// groups) go to the lower index, NaN ranks above every number (torch.topk ranks NaN first too, and
+// leaves the order of exact ties unspecified). Tokens are grouped by expert with a counting sort
+// (stable: token order within an expert), so each expert's rows go through one matrix product, and
 // scattered back in a fixed order: deterministic.
 //
 // Storage: x, out and every activation-sized tensor f32, rows possibly strided, the last
@@ -127,15 +135,23 @@ Status MlpBackward(const MlpInputs& inputs, const Tensor& dout, const MlpGrads& 
 // ------------------------------------------------------------------ mixture of experts
 
 enum class MoeRouting : uint8_t {
-  kSoftmaxTopK = 0,  // softmax over all E, then top-k of the probabilities (Jamba)
-  kTopKSoftmax = 1,  // top-k of the logits, then softmax over those k (GraniteMoe[Hybrid])
+  kSoftmaxTopK = 0,       // softmax over all E, then top-k of the probabilities (Jamba)
+  kTopKSoftmax = 1,       // top-k of the logits, then softmax over those k (GraniteMoe[Hybrid])
+  kSigmoidGroupTopK = 2,  // sigmoid, bias-corrected, group-limited top-k (Nemotron-H; above)
 };
 
 struct MoeOptions {
   int64_t top_k = 1;  // k, 1 <= k <= E
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
-  bool normalize_top_k = false;  // kSoftmaxTopK only: w /= sum of the k selected probabilities
-  MlpOptions mlp;                // activation and multipliers of every expert, shared one too
+  // kSoftmaxTopK: w /= sum of the k selected probabilities; kSigmoidGroupTopK: w /= (sum of
+  // the k selected sigmoids + 1e-20). Not with kTopKSoftmax.
+  bool normalize_top_k = false;
+  // kSigmoidGroupTopK only (the defaults for the others):
+  int64_t groups = 1;           // n_group: divides E, with E / groups >= 2
+  int64_t top_k_groups = 1;     // topk_group: 1 <= top_k_groups <= groups, and
+                                // k <= top_k_groups * E / groups
+  float routed_scaling = 1.0f;  // routed_scaling_factor: w *= it, finite
+  MlpOptions mlp;               // activation and multipliers of every expert, shared one too
 };
 
 struct MoeInputs {
@@ -147,6 +163,8 @@ struct MoeInputs {
   // tensors per expert, or slices of 3-D (E, 2F, d) / (E, d, F) tensors (SplitFusedExperts).
   std::span<const MlpWeights> experts;
   MlpWeights shared_expert;  // optional (all absent = none), its own hidden width F_s
+  // (E) f32: kSigmoidGroupTopK's e_score_correction_bias, required there and absent otherwise
+  Tensor score_correction_bias;
 };
 
 struct MoeOutputs {
@@ -173,7 +191,7 @@ struct MoeGrads {
 // from an auxiliary loss (absent = 0). The routing is recomputed from the inputs, bitwise as in
 // the forward for the same thread count. The gradient reaches the router through the routing
 // weights w; the top-k selection itself is piecewise constant and passes none (nor does it in
-// torch).
+// torch), so score_correction_bias has no gradient.
 Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& drouter_logits,
                    const MoeGrads& grads, const MoeOptions& options);
 
@@ -190,7 +208,8 @@ Status SplitGateUp(const Tensor& fused, Tensor* gate, Tensor* up);
 // experts[e].gate, .up, .down (biases untouched); experts.size() must be E. No copy.
 Status SplitFusedExperts(const Tensor& gate_up, const Tensor& down, std::span<MlpWeights> experts);
 // The same with gate and up stacked apart (GGUF files' ffn_gate_exps / ffn_up_exps): gate and
-// up (E, F, d), down (E, d, F).
+// up (E, F, d), down (E, d, F). gate absent: ungated experts (Nemotron-H's experts.up_proj /
+// experts.down_proj), their .gate left absent.
 Status SplitStackedExperts(const Tensor& gate, const Tensor& up, const Tensor& down,
                            std::span<MlpWeights> experts);
 

@@ -94,7 +94,14 @@ struct FeedForwardConfig {
   int64_t moe_intermediate = 0;
   int64_t shared_intermediate = 0;
   bool topk_then_softmax = false;  // Granite's routing; false: softmax then top-k (Jamba)
-  bool normalize_top_k = false;    // softmax-then-top-k only: renormalise the k weights
+  bool normalize_top_k = false;    // not with Granite's routing: renormalise the k weights
+  // Nemotron-H's routing (MoeRouting::kSigmoidGroupTopK, include/ssmkit/mlp.hpp): sigmoid
+  // scores plus a correction bias, the best top_k_groups of `groups` expert groups kept, the
+  // weights times routed_scaling.
+  bool sigmoid_groups = false;
+  int64_t groups = 1;
+  int64_t top_k_groups = 1;
+  float routed_scaling = 1.0f;
 };
 
 // Scalars the hybrid families multiply activations by (muP); 1 = absent.

@@ -47,7 +47,7 @@ struct MoeWorkspace {
   std::vector<float> logits;       // (T, E), when the caller does not want them
   std::vector<int32_t> index;      // (T, k)
   std::vector<float> weight;       // (T, k)
-  std::vector<float> scratch;      // B blocks of E + 2k
+  std::vector<float> scratch;      // B blocks of RouteScratchFloats (+ k)
   std::vector<int64_t> offsets;    // (E + 1): the chunk's rows of expert e start at offsets[e]
   std::vector<int64_t> fill;       // (E)
   std::vector<int64_t> row_token;  // (N): the token of each sorted row
@@ -99,10 +99,12 @@ Status Route(const MoeParams& p, float* logits, int64_t ld, MoeWorkspace& ws) {
   SSMKIT_RETURN_IF_ERROR(Linear(lp));
   int32_t* index = Grown(ws.index, T * k);
   float* weight = Grown(ws.weight, T * k);
-  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * E);
+  const int64_t per_block = RouteScratchFloats(E, k);
+  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * per_block);
   ParallelFor(T, [&](int64_t t0, int64_t t1, int block) {
     for (int64_t t = t0; t < t1; ++t) {
-      RouteToken(p.options, E, logits + t * ld, index + t * k, weight + t * k, scratch + block * E);
+      RouteToken(p.options, E, logits + t * ld, p.score_bias, index + t * k, weight + t * k,
+                 scratch + block * per_block);
     }
   });
   return Status::Ok();
@@ -280,7 +282,8 @@ Status MoeBackward(const MoeBackwardParams& p) {
   }
   if (p.has_shared) ZeroGrads(GradParamsOf(p.shared_grads), d, p.shared_weights.up.shape[0]);
   float* dlogits = Grown(ws.dlogits, T * E);
-  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * (E + 2 * k));
+  const int64_t per_block = RouteScratchFloats(E, k) + k;  // the routing's, then dweight (k)
+  float* scratch = Grown(ws.scratch, int64_t{NumThreads()} * per_block);
 
   const int64_t chunk = ChunkTokens(p);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
@@ -313,8 +316,8 @@ Status MoeBackward(const MoeBackwardParams& p) {
 
     // d logits of the chunk's tokens from d w (the sorted rows' drow_weight).
     MaybeParallel(C, C * E * 8, [&](int64_t c0, int64_t c1, int block) {
-      float* sc = scratch + block * (E + 2 * k);  // the routing's E + k
-      float* dweight = sc + E + k;                // (k)
+      float* sc = scratch + block * per_block;
+      float* dweight = sc + RouteScratchFloats(E, k);  // (k)
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t t = t0 + c;
         for (int64_t j = 0; j < k; ++j) dweight[j] = drow_weight[ws.slot_row[c * k + j]];

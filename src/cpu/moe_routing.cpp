@@ -7,11 +7,16 @@
 //   kSoftmaxTopK: w_j = p[S_j] (/ sum_i p[S_i] when normalised), p = softmax(logits):
 //     dp[S_j] = dw_j, or (dw_j - sum_i w_i dw_i) / sum_i p[S_i] when normalised; 0 elsewhere
 //     dlogits[e] = p[e] (dp[e] - sum_j p[S_j] dp[S_j])
-// Each (dq_j - sum_i q_i dq_i) is evaluated as dq_j sum_{e != j} q_e - sum_{i != j} q_i dq_i
-// (SoftmaxInner), so that a weight near 1 (one dominant expert) does not lose its logit's
+//   kSigmoidGroupTopK: w_j = a s[S_j] (/ (sum_i s[S_i] + 1e-20) when normalised), s = sigmoid:
+//     ds[S_j] = a dw_j, or a (dw_j - sum_i q_i dw_i) / (sum_i s[S_i] + 1e-20) with
+//     q_i = s[S_i] / (sum + 1e-20) when normalised; dlogits[S_j] = ds[S_j] s (1 - s), 0 elsewhere,
+//     1 - s taken as sigmoid(-logit) so that a saturated s keeps its small gradient
+// Each (dq_j - sum_i q_i dq_i) of a softmax is evaluated as dq_j sum_{e != j} q_e - sum_{i != j}
+// q_i dq_i (SoftmaxInner), so that a weight near 1 (one dominant expert) does not lose its logit's
 // small gradient to 1 minus a rounded 1.
 #include "cpu/moe_routing.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ssmkit::cpu {
@@ -57,11 +62,75 @@ float SoftmaxInner(const float* q, int64_t n, const int32_t* idx, const float* d
   return dq[i] * rest - others;
 }
 
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// The sum of the two largest of v (n >= 2), ranked as TopK ranks.
+float TopTwoSum(const float* v, int64_t n) {
+  int32_t best[2];
+  TopK(v, n, 2, best);
+  return v[best[0]] + v[best[1]];
+}
+
+// kSigmoidGroupTopK (include/ssmkit/mlp.hpp). scratch: 2E + groups floats.
+void RouteSigmoidGroups(const MoeOptions& options, int64_t E, const float* logits,
+                        const float* score_bias, int32_t* index, float* weight, float* scratch) {
+  const int64_t k = options.top_k, G = options.groups, per_group = E / G;
+  float* s = scratch;               // (E) sigmoid scores
+  float* choice = scratch + E;      // (E) s + bias, -inf outside the kept groups
+  float* group_score = choice + E;  // (G)
+  for (int64_t e = 0; e < E; ++e) {
+    s[e] = Sigmoid(logits[e]);
+    choice[e] = s[e] + score_bias[e];
+  }
+  for (int64_t g = 0; g < G; ++g) group_score[g] = TopTwoSum(choice + g * per_group, per_group);
+  // Group g is kept when fewer than top_k_groups groups rank above it (TopK's order).
+  for (int64_t g = 0; g < G; ++g) {
+    int64_t above = 0;
+    for (int64_t h = 0; h < G; ++h) {
+      above += h != g && RanksAbove(group_score[h], static_cast<int32_t>(h), group_score[g],
+                                    static_cast<int32_t>(g));
+    }
+    if (above < options.top_k_groups) continue;
+    std::fill(choice + g * per_group, choice + (g + 1) * per_group, -INFINITY);
+  }
+  TopK(choice, E, k, index);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) sum += weight[j] = s[index[j]];
+  const float denominator = sum + 1e-20f;
+  for (int64_t j = 0; j < k; ++j) {
+    if (options.normalize_top_k) weight[j] /= denominator;
+    weight[j] *= options.routed_scaling;
+  }
+}
+
+void RouteSigmoidGroupsBackward(const MoeOptions& options, int64_t E, const float* logits,
+                                const int32_t* index, const float* dweight, float* dlogits) {
+  const int64_t k = options.top_k;
+  const float a = options.routed_scaling;
+  float sum = 0.0f, qdw = 0.0f;
+  for (int64_t j = 0; j < k; ++j) sum += Sigmoid(logits[index[j]]);
+  const float denominator = sum + 1e-20f;
+  for (int64_t j = 0; j < k; ++j) qdw += Sigmoid(logits[index[j]]) / denominator * dweight[j];
+  for (int64_t e = 0; e < E; ++e) dlogits[e] = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    const float x = logits[index[j]];
+    const float ds =
+        options.normalize_top_k ? a * (dweight[j] - qdw) / denominator : a * dweight[j];
+    dlogits[index[j]] = ds * Sigmoid(x) * Sigmoid(-x);
+  }
+}
+
 }  // namespace
 
-void RouteToken(const MoeOptions& options, int64_t E, const float* logits, int32_t* index,
-                float* weight, float* scratch) {
+int64_t RouteScratchFloats(int64_t E, int64_t k) { return 3 * E + k; }
+
+void RouteToken(const MoeOptions& options, int64_t E, const float* logits, const float* score_bias,
+                int32_t* index, float* weight, float* scratch) {
   const int64_t k = options.top_k;
+  if (options.routing == MoeRouting::kSigmoidGroupTopK) {
+    RouteSigmoidGroups(options, E, logits, score_bias, index, weight, scratch);
+    return;
+  }
   if (options.routing == MoeRouting::kTopKSoftmax) {
     TopK(logits, E, k, index);
     for (int64_t j = 0; j < k; ++j) scratch[j] = logits[index[j]];
@@ -81,6 +150,10 @@ void RouteTokenBackward(const MoeOptions& options, int64_t E, const float* logit
                         const int32_t* index, const float* weight, const float* dweight,
                         float* dlogits, float* scratch) {
   const int64_t k = options.top_k;
+  if (options.routing == MoeRouting::kSigmoidGroupTopK) {
+    RouteSigmoidGroupsBackward(options, E, logits, index, dweight, dlogits);
+    return;
+  }
   for (int64_t e = 0; e < E; ++e) dlogits[e] = 0.0f;
   if (options.routing == MoeRouting::kTopKSoftmax) {
     for (int64_t j = 0; j < k; ++j) {

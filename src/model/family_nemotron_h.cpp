@@ -1,13 +1,17 @@
 // NemotronHForCausalLM (NVIDIA's Nemotron-H): a list of blocks, each an RMSNorm -> one mixer:
-// Mamba-2 ("M"), attention without position embedding ("*") or an ungated MLP with relu2 ("-")
-// (MoE blocks, "E", route by sigmoid scores over expert groups with latent projections: not
-// supported, an error). The list is layers_block_type (as transformers 5 writes it; also the
-// older "mamba" / "attention" spellings) or the hub files' hybrid_override_pattern string.
+// Mamba-2 ("M"), attention without position embedding ("*"), an ungated MLP with relu2 ("-")
+// or a mixture of ungated experts ("E": NemotronHMoE, Nemotron 3) routed by sigmoid scores over
+// expert groups (MoeRouting::kSigmoidGroupTopK) plus a shared expert; its latent projections
+// (moe_latent_size) are not supported, an error. The list is layers_block_type (as
+// transformers 5 writes it; also the older "mamba" / "attention" spellings) or the hub files'
+// hybrid_override_pattern string.
 // The Mamba-2 mixer clamps dt to [time_step_min, inf) in prefill (its time_step_limit key is
-// unused) and has d_inner = mamba_num_heads * mamba_head_dim.
+// unused) and has d_inner = mamba_num_heads * mamba_head_dim. The MoE's experts have no biases
+// whatever mlp_bias says (NemotronHExperts); its shared expert is an MLP like "-"'s.
 // transformers' configuration_nemotron_h.py / modeling_nemotron_h.py. Tensors under
 // "backbone." (the hub files, and what save_pretrained writes) or "model." (transformers 5 in
 // memory).
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -20,6 +24,51 @@ namespace {
 // one into the new).
 const char* KeyOf(const Reader& r, const char* key, const char* old) {
   return !r.Has(key) && r.Has(old) ? old : key;
+}
+
+// The MoE keys, with NemotronHConfig's defaults.
+Status ReadMoe(const Reader& r, FeedForwardConfig* f) {
+  f->num_experts = 8;
+  f->top_k = 2;
+  f->moe_intermediate = 7688;
+  f->shared_intermediate = 7688;
+  f->normalize_top_k = true;
+  f->sigmoid_groups = true;
+  f->groups = f->top_k_groups = 1;
+  f->routed_scaling = 1.0f;
+  // attribute_map: num_local_experts is n_routed_experts.
+  SSMKIT_RETURN_IF_ERROR(r.Int(KeyOf(r, "n_routed_experts", "num_local_experts"), &f->num_experts));
+  SSMKIT_RETURN_IF_ERROR(r.Int("num_experts_per_tok", &f->top_k));
+  SSMKIT_RETURN_IF_ERROR(r.Int("moe_intermediate_size", &f->moe_intermediate));
+  SSMKIT_RETURN_IF_ERROR(r.Int("moe_shared_expert_intermediate_size", &f->shared_intermediate));
+  SSMKIT_RETURN_IF_ERROR(r.Bool("norm_topk_prob", &f->normalize_top_k));
+  SSMKIT_RETURN_IF_ERROR(r.Int("n_group", &f->groups));
+  SSMKIT_RETURN_IF_ERROR(r.Int("topk_group", &f->top_k_groups));
+  SSMKIT_RETURN_IF_ERROR(r.Float("routed_scaling_factor", &f->routed_scaling));
+  if (r.Has("moe_latent_size") && !r.json().at("moe_latent_size").is_null()) {
+    return Status::Unsupported(r.file() +
+                               ": moe_latent_size: the MoE's latent projections "
+                               "(fc1_latent_proj / fc2_latent_proj) are not supported");
+  }
+  // A key left at its default has no value in the file to quote.
+  auto wrong = [&](const char* key, const std::string& expected) {
+    if (r.Has(key)) return r.Wrong(key, expected);
+    return Status::InvalidArgument(r.file() + ": " + key + ": expected " + expected +
+                                   ", given its default");
+  };
+  const int64_t E = f->num_experts, G = f->groups;
+  if (G < 1 || E % G != 0 || E / G < 2) {
+    return wrong("n_group", "a divisor of n_routed_experts = " + std::to_string(E) +
+                                " leaving >= 2 experts per group");
+  }
+  if (f->top_k_groups < 1 || f->top_k_groups > G) {
+    return wrong("topk_group", "in [1, n_group = " + std::to_string(G) + "]");
+  }
+  if (f->top_k > f->top_k_groups * (E / G)) {
+    return wrong("num_experts_per_tok", "at most the experts of the topk_group kept groups (" +
+                                            std::to_string(f->top_k_groups * (E / G)) + ")");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -55,11 +104,6 @@ Status ParseNemotronH(const Reader& r, ModelConfig* c) {
   SSMKIT_RETURN_IF_ERROR(r.Bool("mlp_bias", &f.bias));
 
   std::vector<BlockKind> kinds;
-  auto unsupported_moe = [&]() {
-    return Status::Unsupported(r.file() +
-                               ": MoE layers (\"E\" / \"moe\"): Nemotron-H's grouped sigmoid "
-                               "routing is not supported");
-  };
   if (r.Has("layers_block_type") || r.Has("layer_types")) {
     const char* key = r.Has("layers_block_type") ? "layers_block_type" : "layer_types";
     const Json& list = r.json().at(key);
@@ -73,7 +117,7 @@ Status ParseNemotronH(const Reader& r, ModelConfig* c) {
       } else if (s == "mlp") {
         kinds.push_back(BlockKind::kMlp);
       } else if (s == "moe") {
-        return unsupported_moe();
+        kinds.push_back(BlockKind::kMoe);
       } else {
         return r.Wrong(key, "\"linear_attention\", \"full_attention\", \"mlp\" or \"moe\" entries");
       }
@@ -89,13 +133,16 @@ Status ParseNemotronH(const Reader& r, ModelConfig* c) {
       } else if (ch == '-') {
         kinds.push_back(BlockKind::kMlp);
       } else if (ch == 'E') {
-        return unsupported_moe();
+        kinds.push_back(BlockKind::kMoe);
       } else {
         return r.Wrong("hybrid_override_pattern", "a string of M, *, - and E");
       }
     }
-  } else {
-    return unsupported_moe();  // the class's default list has an MoE layer
+  } else {  // the class's default list
+    kinds = {BlockKind::kMamba2, BlockKind::kMoe, BlockKind::kAttention, BlockKind::kMlp};
+  }
+  if (std::find(kinds.begin(), kinds.end(), BlockKind::kMoe) != kinds.end()) {
+    SSMKIT_RETURN_IF_ERROR(ReadMoe(r, &f));
   }
   c->n_layer = static_cast<int64_t>(kinds.size());
   for (int64_t i = 0; i < c->n_layer; ++i) c->blocks.push_back({kinds[i], i});
@@ -114,6 +161,23 @@ void PlanNemotronH(Planner& p, ModelWeights* w) {
       p.Mamba2(l + "mixer.", &b.mamba2);
     } else if (b.spec.kind == BlockKind::kAttention) {
       p.Attention(l + "mixer.", &b.attention);
+    } else if (b.spec.kind == BlockKind::kMoe) {
+      const std::string m = l + "mixer.";
+      const int64_t E = c.ffn.num_experts;
+      p.Matrix({m + "gate.weight"}, {E, d}, &b.ffn.router);
+      p.Vector({m + "gate.e_score_correction_bias"}, {E}, &b.ffn.score_correction_bias);
+      if (p.Has(m + "experts.up_proj")) {  // transformers 5 in memory: (E, F, d), (E, d, F)
+        p.StackedExperts(m + "experts.", &b.ffn);
+      } else {  // the hub files and save_pretrained: one (F, d) / (d, F) pair per expert
+        const int64_t F = c.ffn.moe_intermediate;
+        b.ffn.experts.assign(static_cast<size_t>(E), MlpWeights{});
+        for (int64_t e = 0; e < E; ++e) {
+          const std::string x = m + "experts." + std::to_string(e) + ".";
+          p.Matrix({x + "up_proj.weight"}, {F, d}, &b.ffn.experts[e].up);
+          p.Matrix({x + "down_proj.weight"}, {d, F}, &b.ffn.experts[e].down);
+        }
+      }
+      p.Mlp(m + "shared_experts.", c.ffn.shared_intermediate, false, &b.ffn.shared_expert);
     } else {
       p.Mlp(l + "mixer.", c.ffn.intermediate, false, &b.ffn.mlp);
     }

@@ -55,12 +55,20 @@ Status MoeBlockForward(const ModelConfig& c, const FeedForwardWeights& w, int64_
   in.router_weight = w.router;
   in.experts = w.experts;
   in.shared_expert = w.shared_expert;
+  in.score_correction_bias = w.score_correction_bias;
   MoeOutputs outputs;
   outputs.out = Rows(out, T, d, d);
   MoeOptions o;
   o.top_k = c.ffn.top_k;
-  o.routing = c.ffn.topk_then_softmax ? MoeRouting::kTopKSoftmax : MoeRouting::kSoftmaxTopK;
+  o.routing = c.ffn.sigmoid_groups      ? MoeRouting::kSigmoidGroupTopK
+              : c.ffn.topk_then_softmax ? MoeRouting::kTopKSoftmax
+                                        : MoeRouting::kSoftmaxTopK;
   o.normalize_top_k = c.ffn.normalize_top_k;
+  if (c.ffn.sigmoid_groups) {
+    o.groups = c.ffn.groups;
+    o.top_k_groups = c.ffn.top_k_groups;
+    o.routed_scaling = c.ffn.routed_scaling;
+  }
   o.mlp = Options(c);
   return MoeForward(in, outputs, o);
 }

@@ -90,7 +90,7 @@ void Planner::SplitExperts(FeedForwardWeights* f) {
 
 void Planner::StackedExperts(const std::string& p, FeedForwardWeights* f) {
   const int64_t E = c_.ffn.num_experts, F = c_.ffn.moe_intermediate, d = c_.d_model;
-  Matrix({p + "gate_proj"}, {E, F, d}, &f->experts_gate);
+  if (c_.ffn.gated) Matrix({p + "gate_proj"}, {E, F, d}, &f->experts_gate);
   Matrix({p + "up_proj"}, {E, F, d}, &f->experts_up);
   Matrix({p + "down_proj"}, {E, d, F}, &f->experts_down);
   f->experts.assign(static_cast<size_t>(E), MlpWeights{});

@@ -1,6 +1,7 @@
 // MoeForward / MoeBackward: argument checking, then the CPU backend; the view of 3-D expert
 // tensors. Every rule here has a test in tests/mlp_errors_test.cpp.
 // Dimension legend: T rows, d model width, F expert hidden width, E experts, k per token.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,59 @@ bool AnyDefined(const MlpWeights& w) {
          w.up_bias.defined() || w.down_bias.defined();
 }
 
+// kSigmoidGroupTopK's options and correction bias; the defaults and no bias for the others.
+Status CheckGroupRouting(const MoeInputs& in, const MoeOptions& o, int64_t E) {
+  const Tensor& bias = in.score_correction_bias;
+  if (o.routing != MoeRouting::kSigmoidGroupTopK) {
+    const char* why = "the default with softmax routing (kSigmoidGroupTopK only)";
+    if (o.groups != 1)
+      return check::Mismatch(kOp, "options.groups", std::string("1, ") + why,
+                             std::to_string(o.groups));
+    if (o.top_k_groups != 1) {
+      return check::Mismatch(kOp, "options.top_k_groups", std::string("1, ") + why,
+                             std::to_string(o.top_k_groups));
+    }
+    if (o.routed_scaling != 1.0f) {
+      return check::Mismatch(kOp, "options.routed_scaling", std::string("1, ") + why,
+                             std::to_string(o.routed_scaling));
+    }
+    if (!bias.defined()) return Status::Ok();
+    return check::Mismatch(kOp, "score_correction_bias",
+                           "no tensor with softmax routing (kSigmoidGroupTopK only)",
+                           "a tensor of shape " + bias.shape_string());
+  }
+  if (!bias.defined()) {
+    return check::Mismatch(kOp, "score_correction_bias",
+                           "a tensor (E) with kSigmoidGroupTopK (zeros for none)", "null");
+  }
+  SSMKIT_RETURN_IF_ERROR(
+      check::Tensor(kOp, "score_correction_bias", bias, {"(E)", {E}}, {DType::kF32}));
+  if (o.groups < 1 || E % o.groups != 0 || E / o.groups < 2) {
+    return check::Mismatch(kOp, "options.groups",
+                           "a divisor of E = " + std::to_string(E) +
+                               " leaving >= 2 experts per group (each group is scored by its "
+                               "two best)",
+                           std::to_string(o.groups));
+  }
+  if (o.top_k_groups < 1 || o.top_k_groups > o.groups) {
+    return check::Mismatch(kOp, "options.top_k_groups",
+                           "1 <= top_k_groups <= groups = " + std::to_string(o.groups),
+                           std::to_string(o.top_k_groups));
+  }
+  const int64_t kept = o.top_k_groups * (E / o.groups);
+  if (o.top_k > kept) {
+    return check::Mismatch(kOp, "options.top_k",
+                           "<= the " + std::to_string(kept) + " experts of the top_k_groups = " +
+                               std::to_string(o.top_k_groups) + " kept groups",
+                           std::to_string(o.top_k));
+  }
+  if (!std::isfinite(o.routed_scaling)) {
+    return check::Mismatch(kOp, "options.routed_scaling", "a finite number",
+                           std::to_string(o.routed_scaling));
+  }
+  return Status::Ok();
+}
+
 // The inputs and options; fills everything in p but the outputs.
 Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p) {
   int64_t T = 0, d = 0;
@@ -37,14 +91,16 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
     return check::Mismatch(kOp, "options.top_k", "1 <= k <= E = " + std::to_string(E),
                            std::to_string(options.top_k));
   }
-  if (options.routing != MoeRouting::kSoftmaxTopK && options.routing != MoeRouting::kTopKSoftmax) {
+  if (options.routing != MoeRouting::kSoftmaxTopK && options.routing != MoeRouting::kTopKSoftmax &&
+      options.routing != MoeRouting::kSigmoidGroupTopK) {
     return check::Mismatch(kOp, "options.routing", "a MoeRouting value",
                            std::to_string(static_cast<int>(options.routing)));
   }
-  if (options.normalize_top_k && options.routing != MoeRouting::kSoftmaxTopK) {
+  if (options.normalize_top_k && options.routing == MoeRouting::kTopKSoftmax) {
     return check::Mismatch(kOp, "options.normalize_top_k",
                            "false with kTopKSoftmax (its weights sum to 1 already)", "true");
   }
+  SSMKIT_RETURN_IF_ERROR(CheckGroupRouting(in, options, E));
 
   if (static_cast<int64_t>(in.experts.size()) != E) {
     return check::Mismatch(kOp, "experts", "E = " + std::to_string(E) + " entries (router_weight)",
@@ -91,6 +147,7 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
   p->router_weight = rw.data;
   p->router_dtype = rw.dtype;
   p->router_bias = static_cast<const float*>(in.router_bias.data);
+  p->score_bias = static_cast<const float*>(in.score_correction_bias.data);
   p->expert_weights = in.experts;
   p->shared_weights = in.shared_expert;
   return Status::Ok();
@@ -102,6 +159,7 @@ void InputArgs(const MoeInputs& in, std::vector<check::Arg>& args) {
   args.push_back({"x", -1, nullptr, &in.x});
   args.push_back({"router_weight", -1, nullptr, &in.router_weight});
   args.push_back({"router_bias", -1, nullptr, &in.router_bias});
+  args.push_back({"score_correction_bias", -1, nullptr, &in.score_correction_bias});
   for (int64_t e = 0; e < static_cast<int64_t>(in.experts.size()); ++e) {
     check::AddWeights(args, "experts", e, in.experts[e]);
   }
@@ -293,12 +351,13 @@ Status SplitStackedExperts(const Tensor& gate, const Tensor& up, const Tensor& d
   if (E < 1 || F < 1 || d < 1) {
     return check::Mismatch(kSplit, "up", "(E, F, d) with E, F, d >= 1", up.shape_string());
   }
-  SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "gate", gate, {"(E, F, d)", {E, F, d}}));
+  if (gate.defined())
+    SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "gate", gate, {"(E, F, d)", {E, F, d}}));
   SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "up", up, {"(E, F, d)", {E, F, d}}));
   SSMKIT_RETURN_IF_ERROR(Stacked(kSplit, "down", down, {"(E, d, F)", {E, d, F}}));
   SSMKIT_RETURN_IF_ERROR(ExpertCount(kSplit, E, experts));
   for (int64_t e = 0; e < E; ++e) {
-    experts[e].gate = ExpertRows(gate, e, 0, F);
+    experts[e].gate = gate.defined() ? ExpertRows(gate, e, 0, F) : Tensor{};
     experts[e].up = ExpertRows(up, e, 0, F);
     experts[e].down = ExpertRows(down, e, 0, d);
   }

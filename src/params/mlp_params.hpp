@@ -94,6 +94,7 @@ struct MoeParams {
   const void* router_weight = nullptr;  // (E, d)
   DType router_dtype = DType::kF32;
   const float* router_bias = nullptr;          // (E)
+  const float* score_bias = nullptr;           // (E): kSigmoidGroupTopK's correction bias
   std::span<const MlpWeights> expert_weights;  // E, checked
   bool has_shared = false;
   MlpWeights shared_weights;

@@ -165,10 +165,59 @@ double SoftmaxInner(const double* q, int64_t n, const int64_t* idx, const double
   return dq[i] * rest - others;
 }
 
+// kSigmoidGroupTopK, written as transformers' NemotronHTopkRouter reads: group scores from
+// the two best corrected scores of each group, the best groups kept, the rest masked to -inf,
+// top-k of what is left; the weights are the uncorrected sigmoids.
+void RouteSigmoidGroups(const MoeShape& s, const double* logits, const double* score_bias,
+                        int64_t* index, double* weight) {
+  const int64_t per_group = s.E / s.groups;
+  std::vector<double> sig(s.E), choice(s.E), group_score(s.groups);
+  for (int64_t e = 0; e < s.E; ++e) {
+    sig[e] = Sigmoid(logits[e]);
+    choice[e] = sig[e] + score_bias[e];
+  }
+  for (int64_t g = 0; g < s.groups; ++g) {
+    int64_t best[2];
+    TopK(choice.data() + g * per_group, per_group, 2, best);
+    group_score[g] = choice[g * per_group + best[0]] + choice[g * per_group + best[1]];
+  }
+  std::vector<int64_t> kept(s.top_k_groups);
+  TopK(group_score.data(), s.groups, s.top_k_groups, kept.data());
+  std::vector<double> masked(s.E, -INFINITY);
+  for (int64_t g : kept) {
+    std::copy_n(choice.begin() + g * per_group, per_group, masked.begin() + g * per_group);
+  }
+  TopK(masked.data(), s.E, s.k, index);
+  double sum = 0.0;
+  for (int64_t j = 0; j < s.k; ++j) sum += weight[j] = sig[index[j]];
+  for (int64_t j = 0; j < s.k; ++j) {
+    if (s.normalize_top_k) weight[j] /= sum + 1e-20;
+    weight[j] *= s.routed_scaling;
+  }
+}
+
+// w_j = a sig_j / (S + 1e-20) (normalised) or a sig_j: d sig_j, then times sig (1 - sig).
+void RouteSigmoidGroupsBackward(const MoeShape& s, const double* logits, const int64_t* index,
+                                const double* dw, double* dlogits) {
+  double sum = 0.0, qdw = 0.0;
+  for (int64_t j = 0; j < s.k; ++j) sum += Sigmoid(logits[index[j]]);
+  for (int64_t j = 0; j < s.k; ++j) qdw += Sigmoid(logits[index[j]]) / (sum + 1e-20) * dw[j];
+  for (int64_t j = 0; j < s.k; ++j) {
+    const double x = logits[index[j]];
+    const double ds =
+        s.routed_scaling * (s.normalize_top_k ? (dw[j] - qdw) / (sum + 1e-20) : dw[j]);
+    dlogits[index[j]] = ds * Sigmoid(x) * Sigmoid(-x);
+  }
+}
+
 // dlogits (E) from the gradient dw (k) of one token's routing weights.
 void RouteBackward(const MoeShape& s, const double* logits, const int64_t* index,
                    const double* weight, const double* dw, double* dlogits) {
   std::fill(dlogits, dlogits + s.E, 0.0);
+  if (s.routing == MoeRouting::kSigmoidGroupTopK) {
+    RouteSigmoidGroupsBackward(s, logits, index, dw, dlogits);
+    return;
+  }
   if (s.routing == MoeRouting::kTopKSoftmax) {
     for (int64_t j = 0; j < s.k; ++j) {
       dlogits[index[j]] = weight[j] * SoftmaxInner(weight, s.k, nullptr, dw, s.k, j);
@@ -260,7 +309,12 @@ void MlpBackward(const MlpShape& s, int64_t T, const double* x, const MlpWeights
   }
 }
 
-void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight) {
+void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight,
+              const double* score_bias) {
+  if (s.routing == MoeRouting::kSigmoidGroupTopK) {
+    RouteSigmoidGroups(s, logits, score_bias, index, weight);
+    return;
+  }
   if (s.routing == MoeRouting::kTopKSoftmax) {
     TopK(logits, s.E, s.k, index);
     std::vector<double> chosen(s.k);
@@ -287,7 +341,7 @@ void MoeForward(const MoeShape& s, int64_t T, const MoeInputs& in, double* out,
   for (int64_t t = 0; t < T; ++t) {
     const double* x = in.x + t * d;
     RouterLogits(s, in, x, logits.data());
-    MoeRoute(s, logits.data(), index.data(), weight.data());
+    MoeRoute(s, logits.data(), index.data(), weight.data(), in.score_bias);
     double* o = out + t * d;
     std::fill(o, o + d, 0.0);
     for (int64_t e = 0; e < E; ++e) {  // ascending expert order, as the op sums
@@ -324,7 +378,7 @@ void MoeBackward(const MoeShape& s, int64_t T, const MoeInputs& in, const double
     const double* x = in.x + t * d;
     const double* dot = dout + t * d;
     RouterLogits(s, in, x, logits.data());
-    MoeRoute(s, logits.data(), index.data(), weight.data());
+    MoeRoute(s, logits.data(), index.data(), weight.data(), in.score_bias);
     std::fill(dx.begin(), dx.end(), 0.0);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t e = index[j];

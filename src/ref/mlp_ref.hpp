@@ -51,21 +51,25 @@ struct MoeShape {
   int64_t d = 1, E = 1, k = 1;
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
   bool normalize_top_k = false;
-  MlpShape expert;       // F: the routed experts' width
-  int64_t shared_F = 0;  // 0: no shared expert
+  int64_t groups = 1, top_k_groups = 1;  // kSigmoidGroupTopK
+  double routed_scaling = 1.0;           // kSigmoidGroupTopK
+  MlpShape expert;                       // F: the routed experts' width
+  int64_t shared_F = 0;                  // 0: no shared expert
 };
 
 struct MoeInputs {
   const double* x = nullptr;              // (T, d)
   const double* router_weight = nullptr;  // (E, d)
   const double* router_bias = nullptr;    // (E) or nullptr
+  const double* score_bias = nullptr;     // (E): kSigmoidGroupTopK's correction bias
   std::vector<MlpWeights> experts;        // E
   MlpWeights shared;                      // used when shared_F > 0
 };
 
 // One token's routing from its E logits: the k selected experts, best first (ties to the
-// lower index, NaN first), and their weights.
-void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight);
+// lower index, NaN first), and their weights. score_bias (E): kSigmoidGroupTopK's.
+void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight,
+              const double* score_bias = nullptr);
 
 // out (T, d); router_logits (T, E), counts (E), top_index (T, k), top_weight (T, k): each
 // optional (nullptr).
