@@ -43,6 +43,8 @@ Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadNemotronHGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapNemotronHGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
+Status ReadJambaGgufConfig(const GgufFile& f, ModelConfig* c);
+GgufTensorName MapJambaGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 
 // Helpers the architectures share (model/gguf_arch_common.cpp).
 

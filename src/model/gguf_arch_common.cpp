@@ -15,6 +15,7 @@ const GgufArch kArchs[] = {
     {"granitehybrid", ReadGraniteHybridGgufConfig, MapGraniteHybridGguf},
     {"falcon-h1", ReadFalconH1GgufConfig, MapFalconH1Gguf},
     {"nemotron_h", ReadNemotronHGgufConfig, MapNemotronHGguf},
+    {"jamba", ReadJambaGgufConfig, MapJambaGguf},
 };
 
 constexpr GgufNamePair kAttention[] = {
