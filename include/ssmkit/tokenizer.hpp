@@ -1,7 +1,8 @@
 // Tokenizers for the checkpoints: Hugging Face tokenizer.json BPE (byte-level, GPT-2 / GPT-NeoX
 // style, with the GPT-2 regex or a Split by the model's own, as the Mamba and most hybrid
-// checkpoints use; and SentencePiece-style with byte fallback, as Jamba and Zamba2 use) and a
-// raw-byte tokenizer (vocab 256).
+// checkpoints use; and SentencePiece-style with byte fallback, as Jamba and Zamba2 use), a GGUF
+// file's SentencePiece vocabulary (src/model/spm_tokenizer.hpp), and a raw-byte tokenizer
+// (vocab 256).
 //
 // BPE, as the `tokenizers` package runs it:
 //   1. added tokens that are not normalized (the special ones) are split out of the raw text,
@@ -44,7 +45,8 @@ class Tokenizer {
   // The tokenizer of the checkpoint in `model_dir`: its tokenizer.json, or, when it has none
   // and the model's vocabulary has at most 256 rows (a byte-level model such as the built-in
   // one), Bytes(). Fails naming the directory otherwise. A GGUF file instead of a directory:
-  // the tokenizer its metadata describes (tokenizer.ggml.*, a "gpt2" byte-level BPE).
+  // the tokenizer its metadata describes (tokenizer.ggml.*: a "gpt2" byte-level BPE, or a
+  // "llama" SentencePiece vocabulary tokenized as llama.cpp does, docs/gguf.md).
   static Status ForModel(const std::string& model_dir, int64_t model_vocab_size,
                          std::unique_ptr<Tokenizer>* tokenizer);
 

@@ -12,7 +12,8 @@ from ._ssmkit import InvalidArgumentError, _Generator, _Tokenizer
 
 
 class Tokenizer:
-    """A Hugging Face tokenizer.json (byte-level BPE) or raw bytes (token i is byte i)."""
+    """A Hugging Face tokenizer.json (BPE), a GGUF file's vocabulary (model.tokenizer), or raw
+    bytes (token i is byte i)."""
 
     def __init__(self, handle):
         if not isinstance(handle, _Tokenizer):

@@ -226,6 +226,51 @@ NEMOTRON_H_MOE_KEYS = (
     "num_nextn_predict_layers")
 
 
+# jamba's per-layer names: the Mamba-1 mixer with Jamba's RMSNorms on dt, B and C, attention,
+# then the MLP or the experts' router; the experts, stacked apart by the converter, are fused
+# again as transformers holds them (JAMBA_FUSED).
+JAMBA_LAYER = {k: v for k, v in GRANITE_MIXER.items() if k not in ("ssm_dt.bias", "ssm_norm.weight")}
+JAMBA_LAYER.update({
+    "ssm_x.weight": "mamba.x_proj.weight", "ssm_dt.weight": "mamba.dt_proj.weight",
+    "ssm_dt.bias": "mamba.dt_proj.bias", "ssm_dt_norm.weight": "mamba.dt_layernorm.weight",
+    "ssm_b_norm.weight": "mamba.b_layernorm.weight",
+    "ssm_c_norm.weight": "mamba.c_layernorm.weight",
+    "ffn_norm.weight": "pre_ff_layernorm.weight",
+    "ffn_gate_inp.weight": "feed_forward.router.weight",
+    "ffn_down_exps.weight": "feed_forward.experts.down_proj",
+})
+for _w in ("gate", "up", "down"):
+    JAMBA_LAYER[f"ffn_{_w}.weight"] = f"feed_forward.{_w}_proj.weight"
+JAMBA_FUSED = {
+    "feed_forward.experts.gate_up_proj": (["ffn_gate_exps.weight", "ffn_up_exps.weight"], 1),
+}
+
+
+def sentencepiece_vocabulary(path, model_dir):
+    """Gives the "llama" vocabulary of a jamba file converted from the fixture's tokenizer.json
+    alone what a conversion from a SentencePiece model of the same tokenizer writes, in place
+    (same sizes). Without a tokenizer.model the converter reads tokenizer.json through its
+    LlamaHfVocab, which scores every token -1000 and writes add_space_prefix false, so the
+    file's tokenizer is not transformers': with equal scores llama.cpp's SentencePiece merging
+    takes the leftmost pair instead of the one the BPE merges rank first, and no "▁" goes before
+    the text. A SentencePiece BPE model scores each merged piece by its merge's rank (-rank
+    here) and says add_dummy_prefix, which the fixture's Prepend("▁") normalizer stands for."""
+    gguf = gguf_py()
+    with open(os.path.join(model_dir, "tokenizer.json")) as f:
+        model = json.load(f)["model"]
+    rank = {model["vocab"][a + b]: r for r, (a, b) in enumerate(model["merges"])}
+    reader = gguf.GGUFReader(path, "r+")
+    scores = reader.fields["tokenizer.ggml.scores"]
+    for token, part in enumerate(scores.data):
+        if token in rank:
+            scores.parts[part][0] = -float(rank[token])
+    prefix = reader.fields["tokenizer.ggml.add_space_prefix"]
+    prefix.parts[prefix.data[0]][0] = True
+    reader.data.flush()
+    del reader
+    return path
+
+
 def unpermute_rows(w, heads):
     """The inverse of the converter's Q / K row order for llama.cpp's rope: within each head the
     stored rows are the two halves interleaved."""
@@ -235,19 +280,20 @@ def unpermute_rows(w, heads):
 
 
 def hybrid_state_dict(path, config):
-    """{transformers name: float32 array} of a granitehybrid, falcon-h1 or nemotron_h GGUF file
-    written from
-    the checkpoint whose config.json is `config` (a dict), every tensor dequantized with gguf-py
-    and every conversion step undone: A = -exp(A_log) back to A_log, the conv weight's squeezed
-    axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back (granitehybrid,
-    nemotron_h), the split
-    gate / up tensors fused again as transformers holds them. Falcon-H1's multipliers stay
-    folded into its weights (FALCON_H1_UNIT_MULTIPLIERS)."""
+    """{transformers name: float32 array} of a granitehybrid, falcon-h1, nemotron_h or jamba GGUF
+    file written from the checkpoint whose config.json is `config` (a dict), every tensor
+    dequantized with gguf-py and every conversion step undone: A = -exp(A_log) back to A_log,
+    the conv weight's squeezed axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back
+    (granitehybrid, nemotron_h), the split gate / up tensors and the stacked experts fused
+    again as transformers holds them. Falcon-H1's multipliers stay folded into its weights
+    (FALCON_H1_UNIT_MULTIPLIERS)."""
     gguf = gguf_py()
     reader = gguf.GGUFReader(path)
     bamba = config["model_type"] == "bamba"
     falcon = config["model_type"] == "falcon_h1"
     nemotron = config["model_type"] == "nemotron_h"
+    jamba = config["model_type"] == "jamba"
+    permuted = not (falcon or jamba)  # these converters leave Q and K in the checkpoint's order
     stored = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
               for t in reader.tensors}
     heads = config["num_attention_heads"]
@@ -257,7 +303,8 @@ def hybrid_state_dict(path, config):
                "model.norm_f.weight": stored.pop("output_norm.weight")}
     else:
         out = {"model.embed_tokens.weight": stored.pop("token_embd.weight"),
-               ("model.final_layernorm.weight" if bamba or falcon else "model.norm.weight"):
+               ("model.final_layernorm.weight" if bamba or falcon or jamba
+                else "model.norm.weight"):
                    stored.pop("output_norm.weight")}
     if "output.weight" in stored:
         out["lm_head.weight"] = stored.pop("output.weight")
@@ -265,25 +312,26 @@ def hybrid_state_dict(path, config):
     for layer in range(n_layer):
         blk, hf = f"blk.{layer}.", f"model.layers.{layer}."
         if not bamba and not falcon and not nemotron:
-            for name, (parts, axis) in GRANITE_FUSED.items():
+            for name, (parts, axis) in (JAMBA_FUSED if jamba else GRANITE_FUSED).items():
                 if all(blk + p in stored for p in parts):
                     out[hf + name.split(":")[-1]] = np.concatenate(
                         [stored.pop(blk + p) for p in parts], axis=axis)
-        names = NEMOTRON_H_LAYER if nemotron else {
+        names = NEMOTRON_H_LAYER if nemotron else JAMBA_LAYER if jamba else {
             **GRANITE_MIXER, **(BAMBA_FFN if bamba else FALCON_H1_LAYER if falcon else GRANITE_FFN)}
         for rest, target in names.items():
             if blk + rest not in stored:
                 continue
             values = stored.pop(blk + rest)
-            if rest == "ssm_a":
-                values = np.log(-values.astype(np.float64)).astype(np.float32).reshape(-1)
+            if rest == "ssm_a":  # Mamba-1's (D, N) as stored, Mamba-2's (H, 1) to (H)
+                values = np.log(-values.astype(np.float64)).astype(np.float32)
+                values = values if jamba else values.reshape(-1)
             elif rest in ("ssm_d", "ssm_norm.weight"):
                 values = values.reshape(-1)
             elif rest == "ssm_conv1d.weight":
                 values = values[:, None, :]
-            elif rest == "attn_q.weight" and not falcon:  # falcon-h1's Q and K are not permuted
+            elif rest == "attn_q.weight" and permuted:
                 values = unpermute_rows(values, heads)
-            elif rest == "attn_k.weight" and not falcon:
+            elif rest == "attn_k.weight" and permuted:
                 values = unpermute_rows(values, kv_heads)
             out[hf + target] = values
     assert not stored, f"tensors not mapped: {sorted(stored)}"

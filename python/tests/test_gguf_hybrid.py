@@ -26,7 +26,7 @@ import pytest
 import ssmkit
 from checks import assert_close
 from gguf_files import (FALCON_H1_UNIT_MULTIPLIERS, convert, converter_input, hybrid_state_dict,
-                        transformers_logits)
+                        sentencepiece_vocabulary, transformers_logits)
 from test_gguf import SAME_WEIGHTS_TOLERANCE, check_config, check_logits, check_tokenizer
 from test_model import MODELS, TOLERANCE, expected
 
@@ -39,6 +39,7 @@ CHECKPOINTS = [
     ("bamba", {}),
     ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
     ("nemotron_h", {}),
+    ("jamba", {}),
 ]
 TYPES = ["f32", "bf16", "q8_0"]
 
@@ -51,6 +52,8 @@ def converted(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gguf")
     source = converter_input(model_dir, str(tmp / "checkpoint"))
     path = convert(source, str(tmp / f"{checkpoint}.gguf"), outtype, pre="llama-bpe")
+    if checkpoint == "jamba":
+        path = sentencepiece_vocabulary(path, model_dir)
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
     return dict(path=path, model_dir=model_dir, outtype=outtype, name=checkpoint,
@@ -130,6 +133,25 @@ def test_bad_metadata_is_named(bamba_f32, tmp_path):
     with pytest.raises(ssmkit.InvalidArgumentError,
                        match=r"'granitehybrid\.rope\.dimension_count' is 3, expected an even"):
         ssmkit.Model.load(edited(bamba_f32, tmp_path, rope))
+
+
+@pytest.fixture(scope="module")
+def jamba_f32(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad-jamba")
+    return convert(os.path.join(MODELS, "jamba"), str(tmp / "jamba.gguf"), "f32")
+
+
+def test_bad_jamba_metadata_is_named(jamba_f32, tmp_path):
+    def kv(fields):
+        set_array_entry(fields["jamba.attention.head_count_kv"], 3, 3)
+    with pytest.raises(ssmkit.InvalidArgumentError,
+                       match=r"'jamba\.attention\.head_count_kv' is 2 and 3, expected the same"):
+        ssmkit.Model.load(edited(jamba_f32, tmp_path, kv))
+
+    def top_k(fields):
+        set_array_entry(fields["jamba.expert_used_count"], 0, 5)
+    with pytest.raises(ssmkit.InvalidArgumentError, match=r"experts per token 5 must be in \[1, 4\]"):
+        ssmkit.Model.load(edited(jamba_f32, tmp_path, top_k))
 
 
 def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):

@@ -152,6 +152,10 @@ void PlanDecoderLayers(Planner& p, ModelWeights* w) {
       continue;
     }
     p.Matrix({m + "router.weight"}, {E, d}, &b.ffn.router);
+    if (p.Has(m + "experts.up_proj")) {  // a GGUF file's: gate and up stacked apart
+      p.StackedExperts(m + "experts.", &b.ffn);
+      continue;
+    }
     if (p.Has(m + "experts.gate_up_proj")) {  // transformers 5's fused spelling
       p.Matrix({m + "experts.gate_up_proj"}, {E, 2 * F, d}, &b.ffn.experts_gate_up);
       p.Matrix({m + "experts.down_proj"}, {E, d, F}, &b.ffn.experts_down);

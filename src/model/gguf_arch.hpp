@@ -43,6 +43,8 @@ Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadNemotronHGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapNemotronHGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
+Status ReadJambaGgufConfig(const GgufFile& f, ModelConfig* c);
+GgufTensorName MapJambaGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 
 // Helpers the architectures share (model/gguf_arch_common.cpp).
 
@@ -82,6 +84,9 @@ Status ReadGgufCommon(const GgufKeys& k, ModelConfig* c);
 // time_step_rank (heads H), group_count (G); the conv and projection biases from the tensors
 // of the first Mamba layer.
 Status ReadGgufMamba2(const GgufKeys& k, ModelConfig* c);
+// A Mamba-1 mixer's sizes: ssm.inner_size (D), state_size (N), conv_kernel (K),
+// time_step_rank (R); the biases as for Mamba-2.
+Status ReadGgufMamba1(const GgufKeys& k, ModelConfig* c);
 // Attention: head_count, head_count_kv (`kv_heads`: the per-layer list's non-zero entries,
 // which must agree), key_length (default d / heads), rope.freq_base, rope.dimension_count when
 // `rope`; biases from the tensors of the first attention layer.
@@ -92,9 +97,10 @@ int64_t SplitGgufLayer(const std::string& name, std::string* rest);
 // True when some "blk.N.<rest>" tensor exists.
 bool AnyLayerTensor(const GgufFile& f, const std::string& rest);
 
-// The per-layer names every architecture shares: a Mamba-2 mixer's ssm_* tensors under
-// `mixer` ("model.layers.N.mamba."), attention's attn_q/k/v/output under `attention`
-// ("...self_attn."), with Q and K un-permuted when `unpermute`. Empty hf when `rest` is neither.
+// The per-layer names every architecture shares: the mixer's ssm_* tensors (Mamba-1 or Mamba-2
+// as c.arch says, model/gguf_names.cpp) under `mixer` ("model.layers.N.mamba."), attention's
+// attn_q/k/v/output under `attention` ("...self_attn."), with Q and K un-permuted when
+// `unpermute`. Empty hf when `rest` is neither.
 GgufTensorName MapGgufMixer(const std::string& rest, const std::string& mixer,
                             const std::string& attention, bool unpermute, const ModelConfig& c);
 // One tensor's name in GGUF and in Hugging Face checkpoints (after a prefix each).

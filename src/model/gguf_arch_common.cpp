@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/gguf_arch.hpp"
+#include "model/gguf_names.hpp"
 
 namespace ssmkit::model {
 namespace {
@@ -14,20 +15,9 @@ const GgufArch kArchs[] = {
     {"granitehybrid", ReadGraniteHybridGgufConfig, MapGraniteHybridGguf},
     {"falcon-h1", ReadFalconH1GgufConfig, MapFalconH1Gguf},
     {"nemotron_h", ReadNemotronHGgufConfig, MapNemotronHGguf},
+    {"jamba", ReadJambaGgufConfig, MapJambaGguf},
 };
 
-constexpr GgufNamePair kMamba2Mixer[] = {
-    {"ssm_in.weight", "in_proj.weight"},
-    {"ssm_in.bias", "in_proj.bias"},
-    {"ssm_conv1d.weight", "conv1d.weight"},
-    {"ssm_conv1d.bias", "conv1d.bias"},
-    {"ssm_dt.bias", "dt_bias"},
-    {"ssm_a", "A_log"},
-    {"ssm_d", "D"},
-    {"ssm_norm.weight", "norm.weight"},
-    {"ssm_out.weight", "out_proj.weight"},
-    {"ssm_out.bias", "out_proj.bias"},
-};
 constexpr GgufNamePair kAttention[] = {
     {"attn_q.weight", "q_proj.weight"},      {"attn_q.bias", "q_proj.bias"},
     {"attn_k.weight", "k_proj.weight"},      {"attn_k.bias", "k_proj.bias"},
@@ -43,6 +33,13 @@ int64_t FirstLayerWith(const GgufFile& f, const std::string& rest) {
     if (layer >= 0 && r == rest) return layer;
   }
   return -1;
+}
+
+// The conv and projection biases, from the tensors (no key records them).
+void ReadGgufMixerBiases(const GgufFile& f, ModelConfig* c) {
+  c->conv_bias = AnyLayerTensor(f, "ssm_conv1d.bias");
+  c->proj_bias = AnyLayerTensor(f, "ssm_in.bias");
+  c->out_proj_bias = AnyLayerTensor(f, "ssm_out.bias") ? 1 : 0;
 }
 
 }  // namespace
@@ -166,10 +163,17 @@ Status ReadGgufMamba2(const GgufKeys& k, ModelConfig* c) {
                    std::to_string(c->nheads));
   }
   c->headdim = c->d_inner / c->nheads;
-  const GgufFile& f = k.file();
-  c->conv_bias = AnyLayerTensor(f, "ssm_conv1d.bias");
-  c->proj_bias = AnyLayerTensor(f, "ssm_in.bias");
-  c->out_proj_bias = AnyLayerTensor(f, "ssm_out.bias") ? 1 : 0;
+  ReadGgufMixerBiases(k.file(), c);
+  return Status::Ok();
+}
+
+Status ReadGgufMamba1(const GgufKeys& k, ModelConfig* c) {
+  c->arch = ModelArch::kMamba1;
+  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.inner_size", &c->d_inner));
+  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.state_size", &c->d_state));
+  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.conv_kernel", &c->d_conv));
+  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.time_step_rank", &c->dt_rank));
+  ReadGgufMixerBiases(k.file(), c);
   return Status::Ok();
 }
 
@@ -240,7 +244,7 @@ GgufTensorName MapGgufOutsideLayers(const std::string& name, const char* embeddi
 GgufTensorName MapGgufMixer(const std::string& rest, const std::string& mixer,
                             const std::string& attention, bool unpermute, const ModelConfig& c) {
   GgufTensorName out;
-  if (const char* hf = LookupGgufName(kMamba2Mixer, rest)) {
+  if (const char* hf = GgufMixerName(rest, c.arch)) {
     out.hf = mixer + hf;
   } else if (const char* hf = LookupGgufName(kAttention, rest)) {
     out.hf = attention + hf;

@@ -21,11 +21,7 @@ Status ReadMambaGgufConfig(const GgufFile& f, ModelConfig* config) {
     *config = std::move(c);
     return Status::Ok();
   }
-  c.arch = ModelArch::kMamba1;
-  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.inner_size", &c.d_inner));
-  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.state_size", &c.d_state));
-  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.conv_kernel", &c.d_conv));
-  SSMKIT_RETURN_IF_ERROR(k.Int("ssm.time_step_rank", &c.dt_rank));
+  SSMKIT_RETURN_IF_ERROR(ReadGgufMamba1(k, &c));
   bool dt_b_c_rms = false;
   SSMKIT_RETURN_IF_ERROR(k.OptBool("ssm.dt_b_c_rms", &dt_b_c_rms));
   if (dt_b_c_rms) {
@@ -33,9 +29,6 @@ Status ReadMambaGgufConfig(const GgufFile& f, ModelConfig* config) {
                                ".ssm.dt_b_c_rms (Falcon-Mamba's weightless norms on dt, B "
                                "and C) is not supported yet");
   }
-  c.conv_bias = AnyLayerTensor(f, "ssm_conv1d.bias");
-  c.proj_bias = AnyLayerTensor(f, "ssm_in.bias");
-  c.out_proj_bias = AnyLayerTensor(f, "ssm_out.bias") ? 1 : 0;
   *config = std::move(c);
   return Status::Ok();
 }

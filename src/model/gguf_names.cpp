@@ -8,28 +8,34 @@ namespace {
 
 struct NamePair {
   const char* gguf;  // after "blk.N."
-  const char* hf;    // after "backbone.layers.N."
+  const char* hf;    // after the mixer's prefix ("backbone.layers.N.mixer.", ...)
 };
-constexpr NamePair kShared[] = {
-    {"attn_norm.weight", "norm.weight"},
-    {"ssm_in.weight", "mixer.in_proj.weight"},
-    {"ssm_in.bias", "mixer.in_proj.bias"},
-    {"ssm_conv1d.weight", "mixer.conv1d.weight"},
-    {"ssm_conv1d.bias", "mixer.conv1d.bias"},
-    {"ssm_a", "mixer.A_log"},
-    {"ssm_d", "mixer.D"},
-    {"ssm_out.weight", "mixer.out_proj.weight"},
-    {"ssm_out.bias", "mixer.out_proj.bias"},
+// The selective-state-space mixer's tensors, Mamba-1 and Mamba-2 alike, then each one's own.
+constexpr NamePair kSharedMixer[] = {
+    {"ssm_in.weight", "in_proj.weight"},
+    {"ssm_in.bias", "in_proj.bias"},
+    {"ssm_conv1d.weight", "conv1d.weight"},
+    {"ssm_conv1d.bias", "conv1d.bias"},
+    {"ssm_a", "A_log"},
+    {"ssm_d", "D"},
+    {"ssm_out.weight", "out_proj.weight"},
+    {"ssm_out.bias", "out_proj.bias"},
 };
-constexpr NamePair kMamba1[] = {
-    {"ssm_x.weight", "mixer.x_proj.weight"},
-    {"ssm_dt.weight", "mixer.dt_proj.weight"},
-    {"ssm_dt.bias", "mixer.dt_proj.bias"},
+constexpr NamePair kMamba1Mixer[] = {
+    {"ssm_x.weight", "x_proj.weight"},
+    {"ssm_dt.weight", "dt_proj.weight"},
+    {"ssm_dt.bias", "dt_proj.bias"},
+    // Jamba's RMSNorms on dt_in, B and C.
+    {"ssm_dt_norm.weight", "dt_layernorm.weight"},
+    {"ssm_b_norm.weight", "b_layernorm.weight"},
+    {"ssm_c_norm.weight", "c_layernorm.weight"},
 };
-constexpr NamePair kMamba2[] = {
-    {"ssm_dt.bias", "mixer.dt_bias"},
-    {"ssm_norm.weight", "mixer.norm.weight"},
+constexpr NamePair kMamba2Mixer[] = {
+    {"ssm_dt.bias", "dt_bias"},
+    {"ssm_norm.weight", "norm.weight"},
 };
+// The block's norm, after "backbone.layers.N." (MambaForCausalLM's).
+constexpr NamePair kLayerNorm = {"attn_norm.weight", "norm.weight"};
 constexpr NamePair kTop[] = {
     {"token_embd.weight", "backbone.embeddings.weight"},
     {"token_embd.weight", "backbone.embedding.weight"},  // the state-spaces format's
@@ -37,14 +43,15 @@ constexpr NamePair kTop[] = {
     {"output.weight", "lm_head.weight"},
 };
 
-// Calls f(pair) for the per-layer pairs of `arch` until it returns true.
+// Calls f(pair) for the mixer pairs of `arch` until it returns true.
 template <class F>
-bool AnyLayerPair(ModelArch arch, F&& f) {
-  for (const NamePair& p : kShared) {
+bool AnyMixerPair(ModelArch arch, F&& f) {
+  for (const NamePair& p : kSharedMixer) {
     if (f(p)) return true;
   }
-  const NamePair* begin = arch == ModelArch::kMamba2 ? std::begin(kMamba2) : std::begin(kMamba1);
-  const NamePair* end = arch == ModelArch::kMamba2 ? std::end(kMamba2) : std::end(kMamba1);
+  const bool m2 = arch == ModelArch::kMamba2;
+  const NamePair* begin = m2 ? std::begin(kMamba2Mixer) : std::begin(kMamba1Mixer);
+  const NamePair* end = m2 ? std::end(kMamba2Mixer) : std::end(kMamba1Mixer);
   for (const NamePair* p = begin; p != end; ++p) {
     if (f(*p)) return true;
   }
@@ -64,18 +71,25 @@ bool SplitLayer(const std::string& name, const std::string& prefix, std::string*
 
 }  // namespace
 
+const char* GgufMixerName(const std::string& rest, ModelArch arch) {
+  const char* hf = nullptr;
+  AnyMixerPair(arch, [&](const NamePair& p) {
+    if (rest == p.gguf) hf = p.hf;
+    return hf != nullptr;
+  });
+  return hf;
+}
+
 std::string GgufToHfName(const std::string& name, ModelArch arch) {
   for (const NamePair& p : kTop) {
     if (name == p.gguf) return p.hf;
   }
-  std::string layer, rest, out = name;
+  std::string layer, rest;
   if (!SplitLayer(name, "blk.", &layer, &rest)) return name;
-  AnyLayerPair(arch, [&](const NamePair& p) {
-    if (rest != p.gguf) return false;
-    out = "backbone.layers." + layer + "." + p.hf;
-    return true;
-  });
-  return out;
+  const std::string prefix = "backbone.layers." + layer + ".";
+  if (rest == kLayerNorm.gguf) return prefix + kLayerNorm.hf;
+  const char* hf = GgufMixerName(rest, arch);
+  return hf == nullptr ? name : prefix + "mixer." + hf;
 }
 
 std::string HfToGgufName(const std::string& name, ModelArch arch) {
@@ -84,9 +98,12 @@ std::string HfToGgufName(const std::string& name, ModelArch arch) {
   }
   std::string layer, rest, out;
   if (!SplitLayer(name, "backbone.layers.", &layer, &rest)) return "";
-  AnyLayerPair(arch, [&](const NamePair& p) {
-    if (rest != p.hf) return false;
-    out = "blk." + layer + "." + p.gguf;
+  const std::string prefix = "blk." + layer + ".";
+  if (rest == kLayerNorm.hf) return prefix + kLayerNorm.gguf;
+  if (rest.compare(0, 6, "mixer.") != 0) return "";
+  AnyMixerPair(arch, [&](const NamePair& p) {
+    if (rest.compare(6, std::string::npos, p.hf) != 0) return false;
+    out = prefix + p.gguf;
     return true;
   });
   return out;

@@ -1,6 +1,7 @@
 // Tensor names in GGUF files (llama.cpp's MODEL_TENSOR names for the MAMBA and MAMBA2
 // architectures) and the Hugging Face names the engine binds, both ways: the loader
-// (gguf_model.cpp) reads one, `ssmkit quantize` (gguf_export.cpp) writes the other.
+// (gguf_model.cpp) reads one, `ssmkit quantize` (gguf_export.cpp) writes the other. The
+// hybrid architectures' readers (gguf_arch_*.cpp) share the mixer's names.
 #pragma once
 
 #include <string>
@@ -14,6 +15,9 @@ namespace ssmkit::model {
 std::string GgufToHfName(const std::string& gguf_name, ModelArch arch);
 // The inverse; "" for a name with no GGUF counterpart.
 std::string HfToGgufName(const std::string& hf_name, ModelArch arch);
+// A Mamba-1 (`arch` kMamba1) or Mamba-2 mixer's tensor: "ssm_x.weight" (after "blk.N.") ->
+// "x_proj.weight" (after the mixer's prefix); nullptr for a name that is not the mixer's.
+const char* GgufMixerName(const std::string& rest, ModelArch arch);
 
 // The tensors the engine reads as matrices (linear layers, the embedding, the experts): those
 // a file may hold quantized.

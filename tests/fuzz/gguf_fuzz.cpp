@@ -4,9 +4,10 @@
 // is read here); one that loads as a small model is run (a prefill and a decode step, through
 // the quantized kernels when its matrices are quantized) and must give finite logits or an
 // error; its tokenizer, when the metadata has one, encodes and decodes a text. Seeds:
-// tests/fuzz/corpus/gguf/ (tiny Mamba-1, Mamba-2 and granitehybrid files from llama.cpp's
-// converter: the hybrids' MoE with a shared MLP, and Bamba's rope attention with un-permuted
-// Q / K rows and MLP biases; scripts/hybrid_fixtures.py's checkpoints, converted as
+// tests/fuzz/corpus/gguf/ (tiny Mamba-1, Mamba-2 and hybrid files from llama.cpp's converter:
+// granitehybrid's MoE with a shared MLP and Bamba's rope attention with un-permuted Q / K rows
+// and MLP biases, falcon-h1, nemotron_h, and jamba's Mamba-1 / attention / MoE layers with a
+// SentencePiece ("llama") vocabulary; scripts/hybrid_fixtures.py's checkpoints, converted as
 // python/tests/gguf_files.py does, q8_0).
 #include <cmath>
 #include <cstddef>
@@ -62,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<ssmkit::Tokenizer> tokenizer;
   if (ssmkit::Tokenizer::ForModel(memory.path(), 0, &tokenizer).ok()) {
     std::vector<int32_t> ids;
-    if (tokenizer->Encode("Hello world, 3.3 \xc3\xa9t\xc3\xa9!", &ids).ok()) {
+    if (tokenizer->Encode("Hello world, 3.3 \xc3\xa9t\xc3\xa9!</s>  x", &ids).ok()) {
       (void)tokenizer->Decode(ids);
     }
   }
