@@ -19,39 +19,6 @@ using Json = nlohmann::json;
 
 constexpr int64_t kControl = 3, kUserDefined = 4;  // llama.cpp's token types
 
-// llama.cpp's pre-tokenizer names this reads, with the pre_tokenizer of the tokenizer.json
-// they were detected from.
-Status PreTokenizer(const std::string& label, const std::string& pre, Json* out) {
-  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
-  if (pre == "gpt-2" || pre == "olmo") {  // GPT-2's regex (GPT-NeoX: the Mamba checkpoints)
-    *out = byte_level;
-    return Status::Ok();
-  }
-  const char* regex = nullptr;
-  if (pre == "llama-bpe" || pre == "llama3") {
-    regex =
-        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-        "\\p{N}{1,3}| "
-        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  } else if (pre == "qwen2") {
-    regex =
-        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-        "\\p{N}| "
-        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  } else {
-    return Status::Unsupported(label + ": tokenizer.ggml.pre '" + pre +
-                               "': this version reads 'gpt-2', 'olmo', 'llama-bpe' and 'qwen2'");
-  }
-  Json split = {{"type", "Split"},
-                {"pattern", {{"Regex", regex}}},
-                {"behavior", "Isolated"},
-                {"invert", false}};
-  Json bytes = byte_level;
-  bytes["use_regex"] = false;
-  *out = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, bytes})}};
-  return Status::Ok();
-}
-
 Status TokenizerJson(const GgufFile& f, std::string* text) {
   std::string model;
   SSMKIT_RETURN_IF_ERROR(f.GetString("tokenizer.ggml.model", &model));
@@ -75,7 +42,7 @@ Status TokenizerJson(const GgufFile& f, std::string* text) {
     }
   }
   Json root;
-  SSMKIT_RETURN_IF_ERROR(PreTokenizer(f.label(), pre, &root["pre_tokenizer"]));
+  SSMKIT_RETURN_IF_ERROR(GgufPreTokenizer(f.label(), pre, &root["pre_tokenizer"]));
   Json vocab = Json::object();
   Json added = Json::array();
   for (size_t id = 0; id < tokens->size(); ++id) {
@@ -114,6 +81,37 @@ Status TokenizerJson(const GgufFile& f, std::string* text) {
 }
 
 }  // namespace
+
+Status GgufPreTokenizer(const std::string& label, const std::string& pre, nlohmann::json* out) {
+  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  if (pre == "gpt-2" || pre == "olmo") {  // GPT-2's regex (GPT-NeoX: the Mamba checkpoints)
+    *out = byte_level;
+    return Status::Ok();
+  }
+  const char* regex = nullptr;
+  if (pre == "llama-bpe" || pre == "llama3") {
+    regex =
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+        "\\p{N}{1,3}| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  } else if (pre == "qwen2") {
+    regex =
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+        "\\p{N}| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  } else {
+    return Status::Unsupported(label + ": tokenizer.ggml.pre '" + pre +
+                               "': this version reads 'gpt-2', 'olmo', 'llama-bpe' and 'qwen2'");
+  }
+  Json split = {{"type", "Split"},
+                {"pattern", {{"Regex", regex}}},
+                {"behavior", "Isolated"},
+                {"invert", false}};
+  Json bytes = byte_level;
+  bytes["use_regex"] = false;
+  *out = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, bytes})}};
+  return Status::Ok();
+}
 
 Status GgufTokenizer(const std::string& path, int64_t model_vocab_size,
                      std::unique_ptr<Tokenizer>* tokenizer) {
