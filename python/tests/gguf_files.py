@@ -308,7 +308,8 @@ def hybrid_state_dict(path, config):
                    stored.pop("output_norm.weight")}
     if "output.weight" in stored:
         out["lm_head.weight"] = stored.pop("output.weight")
-    n_layer = config.get("num_hidden_layers") or len(config["hybrid_override_pattern"])
+    n_layer = config.get("num_hidden_layers") or len(config.get("hybrid_override_pattern")
+                                                      or config["layers_block_type"])
     for layer in range(n_layer):
         blk, hf = f"blk.{layer}.", f"model.layers.{layer}."
         if not bamba and not falcon and not nemotron:

@@ -34,6 +34,16 @@ const GgufArch* FindGgufArch(const std::string& arch);
 // "'mamba', 'mamba2', 'granitehybrid', ...", for messages.
 std::string GgufArchList();
 
+// The inverse of a.map, for the writer (`ssmkit quantize`): the GGUF name of the tensor the
+// reader calls `hf` ("blk.N.<rest>", or a name outside the layers), found among the names
+// GGUF files use (model/gguf_names.hpp), and the rows the converter interleaved in it
+// (GgufTensorName::unpermute_heads); an empty name when no GGUF tensor maps to `hf`.
+struct GgufNameFor {
+  std::string gguf;
+  int64_t permute_heads = 0;
+};
+GgufNameFor FindGgufName(const GgufArch& a, const std::string& hf, const ModelConfig& c);
+
 // The architectures (model/gguf_arch_*.cpp).
 Status ReadMambaGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapMambaGguf(const std::string& rest, int64_t layer, const ModelConfig& c);

@@ -51,6 +51,36 @@ const GgufArch* FindGgufArch(const std::string& arch) {
   return nullptr;
 }
 
+GgufNameFor FindGgufName(const GgufArch& a, const std::string& hf, const ModelConfig& c) {
+  // The layer: the number after the first "layers." (model.layers.N., backbone.layers.N.).
+  int64_t layer = -1;
+  const size_t at = hf.find("layers.");
+  if (at != std::string::npos) {
+    const size_t digits = at + 7, dot = hf.find('.', digits);
+    const std::string n = hf.substr(digits, dot == std::string::npos ? 0 : dot - digits);
+    if (!n.empty() && n.size() <= 9 && n.find_first_not_of("0123456789") == std::string::npos)
+      layer = std::stoll(n);
+  }
+  GgufNameFor out;
+  auto try_name = [&](const std::string& rest) {
+    const GgufTensorName mapped = a.map(rest, layer, c);
+    if (mapped.hf != hf) return false;
+    out.gguf = layer < 0 ? rest : "blk." + std::to_string(layer) + "." + rest;
+    out.permute_heads = mapped.unpermute_heads;
+    return true;
+  };
+  if (layer < 0) {
+    for (const char* name : {"token_embd.weight", "output_norm.weight", "output.weight"}) {
+      if (try_name(name)) break;
+    }
+    return out;
+  }
+  for (const char* rest : GgufLayerTensorNames()) {
+    if (try_name(rest)) break;
+  }
+  return out;
+}
+
 std::string GgufArchList() {
   std::string s;
   for (const GgufArch& a : kArchs) s += (s.empty() ? "'" : ", '") + std::string(a.name) + "'";

@@ -19,6 +19,7 @@
 // shared MLP, split by the converter from its fused input_linear: kept split,
 // "shared_mlp.{gate,up,down}_proj"), or ffn_{gate,up,down} (a dense model's MLP, Bamba's with
 // biases).
+#include <span>
 #include <string>
 
 #include "model/gguf_arch.hpp"
@@ -29,7 +30,9 @@ namespace {
 constexpr const char* kGraniteScales[] = {"embedding_scale", "residual_scale", "attention.scale",
                                           "logit_scale"};
 
-constexpr GgufNamePair kGraniteFfn[] = {
+// A MoE model's feed-forward tensors, and a dense model's: the same shared MLP under other names,
+// told apart by the model's expert count (a writer inverting this map needs one name each).
+constexpr GgufNamePair kGraniteMoeFfn[] = {
     {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate_inp.weight", "block_sparse_moe.router.layer.weight"},
     {"ffn_gate_exps.weight", "block_sparse_moe.experts.gate_proj"},
@@ -38,6 +41,9 @@ constexpr GgufNamePair kGraniteFfn[] = {
     {"ffn_gate_shexp.weight", "shared_mlp.gate_proj.weight"},
     {"ffn_up_shexp.weight", "shared_mlp.up_proj.weight"},
     {"ffn_down_shexp.weight", "shared_mlp.down_proj.weight"},
+};
+constexpr GgufNamePair kGraniteDenseFfn[] = {
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
     {"ffn_gate.weight", "shared_mlp.gate_proj.weight"},
     {"ffn_up.weight", "shared_mlp.up_proj.weight"},
     {"ffn_down.weight", "shared_mlp.down_proj.weight"},
@@ -133,8 +139,10 @@ GgufTensorName MapGraniteHybridGguf(const std::string& rest, int64_t layer, cons
     out.hf = l + "input_layernorm.weight";
     return out;
   }
-  if (const char* hf =
-          bamba ? LookupGgufName(kBambaFfn, rest) : LookupGgufName(kGraniteFfn, rest)) {
+  std::span<const GgufNamePair> ffn = kGraniteDenseFfn;
+  if (bamba) ffn = kBambaFfn;
+  if (!bamba && c.ffn.num_experts > 0) ffn = kGraniteMoeFfn;
+  if (const char* hf = LookupGgufName(ffn, rest)) {
     out.hf = l + hf;
     return out;
   }

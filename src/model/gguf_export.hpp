@@ -1,13 +1,15 @@
-// `ssmkit quantize`: a Mamba-1 or Mamba-2 checkpoint (a Hugging Face directory or a GGUF file)
-// written as a GGUF file that llama.cpp loads, its matrices in one type (docs/gguf.md,
-// "Writing"): the metadata llama.cpp's converter writes, the tokenizer (from tokenizer.json, or
-// the input GGUF's tokenizer.ggml.* keys as they are), and the tensors under GGUF's names and
-// layouts (A as -exp(A_log), the conv weight squeezed, Mamba-2's A, D and norm reshaped).
+// `ssmkit quantize`: a checkpoint (a Hugging Face directory or a GGUF file) written as a GGUF
+// file that llama.cpp loads, its matrices in one type (docs/gguf.md, "Writing"): Mamba-1 and
+// Mamba-2 (llama.cpp's mamba, mamba2), GraniteMoeHybrid and Bamba (granitehybrid), Falcon-H1
+// (falcon-h1) and dense Nemotron-H (nemotron_h), laid out as llama.cpp's converter writes them
+// (model/gguf_export_arch.hpp): its metadata (a GGUF input's as it is), the tokenizer, the
+// tensors under GGUF's names and layouts.
 //
-// Which tensors get `type`: the matrices (embedding, projections, LM head) whose rows are a
-// whole number of the type's blocks; a matrix whose rows are not falls back to q8_0 when they
-// are a multiple of 32, else f16 (llama-quantize falls back too, to types this library does not
-// read). Vectors (norms, conv, A, D, biases) stay f32, as llama.cpp keeps them.
+// Which tensors get `type`: the matrices (embedding, projections, experts, LM head) whose rows
+// are a whole number of the type's blocks; a matrix whose rows are not falls back as
+// llama-quantize's do (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0 when they are a multiple of 32),
+// else to f16. Vectors (norms, conv, A, D, biases) and the MoE router stay f32, as llama.cpp
+// keeps them.
 #pragma once
 
 #include <string>

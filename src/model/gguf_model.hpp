@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "model/weight_source.hpp"
@@ -30,7 +31,7 @@ namespace ssmkit::model {
 // True when `path` is a regular file that starts with the GGUF magic.
 bool IsGgufFile(const std::string& path);
 
-// Opens `path`, reads the config (general.architecture "mamba", "mamba2" or "granitehybrid")
+// Opens `path`, reads the config (general.architecture: model/gguf_arch.hpp's list)
 // and presents the tensors. Errors name the file and the key or tensor.
 Status OpenGgufModel(const std::string& path, ModelConfig* config,
                      std::unique_ptr<WeightSource>* source);
@@ -39,5 +40,10 @@ Status OpenGgufModel(const std::string& path, ModelConfig* config,
 // and the model has at most 256 rows.
 Status GgufTokenizer(const std::string& path, int64_t model_vocab_size,
                      std::unique_ptr<Tokenizer>* tokenizer);
+
+// The pre_tokenizer (a tokenizer.json object) of llama.cpp's pre-tokenizer name `pre`
+// (tokenizer.ggml.pre): "gpt-2" / "olmo" (GPT-2's ByteLevel regex), "llama-bpe" / "llama3",
+// "qwen2" (their Split regexes); another name is Unsupported, `label` naming the file.
+Status GgufPreTokenizer(const std::string& label, const std::string& pre, nlohmann::json* out);
 
 }  // namespace ssmkit::model

@@ -1,6 +1,5 @@
 #include "model/gguf_names.hpp"
 
-#include <cstring>
 #include <iterator>
 
 namespace ssmkit::model {
@@ -41,6 +40,50 @@ constexpr NamePair kTop[] = {
     {"token_embd.weight", "backbone.embedding.weight"},  // the state-spaces format's
     {"output_norm.weight", "backbone.norm_f.weight"},
     {"output.weight", "lm_head.weight"},
+};
+
+// Per layer, in the writer's order of preference where two map to one Hugging Face name
+// (falcon-h1's pre-MLP norm is written "ffn_norm", without the suffix its reader also takes).
+constexpr const char* kLayerTensorNames[] = {
+    "attn_norm.weight",
+    "ffn_norm",
+    "ffn_norm.weight",
+    "ssm_in.weight",
+    "ssm_in.bias",
+    "ssm_conv1d.weight",
+    "ssm_conv1d.bias",
+    "ssm_x.weight",
+    "ssm_dt.weight",
+    "ssm_dt.bias",
+    "ssm_dt_norm.weight",
+    "ssm_b_norm.weight",
+    "ssm_c_norm.weight",
+    "ssm_a",
+    "ssm_d",
+    "ssm_norm.weight",
+    "ssm_out.weight",
+    "ssm_out.bias",
+    "attn_q.weight",
+    "attn_q.bias",
+    "attn_k.weight",
+    "attn_k.bias",
+    "attn_v.weight",
+    "attn_v.bias",
+    "attn_output.weight",
+    "attn_output.bias",
+    "ffn_gate_inp.weight",
+    "ffn_gate_exps.weight",
+    "ffn_up_exps.weight",
+    "ffn_down_exps.weight",
+    "ffn_gate_shexp.weight",
+    "ffn_up_shexp.weight",
+    "ffn_down_shexp.weight",
+    "ffn_gate.weight",
+    "ffn_gate.bias",
+    "ffn_up.weight",
+    "ffn_up.bias",
+    "ffn_down.weight",
+    "ffn_down.bias",
 };
 
 // Calls f(pair) for the mixer pairs of `arch` until it returns true.
@@ -92,36 +135,16 @@ std::string GgufToHfName(const std::string& name, ModelArch arch) {
   return hf == nullptr ? name : prefix + "mixer." + hf;
 }
 
-std::string HfToGgufName(const std::string& name, ModelArch arch) {
-  for (const NamePair& p : kTop) {
-    if (name == p.hf) return p.gguf;
-  }
-  std::string layer, rest, out;
-  if (!SplitLayer(name, "backbone.layers.", &layer, &rest)) return "";
-  const std::string prefix = "blk." + layer + ".";
-  if (rest == kLayerNorm.hf) return prefix + kLayerNorm.gguf;
-  if (rest.compare(0, 6, "mixer.") != 0) return "";
-  AnyMixerPair(arch, [&](const NamePair& p) {
-    if (rest.compare(6, std::string::npos, p.hf) != 0) return false;
-    out = prefix + p.gguf;
-    return true;
-  });
-  return out;
-}
+std::span<const char* const> GgufLayerTensorNames() { return kLayerTensorNames; }
 
 bool IsGgufMatrixName(const std::string& name) {
-  // Not the MoE router (ffn_gate_inp): the routing reads it in a float type only, and
-  // llama.cpp keeps it f32.
-  for (const char* suffix :
-       {"token_embd.weight", "output.weight", "ssm_in.weight", "ssm_x.weight", "ssm_dt.weight",
-        "ssm_out.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-        "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_gate_exps.weight",
-        "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_shexp.weight",
-        "ffn_up_shexp.weight", "ffn_down_shexp.weight"}) {
-    const size_t n = std::strlen(suffix);
-    if (name.size() >= n && name.compare(name.size() - n, n, suffix) == 0) return true;
-  }
-  return false;
+  // llama-quantize's rule (tensor_allows_quantization): a tensor named "...weight" that is not
+  // a norm, the conv (small, read by the conv kernel) or the MoE router (ffn_gate_inp: the
+  // routing reads it in a float type only).
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  const size_t n = name.size();
+  return n >= 6 && name.compare(n - 6, 6, "weight") == 0 && !has("_norm.weight") &&
+         !has("ssm_conv1d") && !has("ffn_gate_inp");
 }
 
 }  // namespace ssmkit::model

@@ -24,39 +24,6 @@ using Json = nlohmann::json;
 
 constexpr int64_t kControl = 3, kUserDefined = 4;  // llama.cpp's token types
 
-// llama.cpp's pre-tokenizer names this reads, with the pre_tokenizer of the tokenizer.json
-// they were detected from.
-Status PreTokenizer(const std::string& label, const std::string& pre, Json* out) {
-  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
-  if (pre == "gpt-2" || pre == "olmo") {  // GPT-2's regex (GPT-NeoX: the Mamba checkpoints)
-    *out = byte_level;
-    return Status::Ok();
-  }
-  const char* regex = nullptr;
-  if (pre == "llama-bpe" || pre == "llama3") {
-    regex =
-        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-        "\\p{N}{1,3}| "
-        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  } else if (pre == "qwen2") {
-    regex =
-        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-        "\\p{N}| "
-        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-  } else {
-    return Status::Unsupported(label + ": tokenizer.ggml.pre '" + pre +
-                               "': this version reads 'gpt-2', 'olmo', 'llama-bpe' and 'qwen2'");
-  }
-  Json split = {{"type", "Split"},
-                {"pattern", {{"Regex", regex}}},
-                {"behavior", "Isolated"},
-                {"invert", false}};
-  Json bytes = byte_level;
-  bytes["use_regex"] = false;
-  *out = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, bytes})}};
-  return Status::Ok();
-}
-
 // "<file>: <key> has <given> entries, expected one per token (<tokens>)" unless `given` is at
 // least `tokens` (llama.cpp reads the first `tokens` of a longer list).
 Status CheckPerToken(const GgufFile& f, const char* key, size_t given, size_t tokens) {
@@ -89,7 +56,7 @@ Status TokenizerJson(const GgufFile& f, std::string* text) {
   SSMKIT_RETURN_IF_ERROR(f.GetStrings("tokenizer.ggml.merges", &merges));
   SSMKIT_RETURN_IF_ERROR(TokenTypes(f, tokens->size(), &types));
   Json root;
-  SSMKIT_RETURN_IF_ERROR(PreTokenizer(f.label(), pre, &root["pre_tokenizer"]));
+  SSMKIT_RETURN_IF_ERROR(GgufPreTokenizer(f.label(), pre, &root["pre_tokenizer"]));
   Json vocab = Json::object();
   Json added = Json::array();
   for (size_t id = 0; id < tokens->size(); ++id) {
@@ -179,6 +146,37 @@ Status SpmFromGguf(const GgufFile& f, std::unique_ptr<Tokenizer>* tokenizer) {
 }
 
 }  // namespace
+
+Status GgufPreTokenizer(const std::string& label, const std::string& pre, nlohmann::json* out) {
+  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  if (pre == "gpt-2" || pre == "olmo") {  // GPT-2's regex (GPT-NeoX: the Mamba checkpoints)
+    *out = byte_level;
+    return Status::Ok();
+  }
+  const char* regex = nullptr;
+  if (pre == "llama-bpe" || pre == "llama3") {
+    regex =
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+        "\\p{N}{1,3}| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  } else if (pre == "qwen2") {
+    regex =
+        "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+        "\\p{N}| "
+        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  } else {
+    return Status::Unsupported(label + ": tokenizer.ggml.pre '" + pre +
+                               "': this version reads 'gpt-2', 'olmo', 'llama-bpe' and 'qwen2'");
+  }
+  Json split = {{"type", "Split"},
+                {"pattern", {{"Regex", regex}}},
+                {"behavior", "Isolated"},
+                {"invert", false}};
+  Json bytes = byte_level;
+  bytes["use_regex"] = false;
+  *out = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, bytes})}};
+  return Status::Ok();
+}
 
 Status GgufTokenizer(const std::string& path, int64_t model_vocab_size,
                      std::unique_ptr<Tokenizer>* tokenizer) {

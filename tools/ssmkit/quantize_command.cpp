@@ -18,8 +18,9 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "quantize",
-      "write a Mamba-1 / Mamba-2 checkpoint (a Hugging Face directory or a GGUF file) as a GGUF "
-      "file that llama.cpp and ssmkit load, its matrices in TYPE (docs/gguf.md)");
+      "write a Mamba-1, Mamba-2, GraniteMoeHybrid, Bamba, Falcon-H1 or Nemotron-H checkpoint (a "
+      "Hugging Face directory or a GGUF file) as a GGUF file that llama.cpp and ssmkit load, its "
+      "matrices in TYPE (docs/gguf.md)");
   sub->add_option("--type", o->type,
                   "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k")
       ->required();

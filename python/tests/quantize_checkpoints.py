@@ -1,0 +1,103 @@
+"""What the `ssmkit quantize` tests share (test_gguf.py, test_quantize_hybrid.py): the CLI, and
+checkpoints whose matrices all have rows of whole K-quant blocks (d_model 256, every width a
+multiple of 256), so that each type is written as itself, none falling back as the tiny
+fixtures' matrices do. Made here with transformers at its own initialisation, then moved off it
+(the Mamba ones as test_gguf.py measured its bounds on, the hybrids by the fixtures'
+randomize_hybrid), saved with save_pretrained with a fixture's tokenizer.json."""
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
+CLI = os.path.join(ROOT, "build", "release", "ssmkit")
+
+WIDE = ["mamba", "mamba2", "granitemoehybrid-moe", "granitemoehybrid-dense", "bamba",
+        "falcon_h1", "nemotron_h"]
+
+
+def run_quantize(source, out, qtype):
+    """`ssmkit quantize --type QTYPE SOURCE OUT`; returns its report line."""
+    result = subprocess.run([CLI, "quantize", "--type", qtype, source, out],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _mamba(arch):
+    import torch
+    from transformers import Mamba2Config, Mamba2ForCausalLM, MambaConfig, MambaForCausalLM
+    torch.manual_seed(7)
+    if arch == "mamba":
+        config = MambaConfig(vocab_size=512, hidden_size=256, intermediate_size=512, state_size=16,
+                             num_hidden_layers=2, time_step_rank=16, use_bias=False,
+                             bos_token_id=0, eos_token_id=0, pad_token_id=1)
+        model = MambaForCausalLM(config)
+    else:
+        config = Mamba2Config(vocab_size=512, hidden_size=256, expand=2, head_dim=32, num_heads=16,
+                              n_groups=2, state_size=32, num_hidden_layers=2, chunk_size=16,
+                              tie_word_embeddings=False, bos_token_id=0, eos_token_id=0,
+                              pad_token_id=1)
+        model = Mamba2ForCausalLM(config)
+    with torch.no_grad():  # A_log and D away from their initial constants, as after training
+        for name, p in model.named_parameters():
+            if name.endswith(("A_log", ".D", "norm.weight", "dt_bias")):
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def _hybrid(family):
+    """The hybrid families at d_model 256: D = 512 (16 heads of 32), attention 4 heads of 64 (2
+    key-value heads), MLP widths 256 / 512; each family's features as its published models have
+    them (no rope but for Bamba, Granite's multipliers, Falcon-H1's muP multipliers and gated
+    norm, the dense Granite's tied head), and a tied Falcon-H1, whose head the converter cannot
+    write."""
+    import transformers as T
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from hybrid_fixtures import randomize_hybrid
+    mamba = dict(mamba_n_heads=16, mamba_d_head=32, mamba_n_groups=2, mamba_d_state=32,
+                 mamba_chunk_size=16)
+    common = dict(vocab_size=512, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                  pad_token_id=1, bos_token_id=0, eos_token_id=0)
+    granite = dict(common, **mamba, embedding_multiplier=12.0, residual_multiplier=0.22,
+                   attention_multiplier=0.015625, logits_scaling=3.0,
+                   position_embedding_type="nope", layer_types=["mamba", "attention", "mamba"],
+                   num_hidden_layers=3)
+    if family == "granitemoehybrid-moe":
+        model = T.GraniteMoeHybridForCausalLM(T.GraniteMoeHybridConfig(
+            **granite, num_local_experts=4, num_experts_per_tok=2, intermediate_size=256,
+            shared_intermediate_size=512, tie_word_embeddings=False))
+    elif family == "granitemoehybrid-dense":
+        model = T.GraniteMoeHybridForCausalLM(T.GraniteMoeHybridConfig(
+            **granite, num_local_experts=0, num_experts_per_tok=0, intermediate_size=256,
+            shared_intermediate_size=512, tie_word_embeddings=True))
+    elif family == "bamba":
+        model = T.BambaForCausalLM(T.BambaConfig(
+            **common, **mamba, intermediate_size=512, num_hidden_layers=3,
+            attn_layer_indices=[1], tie_word_embeddings=False))
+    elif family == "falcon_h1":
+        model = T.FalconH1ForCausalLM(T.FalconH1Config(
+            **common, intermediate_size=512, num_hidden_layers=2, head_dim=64,
+            mamba_d_ssm=512, mamba_n_heads=16, mamba_d_head=32, mamba_n_groups=1,
+            mamba_d_state=32, mamba_chunk_size=16, mamba_rms_norm=True,
+            mamba_norm_before_gate=False, embedding_multiplier=5.66, lm_head_multiplier=0.039,
+            attention_in_multiplier=1.1, attention_out_multiplier=0.94, key_multiplier=0.39,
+            ssm_in_multiplier=1.25, ssm_out_multiplier=0.24, mlp_multipliers=[0.88, 0.59],
+            ssm_multipliers=[0.35, 0.25, 0.35, 0.5, 0.35], tie_word_embeddings=True))
+    else:
+        model = T.NemotronHForCausalLM(T.NemotronHConfig(
+            **common, intermediate_size=512, hybrid_override_pattern="M*-M-", head_dim=64,
+            mamba_num_heads=16, mamba_head_dim=32, ssm_state_size=32, n_groups=2, chunk_size=16,
+            mlp_bias=False, use_bias=False, tie_word_embeddings=False))
+    randomize_hybrid(model.float(), seed=31)
+    return model
+
+
+def make_wide(family, directory):
+    """Saves the `family` checkpoint (one of WIDE) into `directory`; returns it."""
+    model = _mamba(family) if family in ("mamba", "mamba2") else _hybrid(family)
+    model.save_pretrained(directory)
+    tokenizer = "mamba1-hf" if family in ("mamba", "mamba2") else "bamba"
+    shutil.copy(os.path.join(MODELS, tokenizer, "tokenizer.json"), directory)
+    return str(directory)
