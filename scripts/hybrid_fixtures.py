@@ -196,7 +196,10 @@ def nemotron_h(ctx):
     def hub_moe_spelling(c):
         c["hybrid_override_pattern"] = "ME*E-M"
         del c["layers_block_type"]
-    ctx.make("nemotron_h-moe", T.NemotronHForCausalLM, cfg, "split", 29,
+    # Seed 31: with 29 the raw argmax of a decode step was eos, which transformers' generate
+    # (min_new_tokens) bans and the engine's generate stops at, so the recorded greedy
+    # continuation was not one the engine can give from text.
+    ctx.make("nemotron_h-moe", T.NemotronHForCausalLM, cfg, "split", 31,
              config_edit=hub_moe_spelling, dt_lo=5e-3)
 
 
