@@ -52,6 +52,8 @@ GgufTensorName MapGraniteHybridGguf(const std::string& rest, int64_t layer, cons
 Status ReadFalconH1GgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapFalconH1Gguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadNemotronHGgufConfig(const GgufFile& f, ModelConfig* c);
+Status ReadNemotronHMoeGgufConfig(const GgufFile& f, ModelConfig* c);
+// Both nemotron_h architectures' names (model/gguf_arch_nemotron_h.cpp).
 GgufTensorName MapNemotronHGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
 Status ReadJambaGgufConfig(const GgufFile& f, ModelConfig* c);
 GgufTensorName MapJambaGguf(const std::string& rest, int64_t layer, const ModelConfig& c);
@@ -106,6 +108,9 @@ Status ReadGgufAttention(const GgufKeys& k, const std::vector<int64_t>& kv_heads
 int64_t SplitGgufLayer(const std::string& name, std::string* rest);
 // True when some "blk.N.<rest>" tensor exists.
 bool AnyLayerTensor(const GgufFile& f, const std::string& rest);
+// has[i]: "blk.i.<rest>" exists, for i < n_layer (what says a layer's kind where the metadata
+// does not: Jamba's MoE layers, nemotron_h_moe's MLP layers).
+std::vector<bool> LayersWithTensor(const GgufFile& f, int64_t n_layer, const std::string& rest);
 
 // The per-layer names every architecture shares: the mixer's ssm_* tensors (Mamba-1 or Mamba-2
 // as c.arch says, model/gguf_names.cpp) under `mixer` ("model.layers.N.mamba."), attention's

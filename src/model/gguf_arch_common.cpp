@@ -15,6 +15,7 @@ const GgufArch kArchs[] = {
     {"granitehybrid", ReadGraniteHybridGgufConfig, MapGraniteHybridGguf},
     {"falcon-h1", ReadFalconH1GgufConfig, MapFalconH1Gguf},
     {"nemotron_h", ReadNemotronHGgufConfig, MapNemotronHGguf},
+    {"nemotron_h_moe", ReadNemotronHMoeGgufConfig, MapNemotronHGguf},
     {"jamba", ReadJambaGgufConfig, MapJambaGguf},
 };
 
@@ -251,6 +252,16 @@ int64_t SplitGgufLayer(const std::string& name, std::string* rest) {
 
 bool AnyLayerTensor(const GgufFile& f, const std::string& rest) {
   return FirstLayerWith(f, rest) >= 0;
+}
+
+std::vector<bool> LayersWithTensor(const GgufFile& f, int64_t n_layer, const std::string& rest) {
+  std::vector<bool> has(static_cast<size_t>(n_layer));
+  std::string r;
+  for (const GgufTensor& t : f.tensors()) {
+    const int64_t layer = SplitGgufLayer(t.name, &r);
+    if (layer >= 0 && layer < n_layer && r == rest) has[static_cast<size_t>(layer)] = true;
+  }
+  return has;
 }
 
 const char* LookupGgufName(std::span<const GgufNamePair> pairs, const std::string& name) {

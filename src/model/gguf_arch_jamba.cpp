@@ -38,17 +38,6 @@ constexpr GgufNamePair kJambaLayer[] = {
     {"ffn_down.weight", "feed_forward.down_proj.weight"},
 };
 
-// moe[i]: layer i has a router (ffn_gate_inp).
-std::vector<bool> MoeLayers(const GgufFile& f, int64_t n_layer) {
-  std::vector<bool> moe(static_cast<size_t>(n_layer));
-  std::string rest;
-  for (const GgufTensor& t : f.tensors()) {
-    const int64_t layer = SplitGgufLayer(t.name, &rest);
-    if (layer >= 0 && layer < n_layer && rest == "ffn_gate_inp.weight") moe[layer] = true;
-  }
-  return moe;
-}
-
 // `moe`: some layer has a router.
 Status ReadFeedForward(const GgufKeys& k, bool moe, ModelConfig* c) {
   FeedForwardConfig& f = c->ffn;
@@ -73,7 +62,7 @@ Status ReadJambaGgufConfig(const GgufFile& f, ModelConfig* config) {
   std::vector<int64_t> kv_heads;
   SSMKIT_RETURN_IF_ERROR(k.PerLayer("attention.head_count_kv", c.n_layer, &kv_heads));
   SSMKIT_RETURN_IF_ERROR(ReadGgufAttention(k, kv_heads, /*rope=*/false, &c));
-  const std::vector<bool> moe = MoeLayers(f, c.n_layer);
+  const std::vector<bool> moe = LayersWithTensor(f, c.n_layer, "ffn_gate_inp.weight");
   SSMKIT_RETURN_IF_ERROR(
       ReadFeedForward(k, std::find(moe.begin(), moe.end(), true) != moe.end(), &c));
   SSMKIT_RETURN_IF_ERROR(k.OptInt("context_length", &c.max_position_embeddings));

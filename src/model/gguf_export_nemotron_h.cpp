@@ -5,7 +5,9 @@
 // false, context_length 2^20, rope.dimension_count hidden / heads), key_length / value_length;
 // Q and K rows interleaved per head as for Llama although nothing rotates them. The Mamba
 // in_proj / out_proj biases of a checkpoint with use_bias are written as the converter writes
-// them (llama.cpp's nemotron_h does not read them: such files load here, not there).
+// them (llama.cpp's nemotron_h does not read them: such files load here, not there). A model
+// with MoE layers is refused: llama.cpp writes it as nemotron_h_moe, which the reader
+// (model/gguf_arch_nemotron_h.cpp) reads and this writer does not write yet.
 #include <string>
 
 #include "model/gguf_export_arch.hpp"
@@ -19,7 +21,7 @@ Status CheckNemotronH(const ModelConfig& c, const std::string& input) {
       return Status::Unsupported(input + ": " + c.hf_architecture() + ": MoE layers (layer " +
                                  std::to_string(b.layer) +
                                  "): llama.cpp writes them as nemotron_h_moe, which this version "
-                                 "does not write yet");
+                                 "reads but does not write yet");
     }
   }
   if (c.ffn.activation != "relu2") {
