@@ -130,13 +130,14 @@ def converter_input(model_dir, out_dir):
         dim / 2, what transformers hard-codes): without it the converter writes the whole head;
       - Falcon-H1's head_dim, which its published configs state and the converter requires
         (transformers' default when absent: hidden_size / num_attention_heads);
-      - Nemotron-H's config as the dense published checkpoints state it: no MoE keys (the
-        converter writes "nemotron_h_moe" for any config with num_experts_per_tok, which
-        transformers 5 saves for every Nemotron-H), num_hidden_layers (transformers 5 writes the
-        pattern only), mamba_d_head (the converter checks d_inner against it, default 64), and
-        a model_type transformers does not know, so that the converter reads config.json as it
-        is, as it does for the hub checkpoints' remote-code configs, instead of transformers 5's
-        NemotronHConfig.to_dict(), which puts the MoE defaults back."""
+      - Nemotron-H's config as the published checkpoints state it: num_hidden_layers
+        (transformers 5 writes the pattern only), mamba_d_head (the converter checks d_inner
+        against it, default 64), and a model_type transformers does not know, so that the
+        converter reads config.json as it is, as it does for the hub checkpoints' remote-code
+        configs, instead of transformers 5's NemotronHConfig.to_dict(), which puts the MoE
+        defaults back; a dense one (no "E" block) without MoE keys, as the dense published
+        checkpoints state it: the converter writes "nemotron_h_moe" for any config with
+        num_experts_per_tok, which transformers 5 saves for every Nemotron-H."""
     os.makedirs(out_dir, exist_ok=True)
     for f in os.listdir(model_dir):
         if f != "config.json":
@@ -152,8 +153,9 @@ def converter_input(model_dir, out_dir):
     if config["model_type"] == "falcon_h1" and config.get("head_dim") is None:
         config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
     if config["model_type"] == "nemotron_h":
-        for key in NEMOTRON_H_MOE_KEYS:
-            config.pop(key, None)
+        if "E" not in config["hybrid_override_pattern"]:
+            for key in NEMOTRON_H_MOE_KEYS:
+                config.pop(key, None)
         config["num_hidden_layers"] = len(config["hybrid_override_pattern"])
         config["mamba_d_head"] = config["mamba_head_dim"]
         config["model_type"] = "nemotron_h_as_published"
@@ -218,6 +220,13 @@ for _p in ("in", "out"):  # use_bias
 for _w in ("up", "down"):
     for _s in ("weight", "bias"):
         NEMOTRON_H_LAYER[f"ffn_{_w}.{_s}"] = f"mixer.{_w}_proj.{_s}"
+        NEMOTRON_H_LAYER[f"ffn_{_w}_shexp.{_s}"] = f"mixer.shared_experts.{_w}_proj.{_s}"
+    # nemotron_h_moe's experts, stacked by the converter (E, F, d) / (E, d, F) as transformers
+    # 5 holds them.
+    NEMOTRON_H_LAYER[f"ffn_{_w}_exps.weight"] = f"mixer.experts.{_w}_proj"
+# The router and its correction bias (the converter's exp_probs_b).
+NEMOTRON_H_LAYER["ffn_gate_inp.weight"] = "mixer.gate.weight"
+NEMOTRON_H_LAYER["exp_probs_b.bias"] = "mixer.gate.e_score_correction_bias"
 # The keys of transformers 5's NemotronHConfig for its MoE layers (converter_input drops them).
 NEMOTRON_H_MOE_KEYS = (
     "num_experts_per_tok", "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
@@ -280,12 +289,13 @@ def unpermute_rows(w, heads):
 
 
 def hybrid_state_dict(path, config):
-    """{transformers name: float32 array} of a granitehybrid, falcon-h1, nemotron_h or jamba GGUF
-    file written from the checkpoint whose config.json is `config` (a dict), every tensor
+    """{transformers name: float32 array} of a granitehybrid, falcon-h1, nemotron_h(_moe) or jamba
+    GGUF file written from the checkpoint whose config.json is `config` (a dict), every tensor
     dequantized with gguf-py and every conversion step undone: A = -exp(A_log) back to A_log,
     the conv weight's squeezed axis and the (H, 1) / (G, D / G) shapes, Q and K's rows put back
     (granitehybrid, nemotron_h), the split gate / up tensors and the stacked experts fused
-    again as transformers holds them. Falcon-H1's multipliers stay folded into its weights
+    again as transformers holds them (nemotron_h_moe's ungated experts: the stacks as they are,
+    its router's correction bias renamed back). Falcon-H1's multipliers stay folded into its weights
     (FALCON_H1_UNIT_MULTIPLIERS)."""
     gguf = gguf_py()
     reader = gguf.GGUFReader(path)

@@ -12,7 +12,9 @@ granitehybrid files of GraniteMoeHybridForCausalLM with rope off (the published 
 models have none), so transformers runs the MoE fixture with position_embedding_type "nope";
 it multiplies Falcon-H1's muP multipliers into the weights without recording them, so
 transformers runs the falcon_h1 fixture with every multiplier 1. The nemotron_h fixture is
-converted from the config its published dense checkpoints state (gguf_files.converter_input).
+converted from the config its published dense checkpoints state, the nemotron_h-moe fixture
+(a nemotron_h_moe file) from its own config with the keys the published ones add
+(gguf_files.converter_input).
 Fixtures the converter refuses are not here: falcon_h1-norm (mamba_proj_bias: it scales the
 in_proj bias as a matrix and fails), zamba2 (no Zamba2 converter).
 
@@ -39,6 +41,7 @@ CHECKPOINTS = [
     ("bamba", {}),
     ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
     ("nemotron_h", {}),
+    ("nemotron_h-moe", {}),
     ("jamba", {}),
 ]
 TYPES = ["f32", "bf16", "q8_0"]
@@ -152,6 +155,31 @@ def test_bad_jamba_metadata_is_named(jamba_f32, tmp_path):
         set_array_entry(fields["jamba.expert_used_count"], 0, 5)
     with pytest.raises(ssmkit.InvalidArgumentError, match=r"experts per token 5 must be in \[1, 4\]"):
         ssmkit.Model.load(edited(jamba_f32, tmp_path, top_k))
+
+
+@pytest.fixture(scope="module")
+def nemotron_moe_f32(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad-nemotron-moe")
+    source = converter_input(os.path.join(MODELS, "nemotron_h-moe"), str(tmp / "checkpoint"))
+    return convert(source, str(tmp / "nemotron_h_moe.gguf"), "f32", pre="llama-bpe")
+
+
+def test_bad_nemotron_h_moe_metadata_is_named(nemotron_moe_f32, tmp_path):
+    # The fixture's 8 experts in 4 groups, 2 kept: a used group count of 0 and more experts per
+    # token than the kept groups hold are not models.
+    def groups(fields):
+        set_array_entry(fields["nemotron_h_moe.expert_group_used_count"], 0, 0)
+    with pytest.raises(ssmkit.InvalidArgumentError,
+                       match=r"'nemotron_h_moe\.expert_group_used_count' is 0, expected in "
+                             r"\[1, expert_group_count 4\]"):
+        ssmkit.Model.load(edited(nemotron_moe_f32, tmp_path, groups))
+
+    def top_k(fields):
+        set_array_entry(fields["nemotron_h_moe.expert_used_count"], 0, 5)
+    with pytest.raises(ssmkit.InvalidArgumentError,
+                       match=r"'nemotron_h_moe\.expert_used_count' is 5, expected at most the "
+                             r"experts of the expert_group_used_count kept groups \(4\)"):
+        ssmkit.Model.load(edited(nemotron_moe_f32, tmp_path, top_k))
 
 
 def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):
