@@ -99,10 +99,23 @@ def test_the_comparison_sees_q_rows_left_permuted(converted):
 
 
 @pytest.fixture(scope="module")
-def bamba_f32(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bad")
-    source = converter_input(os.path.join(MODELS, "bamba"), str(tmp / "checkpoint"))
-    return convert(source, str(tmp / "bamba.gguf"), "f32", pre="llama-bpe")
+def f32_files(tmp_path_factory):
+    """Each checkpoint's f32 file, converted on first use."""
+    files = {}
+
+    def get(checkpoint):
+        if checkpoint not in files:
+            tmp = tmp_path_factory.mktemp(f"bad-{checkpoint}")
+            source = converter_input(os.path.join(MODELS, checkpoint), str(tmp / "checkpoint"))
+            files[checkpoint] = convert(source, str(tmp / f"{checkpoint}.gguf"), "f32",
+                                        pre="llama-bpe")
+        return files[checkpoint]
+    return get
+
+
+@pytest.fixture(scope="module")
+def bamba_f32(f32_files):
+    return f32_files("bamba")
 
 
 def edited(path, tmp_path, edit):
@@ -123,63 +136,33 @@ def set_array_entry(field, i, value):
     field.parts[field.data[i]][0] = value
 
 
-def test_bad_metadata_is_named(bamba_f32, tmp_path):
-    # One attention layer's key-value heads disagreeing with another's is not a model.
-    def kv(fields):
-        set_array_entry(fields["granitehybrid.attention.head_count_kv"], 0, 3)
-    with pytest.raises(ssmkit.InvalidArgumentError,
-                       match=r"'granitehybrid\.attention\.head_count_kv' is 3 and 2|2 and 3"):
-        ssmkit.Model.load(edited(bamba_f32, tmp_path, kv))
-
-    def rope(fields):
-        set_array_entry(fields["granitehybrid.rope.dimension_count"], 0, 3)
-    with pytest.raises(ssmkit.InvalidArgumentError,
-                       match=r"'granitehybrid\.rope\.dimension_count' is 3, expected an even"):
-        ssmkit.Model.load(edited(bamba_f32, tmp_path, rope))
-
-
-@pytest.fixture(scope="module")
-def jamba_f32(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bad-jamba")
-    return convert(os.path.join(MODELS, "jamba"), str(tmp / "jamba.gguf"), "f32")
-
-
-def test_bad_jamba_metadata_is_named(jamba_f32, tmp_path):
-    def kv(fields):
-        set_array_entry(fields["jamba.attention.head_count_kv"], 3, 3)
-    with pytest.raises(ssmkit.InvalidArgumentError,
-                       match=r"'jamba\.attention\.head_count_kv' is 2 and 3, expected the same"):
-        ssmkit.Model.load(edited(jamba_f32, tmp_path, kv))
-
-    def top_k(fields):
-        set_array_entry(fields["jamba.expert_used_count"], 0, 5)
-    with pytest.raises(ssmkit.InvalidArgumentError, match=r"experts per token 5 must be in \[1, 4\]"):
-        ssmkit.Model.load(edited(jamba_f32, tmp_path, top_k))
+# (checkpoint, key, entry, value, the error it must give): metadata that states no model.
+BAD_METADATA = [
+    # One attention layer's key-value heads disagreeing with another's.
+    ("bamba", "granitehybrid.attention.head_count_kv", 0, 3,
+     r"'granitehybrid\.attention\.head_count_kv' is 3 and 2|2 and 3"),
+    ("bamba", "granitehybrid.rope.dimension_count", 0, 3,
+     r"'granitehybrid\.rope\.dimension_count' is 3, expected an even"),
+    ("jamba", "jamba.attention.head_count_kv", 3, 3,
+     r"'jamba\.attention\.head_count_kv' is 2 and 3, expected the same"),
+    ("jamba", "jamba.expert_used_count", 0, 5, r"experts per token 5 must be in \[1, 4\]"),
+    # The nemotron_h-moe fixture's 8 experts in 4 groups, 2 kept: no kept group, and more
+    # experts per token than the kept groups hold.
+    ("nemotron_h-moe", "nemotron_h_moe.expert_group_used_count", 0, 0,
+     r"'nemotron_h_moe\.expert_group_used_count' is 0, expected in \[1, expert_group_count 4\]"),
+    ("nemotron_h-moe", "nemotron_h_moe.expert_used_count", 0, 5,
+     r"'nemotron_h_moe\.expert_used_count' is 5, expected at most the experts of the "
+     r"expert_group_used_count kept groups \(4\)"),
+]
 
 
-@pytest.fixture(scope="module")
-def nemotron_moe_f32(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bad-nemotron-moe")
-    source = converter_input(os.path.join(MODELS, "nemotron_h-moe"), str(tmp / "checkpoint"))
-    return convert(source, str(tmp / "nemotron_h_moe.gguf"), "f32", pre="llama-bpe")
-
-
-def test_bad_nemotron_h_moe_metadata_is_named(nemotron_moe_f32, tmp_path):
-    # The fixture's 8 experts in 4 groups, 2 kept: a used group count of 0 and more experts per
-    # token than the kept groups hold are not models.
-    def groups(fields):
-        set_array_entry(fields["nemotron_h_moe.expert_group_used_count"], 0, 0)
-    with pytest.raises(ssmkit.InvalidArgumentError,
-                       match=r"'nemotron_h_moe\.expert_group_used_count' is 0, expected in "
-                             r"\[1, expert_group_count 4\]"):
-        ssmkit.Model.load(edited(nemotron_moe_f32, tmp_path, groups))
-
-    def top_k(fields):
-        set_array_entry(fields["nemotron_h_moe.expert_used_count"], 0, 5)
-    with pytest.raises(ssmkit.InvalidArgumentError,
-                       match=r"'nemotron_h_moe\.expert_used_count' is 5, expected at most the "
-                             r"experts of the expert_group_used_count kept groups \(4\)"):
-        ssmkit.Model.load(edited(nemotron_moe_f32, tmp_path, top_k))
+@pytest.mark.parametrize("checkpoint,key,entry,value,message", BAD_METADATA,
+                         ids=[f"{c}-{k.split('.', 1)[1]}" for c, k, *_ in BAD_METADATA])
+def test_bad_metadata_is_named(f32_files, checkpoint, key, entry, value, message, tmp_path):
+    def edit(fields):
+        set_array_entry(fields[key], entry, value)
+    with pytest.raises(ssmkit.InvalidArgumentError, match=message):
+        ssmkit.Model.load(edited(f32_files(checkpoint), tmp_path, edit))
 
 
 def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):
