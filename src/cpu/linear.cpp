@@ -21,6 +21,7 @@
 
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
+#include "core/transpose.hpp"
 #include "cpu/quant_linear.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
@@ -153,10 +154,8 @@ namespace {
 // 2.8B GGUF model; the copies are T * (K + M) floats.
 Status LinearThroughRows(const LinearParams& p) {
   const int64_t T = p.rows, K = p.in_features, M = p.out_features;
-  thread_local std::vector<float> x_storage, out_storage;
-  // Named through references: Linear's workers must not name their own thread_locals.
-  std::vector<float>& x_rows = x_storage;      // (T, K)
-  std::vector<float>& out_rows = out_storage;  // (T, M)
+  // The calling thread's (kept between calls); the workers read them through q's pointers.
+  thread_local std::vector<float> x_rows, out_rows;  // (T, K), (T, M)
   LinearParams q = p;
   try {
     if (!p.x_row_major()) x_rows.resize(static_cast<size_t>(T * K));
@@ -164,12 +163,8 @@ Status LinearThroughRows(const LinearParams& p) {
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("linear: could not allocate the rows of x or out");
   }
-  if (!p.x_row_major()) {
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t k = 0; k < K; ++k) {
-        x_rows[t * K + k] = p.x[t * p.x_stride_row + k * p.x_stride_feature];
-      }
-    }
+  if (!p.x_row_major()) {  // x stored (K, T), row stride x_stride_feature
+    Transpose(p.x, p.x_stride_feature, K, T, x_rows.data(), K);
     q.x = x_rows.data();
     q.x_stride_row = K;
     q.x_stride_feature = 1;
@@ -180,13 +175,7 @@ Status LinearThroughRows(const LinearParams& p) {
     q.out_stride_feature = 1;
   }
   SSMKIT_RETURN_IF_ERROR(Linear(q));
-  if (!p.out_row_major()) {
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t t = 0; t < T; ++t) {
-        p.out[t * p.out_stride_row + m * p.out_stride_feature] = out_rows[t * M + m];
-      }
-    }
-  }
+  if (!p.out_row_major()) Transpose(out_rows.data(), M, T, M, p.out, p.out_stride_feature);
   return Status::Ok();
 }
 

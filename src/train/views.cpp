@@ -27,8 +27,8 @@ void ToChannels(const float* src, int64_t ld_src, int64_t batch, int64_t seqlen,
                 float* dst) {
   ParallelFor(batch, [&](int64_t begin, int64_t end, int) {
     for (int64_t b = begin; b < end; ++b) {
-      model::Transpose(src + b * seqlen * ld_src, ld_src, seqlen, channels,
-                       dst + b * channels * seqlen, seqlen);
+      Transpose(src + b * seqlen * ld_src, ld_src, seqlen, channels, dst + b * channels * seqlen,
+                seqlen);
     }
   });
 }
@@ -37,8 +37,8 @@ void ToTokens(const float* src, int64_t batch, int64_t seqlen, int64_t channels,
               int64_t ld_dst) {
   ParallelFor(batch, [&](int64_t begin, int64_t end, int) {
     for (int64_t b = begin; b < end; ++b) {
-      model::Transpose(src + b * channels * seqlen, seqlen, channels, seqlen,
-                       dst + b * seqlen * ld_dst, ld_dst);
+      Transpose(src + b * channels * seqlen, seqlen, channels, seqlen, dst + b * seqlen * ld_dst,
+                ld_dst);
     }
   });
 }
