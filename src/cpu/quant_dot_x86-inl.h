@@ -175,26 +175,49 @@ struct Pair {
   __m256i scales;
 };
 
-// Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (quant::ScalesMinsK4).
+// The 6-bit scales and mins of a Q4_K / Q5_K block from its 12 scale bytes s (at p, the 4 bytes
+// after them in the block read too and dropped): bytes 0-7 sc_j, 8-15 m_j, as
+// quant::ScalesMinsK4 unpacks them (j < 4: s[j] & 63, s[j + 4] & 63; j >= 4: the nibbles of
+// s[j + 4] below the top two bits of s[j - 4], s[j]), in vector registers: a dozen operations
+// per block instead of the scalar unpacking's two dozen and the moves into vectors.
+HWY_INLINE __m128i ScalesMinsK4Bytes(const uint8_t* p) {
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  // s[0..3], s[8..11], s[4..7], s[8..11]: the low six bits, or the nibble, of each output byte.
+  const __m128i a =
+      _mm_shuffle_epi8(s, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i low6 =
+      _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 63, 63, 63, 63, 0, 0, 0, 0));
+  const __m128i nibbles = _mm_or_si128(
+      _mm_and_si128(a, _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
+      _mm_and_si128(_mm_srli_epi16(a, 4),
+                    _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+  // The top two bits of s[0..3] (s[4..7]) at bits 4-5 of bytes 4-7 (12-15); the 16-bit shift
+  // moves bits across bytes only into the bits the mask drops.
+  const __m128i tops =
+      _mm_shuffle_epi8(s, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i high2 = _mm_and_si128(_mm_srli_epi16(tops, 2), _mm_set1_epi8(0x30));
+  return _mm_or_si128(low6, _mm_or_si128(nibbles, high2));
+}
+
+// Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (ScalesMinsK4Bytes).
 template <class Block, bool kFifthBit>
 struct K4K5 {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
   static constexpr bool kPaired = true, kSigned = false, kSums = true;
   struct Scales {
     __m256 d, dmin;
-    __m256i mins;         // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
-    int32_t sc_pairs[4];  // k: sc_2k, sc_2k+1 as int16
+    __m256i mins;      // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
+    __m128i sc_pairs;  // int32 lane k: sc_2k, sc_2k+1 as int16
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    uint64_t sc, m;
-    quant::ScalesMinsK4(b + offsetof(Block, scales), &sc, &m);
-    const __m128i m_bytes = _mm_set_epi64x(0, static_cast<int64_t>(m));
+    const __m128i sc_m = ScalesMinsK4Bytes(b + offsetof(Block, scales));
+    const __m128i m_twice = _mm_shuffle_epi8(
+        sc_m, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
     Scales s;  // not value-initialized: that zeroed the whole struct per block (rep stos)
     s.d = BroadcastF16(b + offsetof(Block, d));
     s.dmin = BroadcastF16(b + offsetof(Block, dmin));
-    s.mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m_bytes, m_bytes));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(s.sc_pairs),
-                     _mm_cvtepu8_epi16(_mm_set_epi64x(0, static_cast<int64_t>(sc))));
+    s.mins = _mm256_cvtepu8_epi16(m_twice);
+    s.sc_pairs = _mm_cvtepu8_epi16(sc_m);
     return s;
   }
   // Group k: sub-blocks 2k and 2k + 1, the low and high nibbles of qs[32 k + l], their fifth
@@ -213,7 +236,8 @@ struct K4K5 {
       low = _mm256_or_si256(low, _mm256_and_si256(_mm256_slli_epi16(bits, 4), Bytes(0x10)));
       high = _mm256_or_si256(high, _mm256_and_si256(_mm256_slli_epi16(bits, 3), Bytes(0x10)));
     }
-    return {Interleave(low, high), _mm256_set1_epi32(s.sc_pairs[k])};
+    return {Interleave(low, high),
+            _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(s.sc_pairs), _mm256_set1_epi32(k))};
   }
   static HWY_INLINE Pair PairOf(const Group& g, int) { return g; }
   static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
@@ -307,26 +331,37 @@ HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* const* x, __m256
   }
 }
 
-// The same for the K-quants, pair by pair of chunks.
+// Group g of a K-quant block times kT rows of x, pair by pair of chunks, added into sum.
+template <class F, int kT>
+HWY_INLINE void GroupSums(const uint8_t* block, const typename F::Scales& s, const int8_t* const* x,
+                          int g, __m256i* sum) {
+  const typename F::Group group = F::GroupOf(block, s, g);
+#pragma GCC unroll 2
+  for (int c = 0; c < F::kGroup; c += 64) {
+    const Pair pair = F::PairOf(group, c);
+    for (int t = 0; t < kT; ++t) {
+      const __m256i p =
+          _mm256_add_epi16(_mm256_maddubs_epi16(pair.levels.low, Load32(x[t] + g + c)),
+                           _mm256_maddubs_epi16(pair.levels.high, Load32(x[t] + g + c + 32)));
+      sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, pair.scales));
+    }
+  }
+}
+
+// The same for the K-quants, group by group.
 template <class F, int kT>
 HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& s,
                                 const int8_t* const* x, __m256i* sum) {
   for (int t = 0; t < kT; ++t) sum[t] = _mm256_setzero_si256();
+  if constexpr (kT <= 2) {
+    // Unrolled: the groups' offsets and scale lanes become constants, a few registers each.
+#pragma GCC unroll 4
+    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT>(block, s, x, g, sum);
+  } else {
     // Not unrolled: unrolled, the compiler reassociated the rows' sums over the block into
     // trees of partial products that spilled.
 #pragma GCC unroll 1
-  for (int g = 0; g < F::kElements; g += F::kGroup) {
-    const typename F::Group group = F::GroupOf(block, s, g);
-#pragma GCC unroll 2
-    for (int c = 0; c < F::kGroup; c += 64) {
-      const Pair pair = F::PairOf(group, c);
-      for (int t = 0; t < kT; ++t) {
-        const __m256i p =
-            _mm256_add_epi16(_mm256_maddubs_epi16(pair.levels.low, Load32(x[t] + g + c)),
-                             _mm256_maddubs_epi16(pair.levels.high, Load32(x[t] + g + c + 32)));
-        sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, pair.scales));
-      }
-    }
+    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT>(block, s, x, g, sum);
   }
 }
 
