@@ -375,6 +375,11 @@ HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64
   formats::DotSpan<F, kT>(xq, w, b0, b1, t0, acc, min_total);
 }
 
+// Rows at least this long have the next one prefetched into L2 while they are multiplied,
+// beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB) decoded 3-6% faster,
+// the 130M ones' (0.4-1.6 KB) did not gain. Tuned for speed only.
+constexpr int64_t kPrefetchNextRowBytes = 1024;
+
 // RowsOf for one row of x (batch-1 decode): each weight row's accumulators on the stack, where
 // the compiler keeps them in registers, rather than in the thread's buffer cleared by a call to
 // memset per row; a row of 5 to 20 blocks (a 2.8B Mamba's dt_proj, in_proj) paid that per row.
@@ -384,6 +389,10 @@ void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, i
   const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
   for (int64_t m = m_begin; m < m_end; ++m) {
+    if (row_bytes >= kPrefetchNextRowBytes && m + 1 < m_end) {
+      const char* next = reinterpret_cast<const char*>(weight + (m + 1) * row_bytes);
+      for (int64_t i = 0; i < row_bytes; i += 64) __builtin_prefetch(next + i, /*rw=*/0, 2);
+    }
     alignas(64) float acc[hn::MaxLanes(DF())];
     float min_total = 0.0f;
     hn::Store(hn::Zero(df), df, acc);
