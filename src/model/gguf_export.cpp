@@ -136,7 +136,7 @@ Status AddDirectoryKeys(const std::string& input, const ModelConfig& c, const Gg
   const std::filesystem::path dir = std::filesystem::path(input).lexically_normal();
   const std::string name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
   e.add_keys({c, r, name, type}, w);
-  return AddTokenizerKeys(input, c, w);
+  return AddTokenizerKeys(input, c, e.sentencepiece, w);
 }
 
 }  // namespace

@@ -51,6 +51,9 @@ struct GgufExporter {
   // Multipliers the converter folds into the tensor `gguf_rest` (its name after "blk.N.").
   // nullptr: none.
   void (*fold)(const std::string& gguf_rest, const ModelConfig& c, ExportTensor* t);
+  // The converter writes the tokenizer.json as a SentencePiece ("llama") vocabulary, not a
+  // byte-level BPE ("gpt2").
+  bool sentencepiece = false;
 };
 
 // The exporter of the model's family, or nullptr when none writes it.
@@ -63,9 +66,11 @@ extern const GgufExporter kMambaExporter, kMamba2Exporter, kGraniteHybridExporte
     kFalconH1Exporter, kNemotronHExporter;
 
 // tokenizer.ggml.* of a checkpoint directory (model/gguf_export_tokenizer.cpp): its
-// tokenizer.json as llama.cpp's converter writes a byte-level BPE (one token per row of the
-// model's vocabulary), or "no_vocab"; the special token ids of the config.
-Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, GgufWriter* w);
+// tokenizer.json as llama.cpp's converter writes a byte-level BPE, or a SentencePiece vocabulary
+// when `sentencepiece`, one token per row of the model's vocabulary; "no_vocab" without a
+// tokenizer.json; the special token ids of the config.
+Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, bool sentencepiece,
+                        GgufWriter* w);
 
 // Helpers the exporters share (model/gguf_export_common.cpp).
 
