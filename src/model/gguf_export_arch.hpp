@@ -12,7 +12,9 @@
 // where (docs/gguf.md, "Writing").
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gguf_writer.hpp"
@@ -63,7 +65,7 @@ std::string GgufExporterList();
 
 // The architectures (model/gguf_export_*.cpp).
 extern const GgufExporter kMambaExporter, kMamba2Exporter, kGraniteHybridExporter,
-    kFalconH1Exporter, kNemotronHExporter;
+    kFalconH1Exporter, kNemotronHExporter, kNemotronHMoeExporter, kJambaExporter;
 
 // tokenizer.ggml.* of a checkpoint directory (model/gguf_export_tokenizer.cpp): its
 // tokenizer.json as llama.cpp's converter writes a byte-level BPE, or a SentencePiece vocabulary
@@ -96,5 +98,27 @@ void SplitHalves(const ExportTensor& t, const std::string& first, const std::str
                  std::vector<ExportTensor>* out);
 // Every element of `t` times `s`, in f32 as the converter's torch code multiplies.
 void Scale(ExportTensor* t, float s);
+
+// The converter's stacking of per-expert tensors: "<p>experts.<e>.<w>.weight" (E of them, in
+// any order) become one "<p>experts.<w>" (E, rows, cols), the reader's stacked name.
+class ExpertStacks {
+ public:
+  ExpertStacks(int64_t experts, std::string input) : experts_(experts), input_(std::move(input)) {}
+  // A tensor that is not one expert's is appended to `out` as it is; an expert's is kept, and
+  // the stack it completes appended.
+  Status Add(ExportTensor t, std::vector<ExportTensor>* out);
+  // Ok, or the first stack still missing experts, named.
+  Status CheckComplete() const;
+
+ private:
+  struct Stack {
+    std::vector<int64_t> shape;              // one expert's
+    std::vector<std::vector<float>> values;  // per expert; empty: not seen yet
+    int64_t seen = 0;
+  };
+  int64_t experts_;
+  std::string input_;                    // for messages
+  std::map<std::string, Stack> stacks_;  // by the stacked name
+};
 
 }  // namespace ssmkit::model
