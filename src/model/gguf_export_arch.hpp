@@ -76,6 +76,8 @@ Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, bool sente
 
 // Helpers the exporters share (model/gguf_export_common.cpp).
 
+// Whether some block of the model is an MoE one.
+bool HasMoeBlocks(const ModelConfig& c);
 // llama.cpp's llama_ftype of a file whose matrices are `type` (general.file_type).
 uint32_t GgufFileType(DType type);
 // general.architecture, type, name, file_type (the converter's first keys).

@@ -53,9 +53,7 @@ std::string RoundedCount(int64_t n) {
 
 const GgufExporter* FindGgufExporter(const ModelConfig& c) {
   const std::string& f = c.family;
-  // As the converter: Nemotron-H with MoE layers is nemotron_h_moe.
-  bool moe = false;
-  for (const BlockSpec& b : c.block_list()) moe = moe || b.kind == BlockKind::kMoe;
+  const bool moe = HasMoeBlocks(c);  // Nemotron-H's MoE models: nemotron_h_moe
   const char* arch = f == "granitemoehybrid" || f == "bamba" ? "granitehybrid"
                      : f == "falcon_h1"                      ? "falcon-h1"
                      : f == "nemotron_h" && moe              ? "nemotron_h_moe"
@@ -76,6 +74,13 @@ std::string GgufExporterList() {
     s += (s.empty() ? "" : ", ") + std::string(cls) + " (" + arch + ")";
   }
   return s;
+}
+
+bool HasMoeBlocks(const ModelConfig& c) {
+  for (const BlockSpec& b : c.block_list()) {
+    if (b.kind == BlockKind::kMoe) return true;
+  }
+  return false;
 }
 
 uint32_t GgufFileType(DType type) {
@@ -247,7 +252,7 @@ Status ExpertStacks::CheckComplete() const {
     if (s.seen < experts_) {
       return Status::InvalidArgument(input_ + ": '" + name + "' has tensors of " +
                                      std::to_string(s.seen) + " experts, expected " +
-                                     std::to_string(experts_) + " (num_experts)");
+                                     std::to_string(experts_) + ", the config's expert count");
     }
   }
   return Status::Ok();

@@ -24,13 +24,6 @@
 namespace ssmkit::model {
 namespace {
 
-bool HasMoe(const ModelConfig& c) {
-  for (const BlockSpec& b : c.block_list()) {
-    if (b.kind == BlockKind::kMoe) return true;
-  }
-  return false;
-}
-
 Status CheckNemotronH(const ModelConfig& c, const std::string& input) {
   if (c.ffn.activation != "relu2") {
     return Status::Unsupported(input + ": " + c.hf_architecture() + ": mlp_hidden_act '" +
@@ -44,7 +37,7 @@ void AddNemotronHKeys(const ExportInput& in, GgufWriter* w) {
   const ModelConfig& c = in.config;
   const AttentionConfig& att = c.attention;
   const FeedForwardConfig& f = c.ffn;
-  const bool moe = HasMoe(c);
+  const bool moe = HasMoeBlocks(c);
   const std::string arch = moe ? "nemotron_h_moe" : "nemotron_h", a = arch + ".";
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
   AddGeneralKeys(in, arch.c_str(), w);
