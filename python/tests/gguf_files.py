@@ -255,6 +255,19 @@ JAMBA_FUSED = {
 }
 
 
+def sentencepiece_scores(model_dir):
+    """{token id: score} of the pieces the merges of a fixture's SentencePiece-style
+    tokenizer.json make, as a SentencePiece BPE model scores them: minus the rank of the first
+    merge that makes each (llama.cpp's SentencePiece merging joins the pair whose piece scores
+    highest, transformers' BPE the pair whose merge ranks first)."""
+    with open(os.path.join(model_dir, "tokenizer.json")) as f:
+        model = json.load(f)["model"]
+    scores = {}
+    for r, (a, b) in enumerate(model["merges"]):
+        scores.setdefault(model["vocab"][a + b], -float(r))
+    return scores
+
+
 def sentencepiece_vocabulary(path, model_dir):
     """Gives the "llama" vocabulary of a jamba file converted from the fixture's tokenizer.json
     alone what a conversion from a SentencePiece model of the same tokenizer writes, in place
@@ -262,22 +275,47 @@ def sentencepiece_vocabulary(path, model_dir):
     LlamaHfVocab, which scores every token -1000 and writes add_space_prefix false, so the
     file's tokenizer is not transformers': with equal scores llama.cpp's SentencePiece merging
     takes the leftmost pair instead of the one the BPE merges rank first, and no "▁" goes before
-    the text. A SentencePiece BPE model scores each merged piece by its merge's rank (-rank
-    here) and says add_dummy_prefix, which the fixture's Prepend("▁") normalizer stands for."""
+    the text. A SentencePiece BPE model scores each merged piece by its merge's rank
+    (sentencepiece_scores) and says add_dummy_prefix, which the fixture's Prepend("▁")
+    normalizer stands for."""
     gguf = gguf_py()
-    with open(os.path.join(model_dir, "tokenizer.json")) as f:
-        model = json.load(f)["model"]
-    rank = {model["vocab"][a + b]: r for r, (a, b) in enumerate(model["merges"])}
+    rank = sentencepiece_scores(model_dir)
     reader = gguf.GGUFReader(path, "r+")
     scores = reader.fields["tokenizer.ggml.scores"]
     for token, part in enumerate(scores.data):
         if token in rank:
-            scores.parts[part][0] = -float(rank[token])
+            scores.parts[part][0] = rank[token]
     prefix = reader.fields["tokenizer.ggml.add_space_prefix"]
     prefix.parts[prefix.data[0]][0] = True
     reader.data.flush()
     del reader
     return path
+
+
+def sentencepiece_metadata(meta, model_dir, rows):
+    """The tokenizer.ggml.* values of `meta` (gguf-py's contents of a jamba file the converter
+    wrote from the fixture's tokenizer.json alone) as a conversion from a SentencePiece model of
+    the same tokenizer states them (the values sentencepiece_vocabulary patches, and what it
+    cannot patch in place): one token per embedding row (`rows`; the converter pads a
+    tokenizer.model's vocabulary with unused "[PADi]"), the scores of sentencepiece_scores
+    (-1000 for the rest), the unk_token unknown and the special added tokens control (the
+    converter asks transformers, which without a tokenizer_config.json knows no special
+    token), add_space_prefix."""
+    with open(os.path.join(model_dir, "tokenizer.json")) as f:
+        tokenizer = json.load(f)
+    tokens = list(meta["tokenizer.ggml.tokens"])
+    types = list(meta["tokenizer.ggml.token_type"])
+    pad = range(len(tokens), rows)
+    tokens += [f"[PAD{i}]" for i in pad]
+    types += [5] * len(pad)  # UNUSED
+    for a in tokenizer["added_tokens"]:
+        if a["special"]:
+            types[a["id"]] = 3  # CONTROL
+    types[tokenizer["model"]["vocab"][tokenizer["model"]["unk_token"]]] = 2  # UNKNOWN
+    rank = sentencepiece_scores(model_dir)
+    return {"tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": types,
+            "tokenizer.ggml.scores": [rank.get(i, -1000.0) for i in range(rows)],
+            "tokenizer.ggml.add_space_prefix": True}
 
 
 def unpermute_rows(w, heads):

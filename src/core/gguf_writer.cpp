@@ -98,6 +98,12 @@ void GgufWriter::AddI32s(const std::string& key, const std::vector<int32_t>& v) 
   Kv(key, GgufType::kArray, b);
 }
 
+void GgufWriter::AddF32s(const std::string& key, const std::vector<float>& v) {
+  std::string b = Pod(static_cast<uint32_t>(GgufType::kF32)) + Pod<uint64_t>(v.size());
+  for (float x : v) b += Pod(x);
+  Kv(key, GgufType::kArray, b);
+}
+
 void GgufWriter::AddValue(const std::string& key, const GgufValue& v) {
   if (v.type == GgufType::kString) return AddString(key, v.text);
   if (v.type != GgufType::kArray) return Kv(key, v.type, Scalar(v.type, v.integer, v.real));

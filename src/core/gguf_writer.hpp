@@ -26,6 +26,7 @@ class GgufWriter {
   void AddString(const std::string& key, const std::string& v);
   void AddStrings(const std::string& key, const std::vector<std::string>& v);
   void AddI32s(const std::string& key, const std::vector<int32_t>& v);
+  void AddF32s(const std::string& key, const std::vector<float>& v);
   // A value as read from another file (any type, arrays included).
   void AddValue(const std::string& key, const GgufValue& v);
 

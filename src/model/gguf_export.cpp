@@ -1,9 +1,9 @@
 // `ssmkit quantize` (model/gguf_export.hpp): the checkpoint's family picks its exporter
 // (model/gguf_export_arch.hpp), which writes the metadata and spells each tensor as the GGUF
 // reader of its architecture knows it; this file names the tensors by inverting that reader's
-// name map, lays them out as llama.cpp's converter does (Q / K rows interleaved for rope, A as
-// -exp(A_log), the conv weight squeezed, Mamba-2's A, D and norm reshaped), picks each one's
-// type as llama-quantize does, and writes the file.
+// name map, lays them out as llama.cpp's converter does (per-expert tensors stacked, Q / K rows
+// interleaved for rope, A as -exp(A_log), the conv weight squeezed, Mamba-2's A, D and norm
+// reshaped), picks each one's type as llama-quantize does, and writes the file.
 #include "model/gguf_export.hpp"
 
 #include <algorithm>
@@ -136,7 +136,7 @@ Status AddDirectoryKeys(const std::string& input, const ModelConfig& c, const Gg
   const std::filesystem::path dir = std::filesystem::path(input).lexically_normal();
   const std::string name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
   e.add_keys({c, r, name, type}, w);
-  return AddTokenizerKeys(input, c, w);
+  return AddTokenizerKeys(input, c, e.sentencepiece, w);
 }
 
 }  // namespace
@@ -169,15 +169,18 @@ Status QuantizeToGguf(const std::string& input, DType type, const std::string& o
   }
   *report = {};
   SizeList sizes;
+  ExpertStacks stacks(c.ffn.num_experts, input);
   for (const auto& [name, t] : source->tensors()) {
     if (name == "lm_head.weight" && c.tie_embeddings) continue;  // the embedding, as llama.cpp
     report->bytes_in += t.numel() / t.shape.back() * DTypeRowBytes(t.dtype, t.shape.back());
-    std::vector<ExportTensor> pieces;
+    std::vector<ExportTensor> respelled, pieces;
     if (e->respell != nullptr) {
-      e->respell(Values(name, t), c, &pieces);
+      e->respell(Values(name, t), c, &respelled);
     } else {
-      pieces.push_back(Values(name, t));
+      respelled.push_back(Values(name, t));
     }
+    for (ExportTensor& piece : respelled)
+      SSMKIT_RETURN_IF_ERROR(stacks.Add(std::move(piece), &pieces));
     for (ExportTensor& piece : pieces) {
       const GgufNameFor g = FindGgufName(arch, piece.name, c);
       if (g.gguf.empty()) {
@@ -193,6 +196,7 @@ Status QuantizeToGguf(const std::string& input, DType type, const std::string& o
       SSMKIT_RETURN_IF_ERROR(AddTensor(piece, type, &w, report, &sizes));
     }
   }
+  SSMKIT_RETURN_IF_ERROR(stacks.CheckComplete());
   if (!gguf_input) w.AddString("general.size_label", GgufSizeLabel(sizes));
   w.AddU32("general.quantization_version", 2);
   SSMKIT_RETURN_IF_ERROR(w.Write(output));

@@ -1,9 +1,10 @@
 // `ssmkit quantize`: a checkpoint (a Hugging Face directory or a GGUF file) written as a GGUF
 // file that llama.cpp loads, its matrices in one type (docs/gguf.md, "Writing"): Mamba-1 and
 // Mamba-2 (llama.cpp's mamba, mamba2), GraniteMoeHybrid and Bamba (granitehybrid), Falcon-H1
-// (falcon-h1) and dense Nemotron-H (nemotron_h), laid out as llama.cpp's converter writes them
-// (model/gguf_export_arch.hpp): its metadata (a GGUF input's as it is), the tokenizer, the
-// tensors under GGUF's names and layouts.
+// (falcon-h1), Nemotron-H without and with MoE layers (nemotron_h, nemotron_h_moe) and Jamba
+// (jamba), laid out as llama.cpp's converter writes them (model/gguf_export_arch.hpp): its
+// metadata (a GGUF input's as it is), the tokenizer (a byte-level BPE, Jamba's a SentencePiece
+// vocabulary), the tensors under GGUF's names and layouts (per-expert tensors stacked).
 //
 // Which tensors get `type`: the matrices (embedding, projections, experts, LM head) whose rows
 // are a whole number of the type's blocks; a matrix whose rows are not falls back as

@@ -12,7 +12,9 @@
 // where (docs/gguf.md, "Writing").
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gguf_writer.hpp"
@@ -51,6 +53,9 @@ struct GgufExporter {
   // Multipliers the converter folds into the tensor `gguf_rest` (its name after "blk.N.").
   // nullptr: none.
   void (*fold)(const std::string& gguf_rest, const ModelConfig& c, ExportTensor* t);
+  // The converter writes the tokenizer.json as a SentencePiece ("llama") vocabulary, not a
+  // byte-level BPE ("gpt2").
+  bool sentencepiece = false;
 };
 
 // The exporter of the model's family, or nullptr when none writes it.
@@ -60,15 +65,19 @@ std::string GgufExporterList();
 
 // The architectures (model/gguf_export_*.cpp).
 extern const GgufExporter kMambaExporter, kMamba2Exporter, kGraniteHybridExporter,
-    kFalconH1Exporter, kNemotronHExporter;
+    kFalconH1Exporter, kNemotronHExporter, kNemotronHMoeExporter, kJambaExporter;
 
 // tokenizer.ggml.* of a checkpoint directory (model/gguf_export_tokenizer.cpp): its
-// tokenizer.json as llama.cpp's converter writes a byte-level BPE (one token per row of the
-// model's vocabulary), or "no_vocab"; the special token ids of the config.
-Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, GgufWriter* w);
+// tokenizer.json as llama.cpp's converter writes a byte-level BPE, or a SentencePiece vocabulary
+// when `sentencepiece`, one token per row of the model's vocabulary; "no_vocab" without a
+// tokenizer.json; the special token ids of the config.
+Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, bool sentencepiece,
+                        GgufWriter* w);
 
 // Helpers the exporters share (model/gguf_export_common.cpp).
 
+// Whether some block of the model is an MoE one.
+bool HasMoeBlocks(const ModelConfig& c);
 // llama.cpp's llama_ftype of a file whose matrices are `type` (general.file_type).
 uint32_t GgufFileType(DType type);
 // general.architecture, type, name, file_type (the converter's first keys).
@@ -91,5 +100,27 @@ void SplitHalves(const ExportTensor& t, const std::string& first, const std::str
                  std::vector<ExportTensor>* out);
 // Every element of `t` times `s`, in f32 as the converter's torch code multiplies.
 void Scale(ExportTensor* t, float s);
+
+// The converter's stacking of per-expert tensors: "<p>experts.<e>.<w>.weight" (E of them, in
+// any order) become one "<p>experts.<w>" (E, rows, cols), the reader's stacked name.
+class ExpertStacks {
+ public:
+  ExpertStacks(int64_t experts, std::string input) : experts_(experts), input_(std::move(input)) {}
+  // A tensor that is not one expert's is appended to `out` as it is; an expert's is kept, and
+  // the stack it completes appended.
+  Status Add(ExportTensor t, std::vector<ExportTensor>* out);
+  // Ok, or the first stack still missing experts, named.
+  Status CheckComplete() const;
+
+ private:
+  struct Stack {
+    std::vector<int64_t> shape;              // one expert's
+    std::vector<std::vector<float>> values;  // per expert; empty: not seen yet
+    int64_t seen = 0;
+  };
+  int64_t experts_;
+  std::string input_;                    // for messages
+  std::map<std::string, Stack> stacks_;  // by the stacked name
+};
 
 }  // namespace ssmkit::model

@@ -1,6 +1,6 @@
 // What the GGUF exporters share: the table of architectures, the general.* keys, the Mamba-2
 // and per-layer attention keys, config.json values the converter reads, the size label, and
-// the tensor edits (gate/up halves, scaling).
+// the tensor edits (gate/up halves, scaling, experts stacked).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,9 +11,9 @@
 namespace ssmkit::model {
 namespace {
 
-const GgufExporter* const kExporters[] = {&kMambaExporter, &kMamba2Exporter,
-                                          &kGraniteHybridExporter, &kFalconH1Exporter,
-                                          &kNemotronHExporter};
+const GgufExporter* const kExporters[] = {
+    &kMambaExporter,     &kMamba2Exporter,       &kGraniteHybridExporter, &kFalconH1Exporter,
+    &kNemotronHExporter, &kNemotronHMoeExporter, &kJambaExporter};
 
 // The Hugging Face classes each exporter writes, for messages.
 constexpr const char* kWritten[][2] = {
@@ -22,7 +22,8 @@ constexpr const char* kWritten[][2] = {
     {"GraniteMoeHybridForCausalLM", "granitehybrid"},
     {"BambaForCausalLM", "granitehybrid"},
     {"FalconH1ForCausalLM", "falcon-h1"},
-    {"NemotronHForCausalLM", "nemotron_h"},
+    {"NemotronHForCausalLM", "nemotron_h, nemotron_h_moe"},
+    {"JambaForCausalLM", "jamba"},
 };
 
 // gguf-py's model_weight_count_rounded_notation: at least two significant digits before the
@@ -52,9 +53,12 @@ std::string RoundedCount(int64_t n) {
 
 const GgufExporter* FindGgufExporter(const ModelConfig& c) {
   const std::string& f = c.family;
+  const bool moe = HasMoeBlocks(c);  // Nemotron-H's MoE models: nemotron_h_moe
   const char* arch = f == "granitemoehybrid" || f == "bamba" ? "granitehybrid"
                      : f == "falcon_h1"                      ? "falcon-h1"
+                     : f == "nemotron_h" && moe              ? "nemotron_h_moe"
                      : f == "nemotron_h"                     ? "nemotron_h"
+                     : f == "jamba"                          ? "jamba"
                      : !c.blocks.empty()                     ? nullptr
                      : c.arch == ModelArch::kMamba2          ? "mamba2"
                                                              : "mamba";
@@ -70,6 +74,13 @@ std::string GgufExporterList() {
     s += (s.empty() ? "" : ", ") + std::string(cls) + " (" + arch + ")";
   }
   return s;
+}
+
+bool HasMoeBlocks(const ModelConfig& c) {
+  for (const BlockSpec& b : c.block_list()) {
+    if (b.kind == BlockKind::kMoe) return true;
+  }
+  return false;
 }
 
 uint32_t GgufFileType(DType type) {
@@ -188,6 +199,63 @@ void SplitHalves(const ExportTensor& t, const std::string& first, const std::str
 
 void Scale(ExportTensor* t, float s) {
   for (float& v : t->values) v *= s;
+}
+
+Status ExpertStacks::Add(ExportTensor t, std::vector<ExportTensor>* out) {
+  // "<p>experts.<e>.<w>.weight" -> p + "experts.", e, w
+  const std::string key = "experts.", suffix = ".weight";
+  const size_t at = t.name.rfind(key);
+  const size_t digits = at == std::string::npos ? 0 : at + key.size();
+  const size_t dot = at == std::string::npos ? std::string::npos : t.name.find('.', digits);
+  const bool expert = dot != std::string::npos && dot > digits && dot - digits <= 9 &&
+                      t.name.find_first_not_of("0123456789", digits) == dot &&
+                      t.name.size() > suffix.size() &&
+                      t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+                      t.name.size() > dot + 1 + suffix.size();
+  if (!expert) {
+    out->push_back(std::move(t));
+    return Status::Ok();
+  }
+  const int64_t e = std::stoll(t.name.substr(digits, dot - digits));
+  const std::string stacked =
+      t.name.substr(0, digits) + t.name.substr(dot + 1, t.name.size() - dot - 1 - suffix.size());
+  if (e >= experts_) {
+    return Status::InvalidArgument(input_ + ": tensor '" + t.name + "': expert " +
+                                   std::to_string(e) + ", expected one of the " +
+                                   std::to_string(experts_) + " experts of the config");
+  }
+  Stack& s = stacks_[stacked];
+  if (s.values.empty()) {
+    s.values.resize(static_cast<size_t>(experts_));
+    s.shape = t.shape;
+  }
+  if (t.shape != s.shape || !s.values[static_cast<size_t>(e)].empty()) {
+    return Status::InvalidArgument(input_ + ": tensor '" + t.name +
+                                   "': a second tensor of that expert, or a shape other than "
+                                   "the other experts' of '" +
+                                   stacked + "'");
+  }
+  s.values[static_cast<size_t>(e)] = std::move(t.values);
+  if (++s.seen < experts_) return Status::Ok();
+  ExportTensor whole{stacked, {experts_}, {}};
+  whole.shape.insert(whole.shape.end(), s.shape.begin(), s.shape.end());
+  for (std::vector<float>& v : s.values) {
+    whole.values.insert(whole.values.end(), v.begin(), v.end());
+    std::vector<float>().swap(v);
+  }
+  out->push_back(std::move(whole));
+  return Status::Ok();
+}
+
+Status ExpertStacks::CheckComplete() const {
+  for (const auto& [name, s] : stacks_) {
+    if (s.seen < experts_) {
+      return Status::InvalidArgument(input_ + ": '" + name + "' has tensors of " +
+                                     std::to_string(s.seen) + " experts, expected " +
+                                     std::to_string(experts_) + ", the config's expert count");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace ssmkit::model

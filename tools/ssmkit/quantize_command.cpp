@@ -18,7 +18,8 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "quantize",
-      "write a Mamba-1, Mamba-2, GraniteMoeHybrid, Bamba, Falcon-H1 or Nemotron-H checkpoint (a "
+      "write a Mamba-1, Mamba-2, GraniteMoeHybrid, Bamba, Falcon-H1, Nemotron-H or Jamba "
+      "checkpoint (a "
       "Hugging Face directory or a GGUF file) as a GGUF file that llama.cpp and ssmkit load, its "
       "matrices in TYPE (docs/gguf.md)");
   sub->add_option("--type", o->type,
