@@ -140,7 +140,8 @@ TEST(HybridConfig, NemotronMoe) {
   ModelConfig bad;
   Status s = Parse(base + R"(, "hybrid_override_pattern": "ME", "moe_latent_size": 0})", &bad);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("\"moe_latent_size\": expected null or a width >= 1"), std::string::npos)
+  EXPECT_NE(s.message().find("\"moe_latent_size\": expected null or a width >= 1"),
+            std::string::npos)
       << s.message();
   s = Parse(base + R"(, "hybrid_override_pattern": "ME", "n_group": 3})", &bad);
   EXPECT_NE(s.message().find("n_group"), std::string::npos) << s.message();

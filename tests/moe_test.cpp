@@ -2,11 +2,12 @@
 // (each case labelled), both routing rules (Jamba's softmax then top-k, optionally
 // renormalised; Granite's top-k then softmax), shared expert on and off, gated and ungated
 // experts, Nemotron-H's sigmoid group-limited routing (correction bias, groups, scaling,
-// renormalised or not; ties to the lower index) and latent experts (expert_x), f32 / bf16 / f16 weights, per-expert tensors and
-// slices of 3-D tensors, empty experts, every token on one expert, decode (T = 1) and prefill over
-// several chunks; router logits, counts and the top-k outputs; gradients against the oracle and
-// against fp64 central finite differences (the router's included, through the routing weights and
-// an aux-loss gradient on the logits); every SIMD target; determinism; NaN confined to its token.
+// renormalised or not; ties to the lower index) and latent experts (expert_x), f32 / bf16 / f16
+// weights, per-expert tensors and slices of 3-D tensors, empty experts, every token on one expert,
+// decode (T = 1) and prefill over several chunks; router logits, counts and the top-k outputs;
+// gradients against the oracle and against fp64 central finite differences (the router's included,
+// through the routing weights and an aux-loss gradient on the logits); every SIMD target;
+// determinism; NaN confined to its token.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

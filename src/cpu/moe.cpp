@@ -4,8 +4,9 @@
 //
 // Forward: router logits (the linear op), each token's routing (moe_routing.cpp), then chunks
 // of C tokens: a counting sort of the chunk's C k assignments by expert (stable: token order
-// within an expert), the expert_x rows (x when not given) gathered in that order, every active expert (and the shared
-// expert on the chunk's rows as they are) as one MlpGroupForward, and the rows scattered back:
+// within an expert), the expert_x rows (x when not given) gathered in that order, every active
+// expert (and the shared expert on the chunk's rows as they are) as one MlpGroupForward, and the
+// rows scattered back:
 //   out[t] = sum over t's experts, ascending, of w * y  (+ shared(x[t]))
 // in a region over model features, so each output element is summed by one thread in a fixed
 // order. The chunk bounds the workspace (N rows of x and y) whatever T is.

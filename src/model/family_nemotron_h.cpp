@@ -187,8 +187,7 @@ void PlanNemotronH(Planner& p, ModelWeights* w) {
       if (c.ffn.latent > 0) {
         p.Linear(m + "fc1_latent_proj", dx, d, c.ffn.bias, &b.ffn.latent_down,
                  &b.ffn.latent_down_bias);
-        p.Linear(m + "fc2_latent_proj", d, dx, c.ffn.bias, &b.ffn.latent_up,
-                 &b.ffn.latent_up_bias);
+        p.Linear(m + "fc2_latent_proj", d, dx, c.ffn.bias, &b.ffn.latent_up, &b.ffn.latent_up_bias);
       }
     } else {
       p.Mlp(l + "mixer.", c.ffn.intermediate, false, &b.ffn.mlp);

@@ -72,8 +72,8 @@ struct MoeInputs {
 void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight,
               const double* score_bias = nullptr);
 
-// out (T, d), or (T, d_x) with expert_x (no shared expert then); router_logits (T, E), counts (E), top_index (T, k), top_weight (T, k): each
-// optional (nullptr).
+// out (T, d), or (T, d_x) with expert_x (no shared expert then); router_logits (T, E), counts (E),
+// top_index (T, k), top_weight (T, k): each optional (nullptr).
 void MoeForward(const MoeShape& s, int64_t T, const MoeInputs& in, double* out,
                 double* router_logits, int64_t* counts, int64_t* top_index, double* top_weight);
 
