@@ -158,7 +158,7 @@ TEST(DecodeAllocations, HybridsNoneAfterWarmUp) {
   SetNumThreads(2);
   const SamplerOptions greedy{};
   for (const char* name : {"granitemoehybrid-moe", "bamba", "nemotron_h", "nemotron_h-moe",
-                           "falcon_h1-norm", "jamba", "zamba2"}) {
+                           "nemotron_h-moe-latent", "falcon_h1-norm", "jamba", "zamba2"}) {
     SCOPED_TRACE(name);
     std::unique_ptr<Model> model;
     const Status s = Model::Load(std::string(SSMKIT_FIXTURES_DIR) + "/models/" + name, &model);

@@ -133,10 +133,16 @@ TEST(HybridConfig, NemotronMoe) {
   EXPECT_EQ(c.ffn.top_k_groups, 2);
   EXPECT_FALSE(c.ffn.normalize_top_k);
   EXPECT_FLOAT_EQ(c.ffn.routed_scaling, 2.5f);
+  EXPECT_EQ(c.ffn.latent, 0);  // null: no latent projections
+  const ModelConfig latent =
+      ParseOk(base + R"(, "hybrid_override_pattern": "ME", "moe_latent_size": 16})");
+  EXPECT_EQ(latent.ffn.latent, 16);
   ModelConfig bad;
-  Status s = Parse(base + R"(, "hybrid_override_pattern": "ME", "moe_latent_size": 16})", &bad);
-  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("moe_latent_size"), std::string::npos) << s.message();
+  Status s = Parse(base + R"(, "hybrid_override_pattern": "ME", "moe_latent_size": 0})", &bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("\"moe_latent_size\": expected null or a width >= 1"),
+            std::string::npos)
+      << s.message();
   s = Parse(base + R"(, "hybrid_override_pattern": "ME", "n_group": 3})", &bad);
   EXPECT_NE(s.message().find("n_group"), std::string::npos) << s.message();
   s = Parse(base + R"(, "hybrid_override_pattern": "ME", "n_group": 4, "topk_group": 1,

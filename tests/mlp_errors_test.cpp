@@ -225,6 +225,38 @@ TEST_F(MoeGroupErrors, ScoreBiasWithSoftmaxRouting) {
   Expect(MoeBwd(), {"moe: score_correction_bias:", "no tensor with softmax routing", "(4,)"});
 }
 
+// expert_x (Nemotron-H's latent experts): the experts read it, out has its width, no shared
+// expert, forward only. The experts' width d_x is the fixture's d here.
+class MoeLatentErrors : public MlpErrors {
+ protected:
+  MoeLatentErrors() : expert_x_({kT, kD}, DType::kF32) {
+    expert_x_.Fill(rng_.NormalVec(expert_x_.numel()));
+    moe_in_.expert_x = expert_x_.view();
+    moe_in_.shared_expert = MlpWeights{};
+  }
+  HostTensor expert_x_;
+};
+TEST_F(MoeLatentErrors, ValidCallSucceeds) { EXPECT_TRUE(MoeFwd().ok()) << MoeFwd().message(); }
+TEST_F(MoeLatentErrors, Rows) {
+  moe_in_.expert_x.shape[0] = kT + 1;
+  Expect(MoeFwd(), {"moe: expert_x:", "(T, d_x) = (3, 5)", "(4, 5)"});
+}
+TEST_F(MoeLatentErrors, ExpertsOfAnotherWidth) {
+  moe_in_.expert_x.shape[1] = kD - 1;
+  Expect(MoeFwd(), {"moe: experts[0]", "4", "5"});
+}
+TEST_F(MoeLatentErrors, WithSharedExpert) {
+  moe_in_.shared_expert = shared_.Views();
+  Expect(MoeFwd(), {"moe: shared_expert:", "none with expert_x", "a shared expert"});
+}
+TEST_F(MoeLatentErrors, OutOverlapsExpertX) {
+  moe_out_.out = moe_in_.expert_x;
+  Expect(MoeFwd(), {"moe: outputs.out:", "not overlapping expert_x"});
+}
+TEST_F(MoeLatentErrors, Backward) {
+  Expect(MoeBwd(), {"moe: expert_x:", "forward only"}, StatusCode::kUnsupported);
+}
+
 TEST_F(MlpErrors, ExpertCount) {
   moe_in_.experts = std::span<const MlpWeights>(expert_views_).first(kE - 1);
   Expect(MoeFwd(), {"moe: experts:", "E = 4 entries", "3"});

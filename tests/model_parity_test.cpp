@@ -221,6 +221,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "MAFMF"},
         ParityCase{"nemotron_h-moe", "nemotron_h-moe", ModelArch::kMamba2, "hf", "nemotron_h", 6,
                    304, "MEAEFM"},
+        ParityCase{"nemotron_h-moe-latent", "nemotron_h-moe-latent", ModelArch::kMamba2, "hf",
+                   "nemotron_h", 6, 304, "MEMAEF"},
         ParityCase{"falcon_h1", "falcon_h1", ModelArch::kMamba2, "hf", "falcon_h1", 2, 304, "PFPF"},
         ParityCase{"falcon_h1-norm", "falcon_h1-norm", ModelArch::kMamba2, "hf", "falcon_h1", 2,
                    304, "PFPF"},

@@ -2,11 +2,12 @@
 // (each case labelled), both routing rules (Jamba's softmax then top-k, optionally
 // renormalised; Granite's top-k then softmax), shared expert on and off, gated and ungated
 // experts, Nemotron-H's sigmoid group-limited routing (correction bias, groups, scaling,
-// renormalised or not; ties to the lower index), f32 / bf16 / f16 weights, per-expert tensors and
-// slices of 3-D tensors, empty experts, every token on one expert, decode (T = 1) and prefill over
-// several chunks; router logits, counts and the top-k outputs; gradients against the oracle and
-// against fp64 central finite differences (the router's included, through the routing weights and
-// an aux-loss gradient on the logits); every SIMD target; determinism; NaN confined to its token.
+// renormalised or not; ties to the lower index) and latent experts (expert_x), f32 / bf16 / f16
+// weights, per-expert tensors and slices of 3-D tensors, empty experts, every token on one expert,
+// decode (T = 1) and prefill over several chunks; router logits, counts and the top-k outputs;
+// gradients against the oracle and against fp64 central finite differences (the router's included,
+// through the routing weights and an aux-loss gradient on the logits); every SIMD target;
+// determinism; NaN confined to its token.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +45,11 @@ struct MoeCase {
   // kNemotron only (Grouped below sets them):
   int64_t groups = 1, top_k_groups = 1;
   float scaling = 1.0f;
+  // > 0: the experts read expert_x of this width d_x (Nemotron-H's moe_latent_size) and out
+  // is (T, d_x); forward only, no shared expert. Latent below sets it.
+  int64_t latent = 0;
+
+  int64_t ExpertWidth() const { return latent > 0 ? latent : d; }
 
   std::string Describe() const {
     return std::string(label) + ": T=" + std::to_string(T) + " d=" + std::to_string(d) +
@@ -56,7 +62,8 @@ struct MoeCase {
            (normalize ? " normalized" : "") + " shared=" + std::to_string(shared_F) +
            " w=" + DTypeName(wdtype) + (gated ? " gated " : " ungated ") + ActName(act) +
            (bias ? " bias" : "") + (router_bias ? " router_bias" : "") + (fused ? " fused" : "") +
-           " forced=" + std::to_string(forced) + " pad=" + std::to_string(pad);
+           " forced=" + std::to_string(forced) + " pad=" + std::to_string(pad) +
+           (latent > 0 ? " latent=" + std::to_string(latent) : "");
   }
 };
 
@@ -70,23 +77,32 @@ MoeCase Grouped(MoeCase c, int64_t groups, int64_t top_k_groups, float scaling) 
   return c;
 }
 
+// c with experts of width d_x = latent reading expert_x.
+MoeCase Latent(MoeCase c, int64_t latent) {
+  c.latent = latent;
+  return c;
+}
+
 struct MoeProblem {
   MoeCase c;
   std::vector<WeightSet> experts;
   WeightSet shared;
   HostTensor router, router_bias, score_bias, fused_gate_up, fused_down;
   std::vector<double> router_d, router_bias_d, score_bias_d;
-  PaddedTensor x;
-  std::vector<double> x_d;
+  PaddedTensor x, expert_x;  // expert_x: (T, d_x), used when c.latent > 0
+  std::vector<double> x_d, expert_x_d;
   std::vector<MlpWeights> views;
 
   // min_gap: the router is redrawn until no token's k-th and (k+1)-th fp64 logits are closer:
   // the f32 kernel and the fp64 oracle must select the same experts.
   MoeProblem(const MoeCase& mc, Rng& rng, double min_gap = 1e-5)
-      : c(mc), x({mc.T, mc.d}, DType::kF32, mc.pad) {
+      : c(mc),
+        x({mc.T, mc.d}, DType::kF32, mc.pad),
+        expert_x({mc.T, mc.ExpertWidth()}, DType::kF32, mc.pad) {
     x_d = x.Fill(rng.NormalVec(c.T * c.d));
+    if (c.latent > 0) expert_x_d = expert_x.Fill(rng.NormalVec(c.T * c.latent));
     for (int64_t e = 0; e < c.E; ++e) {
-      experts.emplace_back(rng, c.d, c.F, c.gated, c.bias, c.wdtype, /*lazy=*/true);
+      experts.emplace_back(rng, c.ExpertWidth(), c.F, c.gated, c.bias, c.wdtype, /*lazy=*/true);
     }
     if (c.shared_F > 0) shared = WeightSet(rng, c.d, c.shared_F, c.gated, c.bias, c.wdtype);
     router = HostTensor({c.E, c.d}, c.wdtype);
@@ -117,8 +133,8 @@ struct MoeProblem {
   // The experts as slices of 3-D tensors holding the same values.
   void MakeFused() {
     MaterializeAll();
-    fused_gate_up = HostTensor({c.E, 2 * c.F, c.d}, c.wdtype);
-    fused_down = HostTensor({c.E, c.d, c.F}, c.wdtype);
+    fused_gate_up = HostTensor({c.E, 2 * c.F, c.ExpertWidth()}, c.wdtype);
+    fused_down = HostTensor({c.E, c.ExpertWidth(), c.F}, c.wdtype);
     std::vector<double> gu, dn;
     for (const WeightSet& w : experts) {
       gu.insert(gu.end(), w.gate_d.begin(), w.gate_d.end());
@@ -183,6 +199,7 @@ struct MoeProblem {
   MoeInputs Inputs() {
     MoeInputs in;
     in.x = x.view();
+    if (c.latent > 0) in.expert_x = expert_x.view();
     in.router_weight = router.view();
     if (router_bias.numel() > 0) in.router_bias = router_bias.view();
     in.experts = views;
@@ -211,7 +228,7 @@ struct MoeProblem {
     s.groups = c.groups;
     s.top_k_groups = c.top_k_groups;
     s.routed_scaling = c.scaling;
-    s.expert = {c.d, c.F, c.gated, c.act, 1.0, c.dm};
+    s.expert = {c.ExpertWidth(), c.F, c.gated, c.act, 1.0, c.dm};
     s.shared_F = c.shared_F;
     return s;
   }
@@ -220,6 +237,7 @@ struct MoeProblem {
   ref::MoeInputs Ref() {
     ref::MoeInputs in;
     in.x = x_d.data();
+    in.expert_x = c.latent > 0 ? expert_x_d.data() : nullptr;
     in.router_weight = router_d.data();
     in.router_bias = router_bias_d.empty() ? nullptr : router_bias_d.data();
     in.score_bias = score_bias_d.empty() ? nullptr : score_bias_d.data();
@@ -246,7 +264,8 @@ struct ForwardResult {
 ForwardResult RunForward(const MoeCase& c, uint64_t seed) {
   Rng rng(seed);
   MoeProblem prob(c, rng);
-  PaddedTensor out({c.T, c.d}, DType::kF32, c.pad), logits({c.T, c.E}, DType::kF32, c.pad);
+  const int64_t dx = c.ExpertWidth();
+  PaddedTensor out({c.T, dx}, DType::kF32, c.pad), logits({c.T, c.E}, DType::kF32, c.pad);
   HostTensor counts({c.E}, DType::kI64), index({c.T, c.k}, DType::kI32),
       weight({c.T, c.k}, DType::kF32);
   out.Poison();
@@ -260,7 +279,7 @@ ForwardResult RunForward(const MoeCase& c, uint64_t seed) {
   EXPECT_TRUE(s.ok()) << s.message();
   EXPECT_TRUE(out.PaddingUntouched() && logits.PaddingUntouched()) << "wrote between rows";
 
-  std::vector<double> want(c.T * c.d), want_logits(c.T * c.E), want_weight(c.T * c.k);
+  std::vector<double> want(c.T * dx), want_logits(c.T * c.E), want_weight(c.T * c.k);
   std::vector<int64_t> want_counts(c.E), want_index(c.T * c.k);
   ref::MoeForward(prob.Shape(), c.T, prob.Ref(), want.data(), want_logits.data(),
                   want_counts.data(), want_index.data(), want_weight.data());
@@ -338,6 +357,21 @@ const MoeCase kForwardCases[] = {
              DType::kF16, true, true, Act::kSilu, true, true},
             4, 1, 0.5f),
     Grouped({"sigmoid over two chunks", 600, 16, 8192, 4, 1, kNemotron}, 2, 1, 1.5f),
+    // Nemotron-H's latent experts (moe_latent_size): the router reads x (d), the experts a
+    // narrower expert_x (d_x = d/4), out the routed sum at d_x; decode, a batch, and prefill
+    // over two chunks with padded rows
+    Latent(Grouped({"latent experts decode", 1, 512, 96, 16, 4, kNemotron, 0, DType::kBF16, true,
+                    false, Act::kRelu2},
+                   4, 2, 2.5f),
+           128),
+    Latent(Grouped({"latent experts batch 5, gated, fused", 5, 256, 48, 8, 3, kNemotron, 0,
+                    DType::kF32, true, true, Act::kSilu, true, false, true},
+                   4, 2, 1.5f),
+           40),
+    Latent(Grouped({"latent experts over two chunks", 700, 64, 4096, 4, 2, kNemotron, 0,
+                    DType::kF32, false, false, Act::kRelu2, false, false, false, -1, 3},
+                   2, 1, 1.0f),
+           24),
 };
 
 TEST(MoeForward, MatchesOracle) {

@@ -36,6 +36,7 @@ std::vector<SlotModel> SlotModels() {
       {"bamba", {}, "bamba"},
       {"nemotron_h", {}, "nemotron_h"},
       {"nemotron_h_moe", {}, "nemotron_h-moe"},
+      {"nemotron_h_moe_latent", {}, "nemotron_h-moe-latent"},
       {"falcon_h1", {}, "falcon_h1-norm"},
       {"jamba", {}, "jamba"},
       {"zamba2", {}, "zamba2"},

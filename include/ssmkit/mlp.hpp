@@ -36,6 +36,11 @@
 //                          only selects: no gradient reaches it (a buffer in transformers).
 //   out[t,:] = sum_{e in S_t, ascending e} w[t,e] * expert_e(x[t,:])  +  shared(x[t,:])
 //
+// With expert_x (Nemotron-H's moe_latent_size: the experts run on fc1_latent_proj(x), a
+// narrower latent width d_x, while the router reads x): expert_e(expert_x[t,:]) in place of
+// expert_e(x[t,:]), out (T, d_x) the routed sum alone, and no shared expert (it reads x and
+// writes width d: the caller adds it after projecting the sum back, fc2_latent_proj).
+//
 // each expert (and the optional shared expert) an MLP as above. Top-k ties (of experts, and of
 // groups) go to the lower index, NaN ranks above every number (torch.topk ranks NaN first too, and
 // leaves the order of exact ties unspecified). Tokens are grouped by expert with a counting sort
@@ -158,17 +163,22 @@ struct MoeInputs {
   Tensor x;              // (T, d) f32, row stride >= d
   Tensor router_weight;  // (E, d) f32 | bf16 | f16, row-major contiguous
   Tensor router_bias;    // optional (E) f32
-  // E routed experts, each an MLP of the same form and shapes (F, d); biases optional but
-  // present or absent in all alike. Per-expert views fit both checkpoint layouts: separate
-  // tensors per expert, or slices of 3-D (E, 2F, d) / (E, d, F) tensors (SplitFusedExperts).
+  // E routed experts, each an MLP of the same form and shapes (F, d), or (F, d_x) with
+  // expert_x; biases optional but present or absent in all alike. Per-expert views fit both
+  // checkpoint layouts: separate tensors per expert, or slices of 3-D (E, 2F, d) / (E, d, F)
+  // tensors (SplitFusedExperts).
   std::span<const MlpWeights> experts;
-  MlpWeights shared_expert;  // optional (all absent = none), its own hidden width F_s
+  MlpWeights shared_expert;  // optional (all absent = none; absent with expert_x), width F_s
   // (E) f32: kSigmoidGroupTopK's e_score_correction_bias, required there and absent otherwise
   Tensor score_correction_bias;
+  // optional (T, d_x) f32, row stride >= d_x: the rows the routed experts read instead of x
+  // (above); forward only.
+  Tensor expert_x;
 };
 
 struct MoeOutputs {
-  Tensor out;            // (T, d) f32, row stride >= d; must not overlap x
+  Tensor out;            // (T, d) f32 ((T, d_x) with expert_x), row stride >= its width;
+                         // must not overlap x or expert_x
   Tensor router_logits;  // optional (T, E) f32: what transformers returns for the aux loss
   Tensor expert_counts;  // optional (E) i64: tokens routed to each expert
   Tensor top_k_index;    // optional (T, k) i32: the selected experts, best first
@@ -191,7 +201,8 @@ struct MoeGrads {
 // from an auxiliary loss (absent = 0). The routing is recomputed from the inputs, bitwise as in
 // the forward for the same thread count. The gradient reaches the router through the routing
 // weights w; the top-k selection itself is piecewise constant and passes none (nor does it in
-// torch), so score_correction_bias has no gradient.
+// torch), so score_correction_bias has no gradient. expert_x is not taken here (kUnsupported):
+// nothing trains a latent MoE yet.
 Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& drouter_logits,
                    const MoeGrads& grads, const MoeOptions& options);
 

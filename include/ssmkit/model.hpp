@@ -93,6 +93,11 @@ struct FeedForwardConfig {
   int64_t top_k = 0;
   int64_t moe_intermediate = 0;
   int64_t shared_intermediate = 0;
+  // Nemotron-H's moe_latent_size (0: none): the routed experts run at this width d_x between a
+  // projection of the block's input down to it (fc1_latent_proj) and of their sum back up
+  // (fc2_latent_proj), both with biases when `bias`; the router and the shared expert read the
+  // input itself.
+  int64_t latent = 0;
   bool topk_then_softmax = false;  // Granite's routing; false: softmax then top-k (Jamba)
   bool normalize_top_k = false;    // not with Granite's routing: renormalise the k weights
   // Nemotron-H's routing (MoeRouting::kSigmoidGroupTopK, include/ssmkit/mlp.hpp): sigmoid

@@ -153,10 +153,13 @@ def converter_input(model_dir, out_dir):
     if config["model_type"] == "falcon_h1" and config.get("head_dim") is None:
         config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
     if config["model_type"] == "nemotron_h":
-        if "E" not in config["hybrid_override_pattern"]:
+        # The hub files' pattern string, or the list transformers 5 writes (which the converter
+        # reads too).
+        pattern = config.get("hybrid_override_pattern") or config["layers_block_type"]
+        if "E" not in pattern and "moe" not in pattern:
             for key in NEMOTRON_H_MOE_KEYS:
                 config.pop(key, None)
-        config["num_hidden_layers"] = len(config["hybrid_override_pattern"])
+        config["num_hidden_layers"] = len(pattern)
         config["mamba_d_head"] = config["mamba_head_dim"]
         config["model_type"] = "nemotron_h_as_published"
     with open(os.path.join(out_dir, "config.json"), "w") as f:
@@ -224,6 +227,11 @@ for _w in ("up", "down"):
     # nemotron_h_moe's experts, stacked by the converter (E, F, d) / (E, d, F) as transformers
     # 5 holds them.
     NEMOTRON_H_LAYER[f"ffn_{_w}_exps.weight"] = f"mixer.experts.{_w}_proj"
+# The latent projections around the experts (moe_latent_size): down to the latent width before
+# them (fc1), up after (fc2).
+for _s in ("weight", "bias"):
+    NEMOTRON_H_LAYER[f"ffn_latent_down.{_s}"] = f"mixer.fc1_latent_proj.{_s}"
+    NEMOTRON_H_LAYER[f"ffn_latent_up.{_s}"] = f"mixer.fc2_latent_proj.{_s}"
 # The router and its correction bias (the converter's exp_probs_b).
 NEMOTRON_H_LAYER["ffn_gate_inp.weight"] = "mixer.gate.weight"
 NEMOTRON_H_LAYER["exp_probs_b.bias"] = "mixer.gate.e_score_correction_bias"

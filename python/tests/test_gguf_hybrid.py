@@ -12,9 +12,10 @@ granitehybrid files of GraniteMoeHybridForCausalLM with rope off (the published 
 models have none), so transformers runs the MoE fixture with position_embedding_type "nope";
 it multiplies Falcon-H1's muP multipliers into the weights without recording them, so
 transformers runs the falcon_h1 fixture with every multiplier 1. The nemotron_h fixture is
-converted from the config its published dense checkpoints state, the nemotron_h-moe fixture
-(a nemotron_h_moe file) from its own config with the keys the published ones add
-(gguf_files.converter_input).
+converted from the config its published dense checkpoints state, the nemotron_h-moe and
+nemotron_h-moe-latent fixtures (nemotron_h_moe files, the second with moe_latent_size and its
+ffn_latent_down / ffn_latent_up projections) from their own configs with the keys the published
+ones add (gguf_files.converter_input).
 Fixtures the converter refuses are not here: falcon_h1-norm (mamba_proj_bias: it scales the
 in_proj bias as a matrix and fails), zamba2 (no Zamba2 converter).
 
@@ -42,6 +43,7 @@ CHECKPOINTS = [
     ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
     ("nemotron_h", {}),
     ("nemotron_h-moe", {}),
+    ("nemotron_h-moe-latent", {}),
     ("jamba", {}),
 ]
 TYPES = ["f32", "bf16", "q8_0"]
@@ -153,6 +155,10 @@ BAD_METADATA = [
     ("nemotron_h-moe", "nemotron_h_moe.expert_used_count", 0, 5,
      r"'nemotron_h_moe\.expert_used_count' is 5, expected at most the experts of the "
      r"expert_group_used_count kept groups \(4\)"),
+    # The latent fixture's file says no latent width while it holds the projections.
+    ("nemotron_h-moe-latent", "nemotron_h_moe.moe_latent_size", 0, 0,
+     r"'nemotron_h_moe\.moe_latent_size' is 0, expected the latent width \(the file has "
+     r"ffn_latent_down tensors\)"),
 ]
 
 
@@ -163,6 +169,41 @@ def test_bad_metadata_is_named(f32_files, checkpoint, key, entry, value, message
         set_array_entry(fields[key], entry, value)
     with pytest.raises(ssmkit.InvalidArgumentError, match=message):
         ssmkit.Model.load(edited(f32_files(checkpoint), tmp_path, edit))
+
+
+def with_key(path, tmp_path, key, value):
+    """A copy of the file with one more uint32 metadata key: gguf-py's writer given every key,
+    value and tensor its reader finds, as they are."""
+    from gguf_files import gguf_py
+    gguf = gguf_py()
+    reader = gguf.GGUFReader(path)
+    out = str(tmp_path / "with-key.gguf")
+    writer = gguf.GGUFWriter(out, reader.fields["general.architecture"].contents())
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # the header's, and the one the writer writes itself
+        array = field.types[0] == gguf.GGUFValueType.ARRAY
+        writer.add_key_value(name, field.contents(), field.types[0],
+                             sub_type=field.types[-1] if array else None)
+    writer.add_uint32(key, value)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def test_multi_token_prediction_is_refused_by_name(f32_files, tmp_path):
+    # What the converter writes for a checkpoint with an MTP head (num_nextn_predict_layers)
+    # unless given --no-mtp: the engine does not run that block.
+    path = with_key(f32_files("nemotron_h-moe-latent"), tmp_path,
+                    "nemotron_h_moe.nextn_predict_layers", 1)
+    with pytest.raises(ssmkit.UnsupportedError,
+                       match=r"'nemotron_h_moe\.nextn_predict_layers' is 1: the "
+                             r"multi-token-prediction block is not supported"):
+        ssmkit.Model.load(path)
 
 
 def test_an_architecture_not_read_is_refused_by_name(bamba_f32, tmp_path):

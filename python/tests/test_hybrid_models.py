@@ -17,6 +17,8 @@ HYBRIDS = [
     ("granitemoehybrid-moe", "granitemoehybrid", ["mamba2", "moe", "attention", "moe"] * 2, 304),
     ("bamba", "bamba", ["mamba2", "mlp", "attention", "mlp", "mamba2", "mlp"], 304),
     ("nemotron_h-moe", "nemotron_h", ["mamba2", "moe", "attention", "moe", "mlp", "mamba2"], 304),
+    ("nemotron_h-moe-latent", "nemotron_h",
+     ["mamba2", "moe", "mamba2", "attention", "moe", "mlp"], 304),
     ("falcon_h1-norm", "falcon_h1", ["attention+mamba2", "mlp"] * 2, 304),
     ("jamba", "jamba", ["mamba1", "moe", "attention", "mlp"] * 2, 392),
     ("zamba2", "zamba2", ["mamba2", "shared-transformer", "mamba2", "mamba2",

@@ -1,10 +1,12 @@
-// CPU mixture of experts. Dimension legend: T tokens, d model width, F an expert's hidden
-// width, E experts, k experts per token, N = C k routed rows of a chunk of C tokens.
+// CPU mixture of experts. Dimension legend: T tokens, d model width, d_x the experts' width (d,
+// or expert_x's: the router reads x, the experts expert_x), F an expert's hidden width, E
+// experts, k experts per token, N = C k routed rows of a chunk of C tokens.
 //
 // Forward: router logits (the linear op), each token's routing (moe_routing.cpp), then chunks
 // of C tokens: a counting sort of the chunk's C k assignments by expert (stable: token order
-// within an expert), the x rows gathered in that order, every active expert (and the shared
-// expert on the chunk's rows as they are) as one MlpGroupForward, and the rows scattered back:
+// within an expert), the expert_x rows (x when not given) gathered in that order, every active
+// expert (and the shared expert on the chunk's rows as they are) as one MlpGroupForward, and the
+// rows scattered back:
 //   out[t] = sum over t's experts, ascending, of w * y  (+ shared(x[t]))
 // in a region over model features, so each output element is summed by one thread in a fixed
 // order. The chunk bounds the workspace (N rows of x and y) whatever T is.
@@ -53,18 +55,18 @@ struct MoeWorkspace {
   std::vector<int64_t> row_token;  // (N): the token of each sorted row
   std::vector<float> row_weight;   // (N)
   std::vector<int64_t> slot_row;   // (C, k): the sorted row of each assignment
-  std::vector<float> rows_in;      // (N, d): gathered x
-  std::vector<float> rows_out;     // (N, d): y (forward) or dx (backward)
+  std::vector<float> rows_in;      // (N, d_x): gathered expert_x
+  std::vector<float> rows_out;     // (N, d_x): y (forward) or dx (backward)
   std::vector<float> rows_dy;      // (N, d): gathered dout (backward)
   std::vector<float> drow_weight;  // (N)
-  std::vector<float> shared_out;   // (C, d): shared expert's y or dx
+  std::vector<float> shared_out;   // (C, d): shared expert's y or dx (d_x = d with one)
   std::vector<float> dlogits;      // (T, E)
   std::vector<float> router_f32;   // (E, d): a bf16/f16 router weight widened
   std::vector<MlpMember> members;  // E + 1
 };
 
 int64_t ChunkTokens(const MoeParams& p) {
-  int64_t widest = p.model;
+  int64_t widest = p.expert_width;
   if (!p.expert_weights.empty()) widest = std::max(widest, p.expert_weights[0].up.shape[0]);
   if (p.has_shared) widest = std::max(widest, p.shared_weights.up.shape[0]);
   const int64_t rows_per_token = p.options.top_k + (p.has_shared ? 1 : 0);
@@ -147,11 +149,12 @@ void GatherRows(const float* src, int64_t src_stride, const int64_t* row_token, 
 }
 
 // out[t] = sum over the sorted rows of t, in row order (ascending expert), of w * rows[row]
-// (w = 1 when row_weight is null), plus shared[t - t0] when given; for t in [t0, t0 + C).
+// (w = 1 when row_weight is null), plus shared[t - t0] when given; for t in [t0, t0 + C). Rows
+// of d_x floats.
 void ScatterRows(const MoeParams& p, int64_t t0, int64_t C, int64_t N, const float* rows,
                  const float* row_weight, const float* shared, const MoeWorkspace& ws, float* out,
                  int64_t out_stride) {
-  const int64_t d = p.model;
+  const int64_t d = p.expert_width;
   const int64_t* row_token = ws.row_token.data();
   MaybeParallel(d, (N + C) * d, [&](int64_t i0, int64_t i1, int) {
     for (int64_t t = t0; t < t0 + C; ++t)
@@ -171,10 +174,10 @@ void ScatterRows(const MoeParams& p, int64_t t0, int64_t C, int64_t N, const flo
   });
 }
 
-// Sorts chunk [t0, t0 + C) and gathers its x rows into ws.rows_in. Returns N.
+// Sorts chunk [t0, t0 + C) and gathers its expert_x rows into ws.rows_in. Returns N.
 int64_t BeginChunk(const MoeParams& p, int64_t t0, int64_t C, MoeWorkspace& ws) {
-  const int64_t N = SortChunk(p, t0, C, ws);
-  GatherRows(p.x, p.x_stride, ws.row_token.data(), N, p.model, Grown(ws.rows_in, N * p.model));
+  const int64_t N = SortChunk(p, t0, C, ws), dx = p.expert_width;
+  GatherRows(p.expert_x, p.expert_x_stride, ws.row_token.data(), N, dx, Grown(ws.rows_in, N * dx));
   return N;
 }
 
@@ -184,7 +187,7 @@ int64_t BeginChunk(const MoeParams& p, int64_t t0, int64_t C, MoeWorkspace& ws) 
 template <class Routed, class Shared>
 std::span<MlpMember> ChunkMembers(const MoeParams& p, int64_t t0, int64_t C, MoeWorkspace& ws,
                                   Routed&& routed, Shared&& shared) {
-  const int64_t E = p.experts, d = p.model;
+  const int64_t E = p.experts, d = p.expert_width;
   MlpMember* members = Grown(ws.members, E + 1);
   int64_t n = 0;
   for (int64_t e = 0; e < E; ++e) {
@@ -226,7 +229,7 @@ void ZeroGrads(const MlpWeightGradParams& g, int64_t d, int64_t F) {
 }  // namespace
 
 Status MoeForward(const MoeParams& p) {
-  const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
+  const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.expert_width;
   // The calling thread's workspace, named through a reference: inside a parallel region a
   // thread_local's name would mean the worker's own (empty) instance.
   thread_local MoeWorkspace storage;
@@ -268,6 +271,7 @@ Status MoeForward(const MoeParams& p) {
 }
 
 Status MoeBackward(const MoeBackwardParams& p) {
+  // d_x = d: the op takes no expert_x here.
   const int64_t T = p.rows, E = p.experts, k = p.options.top_k, d = p.model;
   // The calling thread's workspace, named through a reference: inside a parallel region a
   // thread_local's name would mean the worker's own (empty) instance.

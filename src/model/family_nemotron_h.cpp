@@ -1,13 +1,17 @@
 // NemotronHForCausalLM (NVIDIA's Nemotron-H): a list of blocks, each an RMSNorm -> one mixer:
 // Mamba-2 ("M"), attention without position embedding ("*"), an ungated MLP with relu2 ("-")
 // or a mixture of ungated experts ("E": NemotronHMoE, Nemotron 3) routed by sigmoid scores over
-// expert groups (MoeRouting::kSigmoidGroupTopK) plus a shared expert; its latent projections
-// (moe_latent_size) are not supported, an error. The list is layers_block_type (as
+// expert groups (MoeRouting::kSigmoidGroupTopK) plus a shared expert, the routed experts
+// optionally at a narrower latent width (moe_latent_size, Nemotron 3 Super: fc1_latent_proj
+// before them, fc2_latent_proj after, on the routed sum; the router and the shared expert read
+// the block's input itself). The list is layers_block_type (as
 // transformers 5 writes it; also the older "mamba" / "attention" spellings) or the hub files'
 // hybrid_override_pattern string.
 // The Mamba-2 mixer clamps dt to [time_step_min, inf) in prefill (its time_step_limit key is
 // unused) and has d_inner = mamba_num_heads * mamba_head_dim. The MoE's experts have no biases
-// whatever mlp_bias says (NemotronHExperts); its shared expert is an MLP like "-"'s.
+// whatever mlp_bias says (NemotronHExperts); its shared expert is an MLP like "-"'s, and the
+// latent projections have biases when mlp_bias. The multi-token-prediction layers
+// (num_nextn_predict_layers, tensors under "mtp.") are not read.
 // transformers' configuration_nemotron_h.py / modeling_nemotron_h.py. Tensors under
 // "backbone." (the hub files, and what save_pretrained writes) or "model." (transformers 5 in
 // memory).
@@ -45,10 +49,10 @@ Status ReadMoe(const Reader& r, FeedForwardConfig* f) {
   SSMKIT_RETURN_IF_ERROR(r.Int("n_group", &f->groups));
   SSMKIT_RETURN_IF_ERROR(r.Int("topk_group", &f->top_k_groups));
   SSMKIT_RETURN_IF_ERROR(r.Float("routed_scaling_factor", &f->routed_scaling));
-  if (r.Has("moe_latent_size") && !r.json().at("moe_latent_size").is_null()) {
-    return Status::Unsupported(r.file() +
-                               ": moe_latent_size: the MoE's latent projections "
-                               "(fc1_latent_proj / fc2_latent_proj) are not supported");
+  // null (the class's default): no latent projections.
+  SSMKIT_RETURN_IF_ERROR(r.Int("moe_latent_size", &f->latent));
+  if (r.Has("moe_latent_size") && f->latent < 1) {
+    return r.Wrong("moe_latent_size", "null or a width >= 1");
   }
   // A key left at its default has no value in the file to quote.
   auto wrong = [&](const char* key, const std::string& expected) {
@@ -164,6 +168,8 @@ void PlanNemotronH(Planner& p, ModelWeights* w) {
     } else if (b.spec.kind == BlockKind::kMoe) {
       const std::string m = l + "mixer.";
       const int64_t E = c.ffn.num_experts;
+      // The experts' width: the latent one between the two projections, when there are.
+      const int64_t dx = c.ffn.latent > 0 ? c.ffn.latent : d;
       p.Matrix({m + "gate.weight"}, {E, d}, &b.ffn.router);
       p.Vector({m + "gate.e_score_correction_bias"}, {E}, &b.ffn.score_correction_bias);
       if (p.Has(m + "experts.up_proj")) {  // transformers 5 in memory: (E, F, d), (E, d, F)
@@ -173,11 +179,16 @@ void PlanNemotronH(Planner& p, ModelWeights* w) {
         b.ffn.experts.assign(static_cast<size_t>(E), MlpWeights{});
         for (int64_t e = 0; e < E; ++e) {
           const std::string x = m + "experts." + std::to_string(e) + ".";
-          p.Matrix({x + "up_proj.weight"}, {F, d}, &b.ffn.experts[e].up);
-          p.Matrix({x + "down_proj.weight"}, {d, F}, &b.ffn.experts[e].down);
+          p.Matrix({x + "up_proj.weight"}, {F, dx}, &b.ffn.experts[e].up);
+          p.Matrix({x + "down_proj.weight"}, {dx, F}, &b.ffn.experts[e].down);
         }
       }
       p.Mlp(m + "shared_experts.", c.ffn.shared_intermediate, false, &b.ffn.shared_expert);
+      if (c.ffn.latent > 0) {
+        p.Linear(m + "fc1_latent_proj", dx, d, c.ffn.bias, &b.ffn.latent_down,
+                 &b.ffn.latent_down_bias);
+        p.Linear(m + "fc2_latent_proj", d, dx, c.ffn.bias, &b.ffn.latent_up, &b.ffn.latent_up_bias);
+      }
     } else {
       p.Mlp(l + "mixer.", c.ffn.intermediate, false, &b.ffn.mlp);
     }

@@ -30,7 +30,7 @@ int64_t BlockFloats(const ModelConfig& c, BlockKind kind, int64_t T, bool decode
     case BlockKind::kMlp:
       return MlpFloats(c, T);
     case BlockKind::kMoe:
-      return 0;
+      return MoeFloats(c, T);
     case BlockKind::kParallelHybrid:  // the scaled input, the attention's output, then either
       return 2 * T * d + std::max(Mamba2Floats(c, T, decode), AttentionFloats(c, T));
     case BlockKind::kSharedTransformer:  // concat and its norm (2d each), attention out, its
@@ -133,7 +133,7 @@ Status RunBlock(const ForwardContext& ctx, const Block& block, const SeqBatch& b
     case BlockKind::kMlp:
       return MlpBlockForward(c, block.ffn, T, in.f32(), CarveMlp(c, T, acts), out.f32());
     case BlockKind::kMoe:
-      return MoeBlockForward(c, block.ffn, T, in.f32(), out.f32());
+      return MoeBlockForward(c, block.ffn, T, in.f32(), CarveMoe(c, T, acts), out.f32());
     case BlockKind::kParallelHybrid:
       return RunParallel(ctx, block, batch, in.f32(), acts, out.f32());
     case BlockKind::kSharedTransformer:

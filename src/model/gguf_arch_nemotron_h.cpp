@@ -22,18 +22,20 @@
 // expert_weights_scale (routed_scaling_factor; absent or 0: 1, as llama.cpp), expert_group_count
 // / expert_group_used_count (n_group / topk_group; absent: 1). The routing is sigmoid with the
 // correction bias, which no key states (llama.cpp hard-codes it). expert_shared_count is
-// ignored, as transformers does (one shared expert). Refused by name: moe_latent_size (the
-// latent projections ffn_latent_down / ffn_latent_up, which the engine does not run) and
-// nextn_predict_layers (the multi-token-prediction block the converter appends as one more
-// layer).
+// ignored, as transformers does (one shared expert). moe_latent_size (absent or 0: none) is the
+// routed experts' latent width (Nemotron 3 Super), between ffn_latent_down (fc1_latent_proj)
+// and ffn_latent_up (fc2_latent_proj). Refused by name: nextn_predict_layers (the
+// multi-token-prediction block the converter appends as one more layer).
 //
 // Tensors, per layer: attn_norm (the block's norm), then the Mamba-2 mixer's ssm_*, attention's
 // attn_* (Q and K rows interleaved per head by the converter, as for Llama, although the model
 // has no rope: put back), ffn_up / ffn_down (the MLP, with biases when mlp_bias), or the MoE:
 // ffn_gate_inp (the router), exp_probs_b.bias (the router's e_score_correction_bias),
-// ffn_up_exps / ffn_down_exps (the experts stacked (E, F, d) / (E, d, F), kept stacked:
-// "mixer.experts.{up,down}_proj", as transformers 5 holds them) and ffn_{up,down}_shexp (the
-// shared expert, with biases when mlp_bias).
+// ffn_up_exps / ffn_down_exps (the experts stacked (E, F, d) / (E, d, F), d the latent width when
+// there is one, kept stacked: "mixer.experts.{up,down}_proj", as transformers 5 holds them),
+// ffn_{up,down}_shexp (the shared expert, with biases when mlp_bias) and ffn_latent_down /
+// ffn_latent_up (with biases when mlp_bias; llama.cpp reads no bias there, the converter
+// writes what the checkpoint has).
 #include <string>
 
 #include "model/gguf_arch.hpp"
@@ -55,18 +57,24 @@ constexpr GgufNamePair kNemotronHLayer[] = {
     {"ffn_up_shexp.bias", "mixer.shared_experts.up_proj.bias"},
     {"ffn_down_shexp.weight", "mixer.shared_experts.down_proj.weight"},
     {"ffn_down_shexp.bias", "mixer.shared_experts.down_proj.bias"},
+    {"ffn_latent_down.weight", "mixer.fc1_latent_proj.weight"},
+    {"ffn_latent_down.bias", "mixer.fc1_latent_proj.bias"},
+    {"ffn_latent_up.weight", "mixer.fc2_latent_proj.weight"},
+    {"ffn_latent_up.bias", "mixer.fc2_latent_proj.bias"},
 };
 
 // What a nemotron_h_moe file's MoE blocks are, and what the engine does not run, by name.
 Status ReadMoe(const GgufKeys& k, int64_t n_layer, FeedForwardConfig* f) {
   const GgufFile& file = k.file();
-  int64_t latent = 0, nextn = 0;
-  SSMKIT_RETURN_IF_ERROR(k.OptInt("moe_latent_size", &latent));
-  if (latent > 0 || AnyLayerTensor(file, "ffn_latent_down.weight")) {
-    return Status::Unsupported(file.label() + ": metadata key '" + k.Key("moe_latent_size") +
-                               "' is " + std::to_string(latent) +
-                               ": the MoE's latent projections (ffn_latent_down / ffn_latent_up) "
-                               "are not supported");
+  int64_t nextn = 0;
+  f->latent = 0;
+  SSMKIT_RETURN_IF_ERROR(k.OptInt("moe_latent_size", &f->latent));
+  const bool projections = AnyLayerTensor(file, "ffn_latent_down.weight");
+  if (f->latent < 0 || (f->latent == 0 && projections)) {
+    return k.Wrong("moe_latent_size",
+                   projections ? "the latent width (the file has ffn_latent_down tensors)"
+                               : "absent, 0 or a width >= 1",
+                   k.Has("moe_latent_size") ? std::to_string(f->latent) : "absent");
   }
   SSMKIT_RETURN_IF_ERROR(k.OptInt("nextn_predict_layers", &nextn));
   if (nextn > 0) {

@@ -81,6 +81,8 @@ Status ValidateFeedForward(const ModelConfig& c, bool mlp, bool moe) {
   }
   if (f.moe_intermediate < 1 || f.shared_intermediate < 0)
     return bad("MoE: the experts' intermediate size must be >= 1");
+  if (f.latent < 0)
+    return bad("MoE: the latent size " + std::to_string(f.latent) + " must be >= 0");
   return Status::Ok();
 }
 

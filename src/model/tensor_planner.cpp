@@ -89,7 +89,8 @@ void Planner::SplitExperts(FeedForwardWeights* f) {
 }
 
 void Planner::StackedExperts(const std::string& p, FeedForwardWeights* f) {
-  const int64_t E = c_.ffn.num_experts, F = c_.ffn.moe_intermediate, d = c_.d_model;
+  const int64_t E = c_.ffn.num_experts, F = c_.ffn.moe_intermediate;
+  const int64_t d = c_.ffn.latent > 0 ? c_.ffn.latent : c_.d_model;
   if (c_.ffn.gated) Matrix({p + "gate_proj"}, {E, F, d}, &f->experts_gate);
   Matrix({p + "up_proj"}, {E, F, d}, &f->experts_up);
   Matrix({p + "down_proj"}, {E, d, F}, &f->experts_down);

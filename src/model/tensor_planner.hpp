@@ -56,8 +56,9 @@ class Planner {
   // (bound by the caller) into them after binding.
   void SplitExperts(FeedForwardWeights* f);
   // The experts stacked as GGUF files hold them: "<p>gate_proj" and "<p>up_proj" (E, F, d),
-  // "<p>down_proj" (E, d, F), F = the config's moe_intermediate; split into f->experts after
-  // binding. Ungated experts (the config's ffn.gated false: Nemotron-H's) have no gate_proj.
+  // "<p>down_proj" (E, d, F), F = the config's moe_intermediate, d the experts' width (the
+  // config's ffn.latent when set); split into f->experts after binding. Ungated experts (the
+  // config's ffn.gated false: Nemotron-H's) have no gate_proj.
   void StackedExperts(const std::string& p, FeedForwardWeights* f);
   // A low-rank adapter "<p>.0.weight" (r, in), "<p>.1.weight" (out, r).
   void LowRank(const std::string& p, int64_t in, int64_t out, Adapter* a);

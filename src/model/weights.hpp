@@ -79,6 +79,10 @@ struct FeedForwardWeights {
   std::vector<MlpWeights> experts;  // MoE: Ex experts (views into the fused tensors below)
   MlpWeights shared_expert;         // MoE: optional
   Tensor score_correction_bias;     // MoE with sigmoid group routing: (Ex) f32
+  // MoE with latent experts (FeedForwardConfig::latent, d_x): fc1_latent_proj (d_x, d) and
+  // fc2_latent_proj (d, d_x), their biases (d_x) / (d) optional.
+  Tensor latent_down, latent_down_bias;
+  Tensor latent_up, latent_up_bias;
   // Stored fused layouts the views above come from: a (2F, d) [gate, up] matrix, and the
   // experts' (Ex, 2F, d) / (Ex, d, F) tensors, or (GGUF files) gate and up stacked apart, each
   // (Ex, F, d).

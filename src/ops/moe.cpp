@@ -1,6 +1,7 @@
 // MoeForward / MoeBackward: argument checking, then the CPU backend; the view of 3-D expert
 // tensors. Every rule here has a test in tests/mlp_errors_test.cpp.
-// Dimension legend: T rows, d model width, F expert hidden width, E experts, k per token.
+// Dimension legend: T rows, d model width, d_x the experts' input width (d, or expert_x's), F
+// expert hidden width, E experts, k per token.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -102,6 +103,15 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
   }
   SSMKIT_RETURN_IF_ERROR(CheckGroupRouting(in, options, E));
 
+  int64_t dx = d;  // the width the experts read and write
+  const Tensor& ex = in.expert_x;
+  if (ex.defined()) {
+    SSMKIT_RETURN_IF_ERROR(check::RankIn(kOp, "expert_x", ex, {2}));
+    dx = ex.shape[1];
+    if (dx < 1) return check::Mismatch(kOp, "expert_x", "d_x >= 1", ex.shape_string());
+    SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "expert_x", ex, "(T, d_x)", T, dx));
+  }
+
   if (static_cast<int64_t>(in.experts.size()) != E) {
     return check::Mismatch(kOp, "experts", "E = " + std::to_string(E) + " entries (router_weight)",
                            std::to_string(in.experts.size()));
@@ -111,7 +121,7 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
   for (int64_t e = 0; e < E; ++e) {
     const MlpWeights& w = in.experts[e];
     int64_t Fe = 0;
-    SSMKIT_RETURN_IF_ERROR(check::MlpWeightsFor(kOp, {"experts", e}, w, d, &Fe));
+    SSMKIT_RETURN_IF_ERROR(check::MlpWeightsFor(kOp, {"experts", e}, w, dx, &Fe));
     if (e == 0) F = Fe;
     const bool same = Fe == F && w.gate.defined() == first.gate.defined() &&
                       w.gate_bias.defined() == first.gate_bias.defined() &&
@@ -125,6 +135,12 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
     }
   }
   p->has_shared = AnyDefined(in.shared_expert);
+  if (p->has_shared && ex.defined()) {
+    return check::Mismatch(kOp, "shared_expert",
+                           "none with expert_x (out holds the routed sum at width d_x; the "
+                           "caller adds the shared expert at width d)",
+                           "a shared expert");
+  }
   if (p->has_shared) {
     int64_t Fs = 0;
     SSMKIT_RETURN_IF_ERROR(check::MlpWeightsFor(kOp, {"shared_expert"}, in.shared_expert, d, &Fs));
@@ -144,6 +160,9 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
   p->options = options;
   p->x = static_cast<const float*>(in.x.data);
   p->x_stride = check::RowStride(in.x, d);
+  p->expert_width = dx;
+  p->expert_x = ex.defined() ? static_cast<const float*>(ex.data) : p->x;
+  p->expert_x_stride = ex.defined() ? check::RowStride(ex, dx) : p->x_stride;
   p->router_weight = rw.data;
   p->router_dtype = rw.dtype;
   p->router_bias = static_cast<const float*>(in.router_bias.data);
@@ -157,6 +176,7 @@ Status CheckInputs(const MoeInputs& in, const MoeOptions& options, MoeParams* p)
 void InputArgs(const MoeInputs& in, std::vector<check::Arg>& args) {
   args.clear();
   args.push_back({"x", -1, nullptr, &in.x});
+  args.push_back({"expert_x", -1, nullptr, &in.expert_x});
   args.push_back({"router_weight", -1, nullptr, &in.router_weight});
   args.push_back({"router_bias", -1, nullptr, &in.router_bias});
   args.push_back({"score_correction_bias", -1, nullptr, &in.score_correction_bias});
@@ -181,8 +201,9 @@ Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeO
 
   MoeParams p;
   SSMKIT_RETURN_IF_ERROR(CheckInputs(inputs, options, &p));
-  const int64_t T = p.rows, d = p.model, E = p.experts, k = options.top_k;
-  SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "outputs.out", outputs.out, "(T, d)", T, d));
+  const int64_t T = p.rows, dx = p.expert_width, E = p.experts, k = options.top_k;
+  SSMKIT_RETURN_IF_ERROR(check::Rows(kOp, "outputs.out", outputs.out,
+                                     inputs.expert_x.defined() ? "(T, d_x)" : "(T, d)", T, dx));
   SSMKIT_RETURN_IF_ERROR(
       check::OptionalRows(kOp, "outputs.router_logits", outputs.router_logits, "(T, E)", T, E));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "outputs.expert_counts", outputs.expert_counts,
@@ -203,7 +224,7 @@ Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeO
   SSMKIT_RETURN_IF_ERROR(check::NoOverlaps(kOp, in_args, out_args));
 
   p.out = static_cast<float*>(outputs.out.data);
-  p.out_stride = check::RowStride(outputs.out, d);
+  p.out_stride = check::RowStride(outputs.out, dx);
   if (outputs.router_logits.defined()) {
     p.router_logits = static_cast<float*>(outputs.router_logits.data);
     p.router_logits_stride = check::RowStride(outputs.router_logits, E);
@@ -222,6 +243,10 @@ Status MoeForward(const MoeInputs& inputs, const MoeOutputs& outputs, const MoeO
 
 Status MoeBackward(const MoeInputs& inputs, const Tensor& dout, const Tensor& drouter_logits,
                    const MoeGrads& grads, const MoeOptions& options) {
+  if (inputs.expert_x.defined()) {
+    return Status::Unsupported(std::string(kOp) +
+                               ": expert_x: the backward does not take it (forward only)");
+  }
   thread_local std::vector<check::Arg> in_args, out_args;
   InputArgs(inputs, in_args);
   in_args.push_back({"dout", -1, nullptr, &dout});

@@ -91,6 +91,10 @@ struct MoeParams {
   MoeOptions options;
   const float* x = nullptr;  // (T, d)
   int64_t x_stride = 0;
+  // What the routed experts read: expert_x (T, d_x) when given, else x (d_x = d).
+  int64_t expert_width = 0;  // d_x
+  const float* expert_x = nullptr;
+  int64_t expert_x_stride = 0;
   const void* router_weight = nullptr;  // (E, d)
   DType router_dtype = DType::kF32;
   const float* router_bias = nullptr;          // (E)
@@ -99,7 +103,7 @@ struct MoeParams {
   bool has_shared = false;
   MlpWeights shared_weights;
   // Forward outputs.
-  float* out = nullptr;  // (T, d)
+  float* out = nullptr;  // (T, d_x)
   int64_t out_stride = 0;
   float* router_logits = nullptr;  // (T, E)
   int64_t router_logits_stride = 0;

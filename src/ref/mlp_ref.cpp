@@ -335,20 +335,22 @@ void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* w
 void MoeForward(const MoeShape& s, int64_t T, const MoeInputs& in, double* out,
                 double* router_logits, int64_t* counts, int64_t* top_index, double* top_weight) {
   const int64_t d = s.d, E = s.E, k = s.k;
+  const int64_t dx = in.expert_x ? s.expert.d : d;  // the experts' width, and out's
   if (counts != nullptr) std::fill(counts, counts + E, int64_t{0});
-  std::vector<double> logits(E), weight(k), y(d);
+  std::vector<double> logits(E), weight(k), y(std::max(d, dx));
   std::vector<int64_t> index(k);
   for (int64_t t = 0; t < T; ++t) {
     const double* x = in.x + t * d;
+    const double* xe = in.expert_x ? in.expert_x + t * dx : x;
     RouterLogits(s, in, x, logits.data());
     MoeRoute(s, logits.data(), index.data(), weight.data(), in.score_bias);
-    double* o = out + t * d;
-    std::fill(o, o + d, 0.0);
+    double* o = out + t * dx;
+    std::fill(o, o + dx, 0.0);
     for (int64_t e = 0; e < E; ++e) {  // ascending expert order, as the op sums
       for (int64_t j = 0; j < k; ++j) {
         if (index[j] != e) continue;
-        ForwardRow(s.expert, x, in.experts[e], nullptr, nullptr, y.data());
-        for (int64_t i = 0; i < d; ++i) o[i] += weight[j] * y[i];
+        ForwardRow(s.expert, xe, in.experts[e], nullptr, nullptr, y.data());
+        for (int64_t i = 0; i < dx; ++i) o[i] += weight[j] * y[i];
         if (counts != nullptr) ++counts[e];
       }
     }

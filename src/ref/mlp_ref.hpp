@@ -53,12 +53,13 @@ struct MoeShape {
   bool normalize_top_k = false;
   int64_t groups = 1, top_k_groups = 1;  // kSigmoidGroupTopK
   double routed_scaling = 1.0;           // kSigmoidGroupTopK
-  MlpShape expert;                       // F: the routed experts' width
+  MlpShape expert;                       // F: the routed experts' width; d: d_x with expert_x
   int64_t shared_F = 0;                  // 0: no shared expert
 };
 
 struct MoeInputs {
   const double* x = nullptr;              // (T, d)
+  const double* expert_x = nullptr;       // (T, d_x) or nullptr (x); forward only
   const double* router_weight = nullptr;  // (E, d)
   const double* router_bias = nullptr;    // (E) or nullptr
   const double* score_bias = nullptr;     // (E): kSigmoidGroupTopK's correction bias
@@ -71,8 +72,8 @@ struct MoeInputs {
 void MoeRoute(const MoeShape& s, const double* logits, int64_t* index, double* weight,
               const double* score_bias = nullptr);
 
-// out (T, d); router_logits (T, E), counts (E), top_index (T, k), top_weight (T, k): each
-// optional (nullptr).
+// out (T, d), or (T, d_x) with expert_x (no shared expert then); router_logits (T, E), counts (E),
+// top_index (T, k), top_weight (T, k): each optional (nullptr).
 void MoeForward(const MoeShape& s, int64_t T, const MoeInputs& in, double* out,
                 double* router_logits, int64_t* counts, int64_t* top_index, double* top_weight);
 

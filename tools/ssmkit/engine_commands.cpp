@@ -123,6 +123,7 @@ void PrintHybrid(const ModelConfig& c) {
   if (f.num_experts > 0) {
     std::printf(", MoE %lld experts of width %lld, top-%lld", static_cast<long long>(f.num_experts),
                 static_cast<long long>(f.moe_intermediate), static_cast<long long>(f.top_k));
+    if (f.latent > 0) std::printf(" at latent width %lld", static_cast<long long>(f.latent));
   }
   if (f.shared_intermediate > 0 && f.num_experts > 0)
     std::printf(", shared expert width %lld", static_cast<long long>(f.shared_intermediate));
