@@ -1,6 +1,7 @@
 """`ssmkit quantize` on the hybrid families llama.cpp's converter writes: granitehybrid
 (GraniteMoeHybridForCausalLM dense and MoE, BambaForCausalLM), falcon-h1, nemotron_h /
-nemotron_h_moe (NemotronHForCausalLM without / with MoE layers) and jamba.
+nemotron_h_moe (NemotronHForCausalLM without / with MoE layers, with and without their latent
+projections) and jamba.
 
 - The hybrid fixtures written in f32, q8_0 and q4_k (their matrices are too narrow for K-quant
   blocks: q4_k falls back to q5_0 and f16 as llama-quantize's does): read with llama.cpp's
@@ -15,8 +16,7 @@ nemotron_h_moe (NemotronHForCausalLM without / with MoE layers) and jamba.
 - Checkpoints of each family at d_model 256 (quantize_checkpoints.py), whose matrices are whole
   K-quant blocks, in q8_0, q4_k and q6_k: nothing falls back, logits against transformers on
   the file's weights, and against the original weights no worse than the file's own rounding.
-- Zamba2 (no writer here), what a falcon-h1 file cannot state, Nemotron-H's MoE latent
-  projections (moe_latent_size, which the engine does not run) and a checkpoint missing an
+- Zamba2 (no writer here), what a falcon-h1 file cannot state and a checkpoint missing an
   expert's tensor are refused.
 - With SSMKIT_LLAMA_CPP_BIN naming a llama.cpp build's bin/ directory (libllama.so): llama.cpp
   itself loads the wide checkpoints' files (the Mamba ones too) and its logits match the
@@ -50,6 +50,7 @@ CHECKPOINTS = [
     ("falcon_h1", FALCON_H1_UNIT_MULTIPLIERS),
     ("nemotron_h", {}),
     ("nemotron_h-moe", {}),
+    ("nemotron_h-moe-latent", {}),
     ("jamba", {}),
 ]
 TYPES = ["f32", "q8_0", "q4_k"]
@@ -273,7 +274,6 @@ def edited_fixture(checkpoint, tmp_path, config_changes=None, drop=()):
 @pytest.mark.parametrize("checkpoint,config_changes,drop,named", [
     ("zamba2", {}, (), "Zamba2ForCausalLM: quantize writes"),
     ("falcon_h1-norm", {}, (), "(mamba_proj_bias), which llama.cpp's falcon-h1 does not read"),
-    ("nemotron_h-moe", {"moe_latent_size": 16}, (), "moe_latent_size"),
     # The per-expert tensors stack only when every expert is there.
     ("nemotron_h-moe", {}, ("backbone.layers.3.mixer.experts.5.up_proj.weight",),
      "'backbone.layers.3.mixer.experts.up_proj' has tensors of 7 experts, expected 8"),

@@ -15,7 +15,8 @@
 // expert_* keys (count, used count, group count / used count, widths, shared count, weights
 // norm and scale) and moe_latent_size when config.json states one; the router, its correction
 // bias as exp_probs_b.bias, the per-expert tensors stacked (E, F, d) / (E, d, F) as
-// ffn_{up,down}_exps, the shared expert as ffn_{up,down}_shexp.
+// ffn_{up,down}_exps, the shared expert as ffn_{up,down}_shexp, the latent projections (with
+// moe_latent_size) as ffn_latent_down / ffn_latent_up.
 #include <string>
 #include <vector>
 
