@@ -21,7 +21,8 @@ The rules (no importance matrix), with MoreBits(i, n) = i < n/8 or i >= 7n/8 or
   - every other matrix the default, q4_k or q5_k; a matrix whose rows are not whole blocks of
     its type falls back (q4_k to q5_0, ..., or f16), vectors f32 (test_quantize_hybrid's
     expected_type).
-A model of exactly 8 experts has more (attn_v, attn_k q8_0, ...): tests/gguf_tensor_types_test.cpp."""
+A model of exactly 8 experts has more (attn_v, attn_k q8_0, ...), checked by
+tests/gguf_tensor_types_test.cpp."""
 import os
 import subprocess
 
