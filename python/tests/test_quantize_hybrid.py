@@ -33,11 +33,13 @@ import pytest
 
 import ssmkit
 from checks import assert_close, rel_err
-from gguf_files import (FALCON_H1_UNIT_MULTIPLIERS, convert, converter_input, gguf_py,
-                        hybrid_state_dict, sentencepiece_metadata, transformers_logits)
+from gguf_files import (FALCON_H1_UNIT_MULTIPLIERS, convert, converter_input,
+                        dequantized_state_dict, gguf_py, hybrid_state_dict,
+                        sentencepiece_metadata, transformers_logits)
 from quantize_checkpoints import CLI, WIDE, make_wide, run_quantize
-from test_gguf import SAME_WEIGHTS_TOLERANCE, check_config, check_logits, check_tokenizer
-from test_model import MODELS, expected
+from test_gguf import (LONG_PROMPT, SAME_WEIGHTS_TOLERANCE, check_config, check_logits,
+                       check_tokenizer)
+from test_model import MODELS, TOLERANCE, expected
 
 pytest.importorskip("transformers")
 
@@ -69,7 +71,8 @@ DEVIATIONS = {
 }
 # llama.cpp's llama_ftype for each --type (general.file_type).
 FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8,
-             "q5_1": 9, "q4_k": 14, "q5_k": 16, "q6_k": 18}
+             "q5_1": 9, "q4_k": 14, "q5_k": 16, "q6_k": 18, "q4_k_s": 14, "q4_k_m": 15,
+             "q5_k_s": 16, "q5_k_m": 17}
 BLOCK = {"q8_0": 32, "q4_0": 32, "q4_1": 32, "q5_0": 32, "q5_1": 32, "q4_k": 256, "q5_k": 256,
          "q6_k": 256}
 FALLBACK = {"q4_k": "Q5_0", "q5_k": "Q5_1", "q6_k": "Q8_0"}  # for rows of 32-multiples
@@ -223,13 +226,44 @@ def wide(tmp_path_factory):
 
 def wide_changes(family):
     """The config changes for transformers on a wide checkpoint's file: falcon-h1's multipliers
-    are folded, and its tied head written apart (scaled by its own multiplier)."""
+    are folded, and its tied head written apart (scaled by its own multiplier; the deep one's is
+    not tied)."""
     if family == "falcon_h1":
         return dict(FALCON_H1_UNIT_MULTIPLIERS, tie_word_embeddings=False)
     return {}
 
 
 HYBRIDS = [f for f in WIDE if f not in ("mamba", "mamba2")]
+
+
+def check_wide_logits(family, directory, out, qtype, tol=None):
+    """The engine's logits on the file `out` written from the checkpoint `directory` in `qtype`:
+    against transformers on the file's own (dequantized) weights, within `tol` (default
+    SAME_WEIGHTS_TOLERANCE[qtype]: a short prompt's activations are rounded to 8 bits) and, over
+    a prompt long enough for the prefill path's f32 activations, within the float bar; against
+    the original weights no worse than the file's own rounding. Returns that rounding's relative
+    error."""
+    model = ssmkit.Model.load(out)
+    if family in ("mamba", "mamba2"):
+        state = dequantized_state_dict(out, family)
+    else:
+        with open(os.path.join(directory, "config.json")) as f:
+            state = hybrid_state_dict(out, json.load(f))
+    ids = [5, 99, 300, 17, 256, 3, 41, 77, 128, 9]
+    rounded = transformers_logits(directory, state, ids, **wide_changes(family))
+    got = model.session().prefill(ids, all_logits=True)[0]
+    tol = SAME_WEIGHTS_TOLERANCE[qtype] if tol is None else tol
+    assert_close(got, rounded, tol, f"{family} {qtype}: against transformers on the file's weights")
+    # The experts of a MoE model each see a few of the long prompt's rows: the 8-bit path.
+    long_tol = tol if family == "granitemoehybrid-moe" else TOLERANCE
+    long_ids = [int(i) for i in np.random.default_rng(5).integers(2, 500, LONG_PROMPT)]
+    assert_close(model.session().prefill(long_ids, all_logits=True)[0],
+                 transformers_logits(directory, state, long_ids, **wide_changes(family)),
+                 long_tol, f"{family} {qtype}: {LONG_PROMPT}-token prefill")
+    want = ssmkit.Model.load(directory).session().prefill(ids, all_logits=True)[0]
+    own = rel_err(rounded, want)
+    assert rel_err(got, want) <= own + tol, f"{qtype}: error {rel_err(got, want):.3g} vs {own:.3g}"
+    return own
 
 
 @pytest.mark.parametrize("qtype", ["q8_0", "q4_k", "q6_k"])
@@ -241,17 +275,7 @@ def test_wide_checkpoint_every_matrix_quantized(family, qtype, wide, tmp_path):
     _, tensors = read_gguf(out)
     for name, (ggml_type, shape, _) in tensors.items():
         assert ggml_type == expected_type(name, shape, qtype) in (qtype.upper(), "F32"), name
-    model = ssmkit.Model.load(out)
-    with open(os.path.join(directory, "config.json")) as f:
-        state = hybrid_state_dict(out, json.load(f))
-    ids = [5, 99, 300, 17, 256, 3, 41, 77, 128, 9]
-    rounded = transformers_logits(directory, state, ids, **wide_changes(family))
-    got = model.session().prefill(ids, all_logits=True)[0]
-    tol = SAME_WEIGHTS_TOLERANCE[qtype]
-    assert_close(got, rounded, tol, f"{family} {qtype}: against transformers on the file's weights")
-    want = ssmkit.Model.load(directory).session().prefill(ids, all_logits=True)[0]
-    own = rel_err(rounded, want)
-    assert rel_err(got, want) <= own + tol, f"{qtype}: error {rel_err(got, want):.3g} vs {own:.3g}"
+    check_wide_logits(family, directory, out, qtype)
 
 
 def edited_fixture(checkpoint, tmp_path, config_changes=None, drop=()):

@@ -119,6 +119,44 @@ void GgufWriter::AddTensor(const std::string& name, uint32_t ggml_type,
   tensors_.push_back({name, ggml_type, shape, std::move(bytes)});
 }
 
+bool GgufWriter::FindInteger(const std::string& key, int64_t* value) const {
+  for (const std::string& kv : kvs_) {
+    uint64_t length = 0;
+    std::memcpy(&length, kv.data(), sizeof length);
+    if (kv.compare(sizeof length, length, key) != 0 || length != key.size()) continue;
+    const size_t at = sizeof length + length;
+    uint32_t type = 0;
+    std::memcpy(&type, kv.data() + at, sizeof type);
+    const char* v = kv.data() + at + sizeof type;
+    auto read = [&](auto x) {
+      std::memcpy(&x, v, sizeof x);
+      *value = static_cast<int64_t>(x);
+      return true;
+    };
+    switch (static_cast<GgufType>(type)) {
+      case GgufType::kU8:
+        return read(uint8_t{});
+      case GgufType::kI8:
+        return read(int8_t{});
+      case GgufType::kU16:
+        return read(uint16_t{});
+      case GgufType::kI16:
+        return read(int16_t{});
+      case GgufType::kU32:
+        return read(uint32_t{});
+      case GgufType::kI32:
+        return read(int32_t{});
+      case GgufType::kU64:
+        return read(uint64_t{});
+      case GgufType::kI64:
+        return read(int64_t{});
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
 std::string GgufWriter::Bytes() const {
   const bool custom_alignment = alignment != 32;
   std::string out = "GGUF" + Pod(version) + Pod<uint64_t>(tensors_.size()) +

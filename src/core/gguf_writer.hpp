@@ -35,6 +35,9 @@ class GgufWriter {
   void AddTensor(const std::string& name, uint32_t ggml_type, const std::vector<int64_t>& shape,
                  std::string bytes);
 
+  // The value of the integer key `key` added so far (u8 to i64); false when there is none.
+  bool FindInteger(const std::string& key, int64_t* value) const;
+
   std::string Bytes() const;
   Status Write(const std::string& path) const;
 

@@ -3,7 +3,8 @@
 // reader of its architecture knows it; this file names the tensors by inverting that reader's
 // name map, lays them out as llama.cpp's converter does (per-expert tensors stacked, Q / K rows
 // interleaved for rope, A as -exp(A_log), the conv weight squeezed, Mamba-2's A, D and norm
-// reshaped), picks each one's type as llama-quantize does, and writes the file.
+// reshaped), picks each one's type as llama-quantize does (model/gguf_tensor_types.hpp), and
+// writes the file.
 #include "model/gguf_export.hpp"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "model/gguf_export_arch.hpp"
 #include "model/gguf_model.hpp"
 #include "model/gguf_names.hpp"
+#include "model/gguf_tensor_types.hpp"
 #include "ssmkit/quant.hpp"
 
 namespace ssmkit::model {
@@ -94,13 +96,16 @@ Status MambaLayout(const std::string& rest, const ModelConfig& c, const WeightTe
   return Status::Ok();
 }
 
-// One tensor, its layout done, in its type: `type` for a matrix whose rows are whole blocks of
-// it (else llama-quantize's fallback), f32 for the rest.
-Status AddTensor(const ExportTensor& t, DType type, GgufWriter* w, QuantizeReport* report,
+// One tensor, its layout done, in the type chosen for it (ChooseTensorTypes): a matrix in it
+// when its rows are whole blocks of it, else in llama-quantize's fallback; f32 for the rest.
+Status AddTensor(const ExportTensor& t, DType chosen, GgufWriter* w, QuantizeReport* report,
                  SizeList* sizes) {
   const bool matrix = IsGgufMatrixName(t.name) && t.shape.size() >= 2;
-  const DType dtype = matrix ? quant::MatrixTypeFor(type, t.shape.back()) : DType::kF32;
-  if (matrix) (dtype == type ? report->quantized : report->fallback) += 1;
+  const DType dtype = matrix ? quant::MatrixTypeFor(chosen, t.shape.back()) : DType::kF32;
+  if (matrix) {
+    (dtype == chosen ? report->quantized : report->fallback) += 1;
+    report->matrix_types[dtype] += 1;
+  }
   std::string bytes;
   SSMKIT_RETURN_IF_ERROR(Encode(t.values, t.shape, dtype, &bytes));
   w->AddTensor(t.name, GgmlTypeId(dtype), t.shape, std::move(bytes));
@@ -110,7 +115,7 @@ Status AddTensor(const ExportTensor& t, DType type, GgufWriter* w, QuantizeRepor
 }
 
 // A GGUF input's metadata as it is, but for the keys about its own encoding.
-Status CopyGgufKeys(const std::string& input, DType type, GgufWriter* w) {
+Status CopyGgufKeys(const std::string& input, QuantizeType type, GgufWriter* w) {
   GgufFile f;
   SSMKIT_RETURN_IF_ERROR(GgufFile::Open(input, &f));
   for (const auto& [key, value] : f.metadata()) {
@@ -125,7 +130,7 @@ Status CopyGgufKeys(const std::string& input, DType type, GgufWriter* w) {
 
 // A checkpoint directory's metadata: the exporter's keys and the tokenizer.
 Status AddDirectoryKeys(const std::string& input, const ModelConfig& c, const GgufExporter& e,
-                        DType type, GgufWriter* w) {
+                        QuantizeType type, GgufWriter* w) {
   const std::string path = (std::filesystem::path(input) / "config.json").string();
   std::string text;
   SSMKIT_RETURN_IF_ERROR(ReadTextFile(path, &text));
@@ -139,14 +144,78 @@ Status AddDirectoryKeys(const std::string& input, const ModelConfig& c, const Gg
   return AddTokenizerKeys(input, c, e.sentencepiece, w);
 }
 
+// The source tensor `t` (`name`) as the tensors of the file it becomes: respelled, an expert's
+// held in `stacks` until its stack is complete, named as the reader of the architecture names
+// them, laid out as the converter writes them.
+Status FileTensors(const std::string& name, const WeightTensor& t, const ModelConfig& c,
+                   const GgufExporter& e, const GgufArch& arch, ExpertStacks* stacks,
+                   std::vector<ExportTensor>* out) {
+  out->clear();
+  std::vector<ExportTensor> respelled;
+  if (e.respell != nullptr) {
+    e.respell(Values(name, t), c, &respelled);
+  } else {
+    respelled.push_back(Values(name, t));
+  }
+  for (ExportTensor& piece : respelled) SSMKIT_RETURN_IF_ERROR(stacks->Add(std::move(piece), out));
+  for (ExportTensor& piece : *out) {
+    const GgufNameFor g = FindGgufName(arch, piece.name, c);
+    if (g.gguf.empty()) {
+      return Status::Unsupported(t.file + ": tensor '" + piece.name + "' has no " + e.arch +
+                                 " GGUF name");
+    }
+    piece.name = g.gguf;
+    if (g.permute_heads > 0) SSMKIT_RETURN_IF_ERROR(PermuteRows(g.permute_heads, t, &piece));
+    std::string rest;
+    SplitGgufLayer(g.gguf, &rest);
+    if (e.fold != nullptr) e.fold(rest, c, &piece);
+    SSMKIT_RETURN_IF_ERROR(MambaLayout(rest, c, t, &piece));
+  }
+  return Status::Ok();
+}
+
+// The source's tensors, but the LM head tied to the embedding (llama.cpp's files omit it).
+std::vector<std::pair<std::string, const WeightTensor*>> SourceTensors(const WeightSource& source,
+                                                                       const ModelConfig& c) {
+  std::vector<std::pair<std::string, const WeightTensor*>> out;
+  for (const auto& [name, t] : source.tensors()) {
+    if (!(name == "lm_head.weight" && c.tie_embeddings)) out.emplace_back(name, &t);
+  }
+  return out;
+}
+
+// The type chosen for each tensor of the file, in the order written. A mix's choice counts
+// tensors over the whole file (which attn_v this one is), so the file's tensors are named
+// first, in a pass of their own over the source; a plain type needs no such pass.
+Status ChooseTypes(const std::string& input, const WeightSource& source, const ModelConfig& c,
+                   const GgufExporter& e, const GgufArch& arch, QuantizeType type,
+                   const GgufWriter& w, std::vector<DType>* types) {
+  types->clear();
+  if (type.mix == QuantMix::kNone) return Status::Ok();
+  SizeList tensors;
+  std::vector<ExportTensor> pieces;
+  ExpertStacks stacks(c.ffn.num_experts, input);
+  for (const auto& [name, t] : SourceTensors(source, c)) {
+    SSMKIT_RETURN_IF_ERROR(FileTensors(name, *t, c, e, arch, &stacks, &pieces));
+    for (const ExportTensor& piece : pieces) tensors.emplace_back(piece.name, piece.shape);
+  }
+  SSMKIT_RETURN_IF_ERROR(stacks.CheckComplete());
+  // What llama.cpp reads of the file's metadata: the block count and the number of experts.
+  int64_t n_layer = 0, n_expert = 0;
+  const std::string prefix = std::string(e.arch) + ".";
+  if (!w.FindInteger(prefix + "block_count", &n_layer)) n_layer = c.n_layer;
+  w.FindInteger(prefix + "expert_count", &n_expert);
+  *types = ChooseTensorTypes(type, tensors, n_layer, n_expert);
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status QuantizeToGguf(const std::string& input, DType type, const std::string& output,
+Status QuantizeToGguf(const std::string& input, QuantizeType type, const std::string& output,
                       QuantizeReport* report) {
-  if (type == DType::kI32 || type == DType::kI64) {
-    return Status::InvalidArgument(
-        std::string("quantize: type ") + DTypeName(type) +
-        ", expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k");
+  if (type.matrices == DType::kI32 || type.matrices == DType::kI64) {
+    return Status::InvalidArgument(std::string("quantize: type ") + DTypeName(type.matrices) +
+                                   ", expected " + kQuantizeTypes);
   }
   ModelConfig c;
   std::unique_ptr<WeightSource> source;
@@ -167,33 +236,18 @@ Status QuantizeToGguf(const std::string& input, DType type, const std::string& o
   } else {
     SSMKIT_RETURN_IF_ERROR(AddDirectoryKeys(input, c, *e, type, &w));
   }
+  std::vector<DType> chosen;
+  SSMKIT_RETURN_IF_ERROR(ChooseTypes(input, *source, c, *e, arch, type, w, &chosen));
   *report = {};
   SizeList sizes;
+  std::vector<ExportTensor> pieces;
   ExpertStacks stacks(c.ffn.num_experts, input);
-  for (const auto& [name, t] : source->tensors()) {
-    if (name == "lm_head.weight" && c.tie_embeddings) continue;  // the embedding, as llama.cpp
-    report->bytes_in += t.numel() / t.shape.back() * DTypeRowBytes(t.dtype, t.shape.back());
-    std::vector<ExportTensor> respelled, pieces;
-    if (e->respell != nullptr) {
-      e->respell(Values(name, t), c, &respelled);
-    } else {
-      respelled.push_back(Values(name, t));
-    }
-    for (ExportTensor& piece : respelled)
-      SSMKIT_RETURN_IF_ERROR(stacks.Add(std::move(piece), &pieces));
-    for (ExportTensor& piece : pieces) {
-      const GgufNameFor g = FindGgufName(arch, piece.name, c);
-      if (g.gguf.empty()) {
-        return Status::Unsupported(t.file + ": tensor '" + piece.name + "' has no " + e->arch +
-                                   " GGUF name");
-      }
-      piece.name = g.gguf;
-      if (g.permute_heads > 0) SSMKIT_RETURN_IF_ERROR(PermuteRows(g.permute_heads, t, &piece));
-      std::string rest;
-      SplitGgufLayer(g.gguf, &rest);
-      if (e->fold != nullptr) e->fold(rest, c, &piece);
-      SSMKIT_RETURN_IF_ERROR(MambaLayout(rest, c, t, &piece));
-      SSMKIT_RETURN_IF_ERROR(AddTensor(piece, type, &w, report, &sizes));
+  for (const auto& [name, t] : SourceTensors(*source, c)) {
+    report->bytes_in += t->numel() / t->shape.back() * DTypeRowBytes(t->dtype, t->shape.back());
+    SSMKIT_RETURN_IF_ERROR(FileTensors(name, *t, c, *e, arch, &stacks, &pieces));
+    for (const ExportTensor& piece : pieces) {
+      const DType want = type.mix == QuantMix::kNone ? type.matrices : chosen[sizes.size()];
+      SSMKIT_RETURN_IF_ERROR(AddTensor(piece, want, &w, report, &sizes));
     }
   }
   SSMKIT_RETURN_IF_ERROR(stacks.CheckComplete());

@@ -19,6 +19,7 @@
 
 #include "core/gguf_writer.hpp"
 #include "model/config_reader.hpp"
+#include "model/gguf_tensor_types.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/status.hpp"
 
@@ -29,8 +30,8 @@ namespace ssmkit::model {
 struct ExportInput {
   const ModelConfig& config;
   const Reader& json;
-  std::string name;  // general.name
-  DType type;        // the requested matrix type (general.file_type)
+  std::string name;   // general.name
+  QuantizeType type;  // the requested type (general.file_type)
 };
 
 // A tensor on its way into the file: its name (the reader's Hugging Face name, then the GGUF
@@ -78,8 +79,6 @@ Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, bool sente
 
 // Whether some block of the model is an MoE one.
 bool HasMoeBlocks(const ModelConfig& c);
-// llama.cpp's llama_ftype of a file whose matrices are `type` (general.file_type).
-uint32_t GgufFileType(DType type);
 // general.architecture, type, name, file_type (the converter's first keys).
 void AddGeneralKeys(const ExportInput& in, const char* arch, GgufWriter* w);
 // "{arch}.ssm.*": a Mamba-2 mixer's sizes as llama.cpp names them (time_step_rank: the heads).

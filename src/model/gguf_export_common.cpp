@@ -83,33 +83,6 @@ bool HasMoeBlocks(const ModelConfig& c) {
   return false;
 }
 
-uint32_t GgufFileType(DType type) {
-  switch (type) {
-    case DType::kF16:
-      return 1;
-    case DType::kQ4_0:
-      return 2;
-    case DType::kQ4_1:
-      return 3;
-    case DType::kQ5_0:
-      return 8;
-    case DType::kQ5_1:
-      return 9;
-    case DType::kQ8_0:
-      return 7;
-    case DType::kQ4_K:
-      return 14;  // Q4_K_S: every matrix q4_K
-    case DType::kQ5_K:
-      return 16;  // Q5_K_S
-    case DType::kQ6_K:
-      return 18;
-    case DType::kBF16:
-      return 32;
-    default:
-      return 0;  // ALL_F32
-  }
-}
-
 void AddGeneralKeys(const ExportInput& in, const char* arch, GgufWriter* w) {
   w->AddString("general.architecture", arch);
   w->AddString("general.type", "model");

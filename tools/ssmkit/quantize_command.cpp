@@ -6,7 +6,6 @@
 #include <string>
 
 #include "model/gguf_export.hpp"
-#include "ssmkit/quant.hpp"
 #include "ssmkit/threads.hpp"
 
 namespace ssmkit::cli {
@@ -21,20 +20,22 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
       "write a Mamba-1, Mamba-2, GraniteMoeHybrid, Bamba, Falcon-H1, Nemotron-H or Jamba "
       "checkpoint (a "
       "Hugging Face directory or a GGUF file) as a GGUF file that llama.cpp and ssmkit load, its "
-      "matrices in TYPE (docs/gguf.md)");
+      "matrices in TYPE (docs/gguf.md, docs/quantization.md)");
   sub->add_option("--type", o->type,
-                  "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k")
+                  std::string(model::kQuantizeTypes) +
+                      ". A plain type is every matrix's (llama-quantize --pure); a mix keeps most "
+                      "in q4_k or q5_k and gives the LM head, and some attn_v and ffn_down "
+                      "matrices, more bits, choosing each as llama-quantize's Q4_K_M, Q4_K_S, "
+                      "Q5_K_M or Q5_K_S does")
       ->required();
   sub->add_option("input", o->input, "checkpoint directory or .gguf file")->required();
   sub->add_option("output", o->output, "the .gguf file to write")->required();
   sub->callback([o, &threads, &exit_code] {
     SetNumThreads(threads);
-    DType type;
-    if (!DTypeFromName(o->type, &type)) {
-      std::fprintf(stderr,
-                   "quantize: --type %s: expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                   "q4_k, q5_k or q6_k\n",
-                   o->type.c_str());
+    model::QuantizeType type;
+    if (!model::QuantizeTypeFromName(o->type, &type)) {
+      std::fprintf(stderr, "quantize: --type %s: expected %s\n", o->type.c_str(),
+                   model::kQuantizeTypes);
       exit_code = 2;
       return;
     }
@@ -45,11 +46,15 @@ void AddQuantizeCommand(CLI::App& app, const int& threads, int& exit_code) {
       exit_code = 1;
       return;
     }
+    std::string types;
+    for (const auto& [dtype, n] : r.matrix_types)
+      types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + DTypeName(dtype);
     std::printf(
-        "%s: %lld tensors, %lld matrices %s, %lld fallen back (rows not whole blocks); %.1f MB "
-        "of tensors -> %.1f MB\n",
+        "%s: %lld tensors, %lld matrices %s, %lld fallen back (rows not whole blocks): %s; %.1f "
+        "MB of tensors -> %.1f MB\n",
         o->output.c_str(), static_cast<long long>(r.tensors), static_cast<long long>(r.quantized),
-        o->type.c_str(), static_cast<long long>(r.fallback), r.bytes_in / 1e6, r.bytes_out / 1e6);
+        o->type.c_str(), static_cast<long long>(r.fallback), types.c_str(), r.bytes_in / 1e6,
+        r.bytes_out / 1e6);
   });
 }
 
