@@ -81,6 +81,9 @@ Status AddTokenizerKeys(const std::string& dir, const ModelConfig& c, bool sente
 bool HasMoeBlocks(const ModelConfig& c);
 // general.architecture, type, name, file_type (the converter's first keys).
 void AddGeneralKeys(const ExportInput& in, const char* arch, GgufWriter* w);
+// Ok when the feed-forward activation is silu, the only one llama.cpp's `arch` runs; else
+// Unsupported, naming the checkpoint's hidden_act.
+Status CheckSiluActivation(const ModelConfig& c, const std::string& input, const char* arch);
 // "{arch}.ssm.*": a Mamba-2 mixer's sizes as llama.cpp names them (time_step_rank: the heads).
 void AddMamba2Keys(const ModelConfig& c, const std::string& arch, GgufWriter* w);
 // attention.head_count_kv as the hybrids' converters write it: one entry per layer, the

@@ -76,6 +76,12 @@ std::string GgufExporterList() {
   return s;
 }
 
+Status CheckSiluActivation(const ModelConfig& c, const std::string& input, const char* arch) {
+  if (c.ffn.activation == "silu") return Status::Ok();
+  return Status::Unsupported(input + ": " + c.hf_architecture() + ": hidden_act '" +
+                             c.ffn.activation + "': llama.cpp's " + arch + " takes silu only");
+}
+
 bool HasMoeBlocks(const ModelConfig& c) {
   for (const BlockSpec& b : c.block_list()) {
     if (b.kind == BlockKind::kMoe) return true;

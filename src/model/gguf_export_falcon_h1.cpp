@@ -35,11 +35,7 @@ Status CheckFalconH1(const ModelConfig& c, const std::string& input) {
                                "the gated RMSNorm normalizes before the gate "
                                "(mamba_norm_before_gate); llama.cpp's falcon-h1 gates first");
   }
-  if (c.ffn.activation != "silu") {
-    return Status::Unsupported(label + "hidden_act '" + c.ffn.activation +
-                               "': llama.cpp's falcon-h1 takes silu only");
-  }
-  return Status::Ok();
+  return CheckSiluActivation(c, input, "falcon-h1");
 }
 
 void AddFalconH1Keys(const ExportInput& in, GgufWriter* w) {

@@ -27,11 +27,7 @@ namespace ssmkit::model {
 namespace {
 
 Status CheckGraniteHybrid(const ModelConfig& c, const std::string& input) {
-  if (c.ffn.activation != "silu") {
-    return Status::Unsupported(input + ": " + c.hf_architecture() + ": hidden_act '" +
-                               c.ffn.activation + "': llama.cpp's granitehybrid takes silu only");
-  }
-  return Status::Ok();
+  return CheckSiluActivation(c, input, "granitehybrid");
 }
 
 void AddGraniteHybridKeys(const ExportInput& in, GgufWriter* w) {

@@ -26,11 +26,7 @@ namespace ssmkit::model {
 namespace {
 
 Status CheckJamba(const ModelConfig& c, const std::string& input) {
-  if (c.ffn.activation != "silu") {
-    return Status::Unsupported(input + ": " + c.hf_architecture() + ": hidden_act '" +
-                               c.ffn.activation + "': llama.cpp's jamba takes silu only");
-  }
-  return Status::Ok();
+  return CheckSiluActivation(c, input, "jamba");
 }
 
 void AddJambaKeys(const ExportInput& in, GgufWriter* w) {
