@@ -1,7 +1,8 @@
 // LinearForward with a quantized weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) against
 // the fp64 oracle (ref::QuantLinear: the weight decoded exactly, times the exact x), on every
-// compiled SIMD target: the few-rows kernel (T <= 64, either layout, which quantizes x to 8 bits
-// per element) and the sgemm path over decoded panels (T > 64); thread counts and determinism.
+// compiled SIMD target (on a VNNI CPU the AVX-512 kernels with and without VNNI): the few-rows
+// kernel (T <= 64, either layout, which quantizes x to 8 bits per element) and the sgemm path over
+// decoded panels (T > 64); thread counts and determinism.
 //
 // Tolerance. The kernel replaces x by s q (s = max |x| / 127 per block of B, |x - s q| <= s / 2),
 // so |out - ref| <= sum_k |w_k| s(k) / 2, plus f32 rounding (1e-5 of sum_k |x_k| |w_k|). It is
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/quant.hpp"
+#include "cpu/quant_linear.hpp"
 #include "ref/linear_ref.hpp"
 #include "ref/quant_linear_ref.hpp"
 #include "ssmkit/linear.hpp"
@@ -173,6 +175,21 @@ std::vector<double> RandomBias(int64_t M, bool with, Rng& rng) {
   return with ? rng.NormalVec(M) : std::vector<double>{};
 }
 
+// ForEachSimdTarget, and on a CPU with VNNI once more with the AVX-512 kernels' VNNI
+// instructions off (cpu::SetQuantDotVnni), so that both byte kernels run there. Returns how
+// many targets ran the first time.
+template <class Fn>
+int ForEachKernel(Fn&& fn) {
+  const int targets = ForEachSimdTarget(fn);
+  if (cpu::QuantDotVnni()) {
+    SCOPED_TRACE("VNNI off");
+    cpu::SetQuantDotVnni(false);
+    ForEachSimdTarget(fn);
+    cpu::SetQuantDotVnni(true);
+  }
+  return targets;
+}
+
 // Every format, K from one block up, M odd and even, T through the few-rows kernel's tiles and
 // past it into the sgemm path, each on every compiled SIMD target.
 TEST(QuantLinear, MatchesOracleOnEverySimdTarget) {
@@ -191,7 +208,7 @@ TEST(QuantLinear, MatchesOracleOnEverySimdTarget) {
           const std::vector<float> x = RandomX(T, K, rng);
           const std::vector<double> bias = RandomBias(M, (T + M) % 2 == 1, rng);
           const Expected e = Oracle(w, x, T, bias);
-          const int targets = ForEachSimdTarget([&] { RunAndCheck(w, x, T, bias, e); });
+          const int targets = ForEachKernel([&] { RunAndCheck(w, x, T, bias, e); });
           EXPECT_GE(targets, kMinSimdTargets);
         }
       }
@@ -223,7 +240,7 @@ TEST(QuantLinear, ExtremeLevelsOnEverySimdTarget) {
     }
     const std::vector<double> bias;
     const Expected e = Oracle(w, x, T, bias);
-    EXPECT_GE(ForEachSimdTarget([&] { RunAndCheck(w, x, T, bias, e); }), kMinSimdTargets);
+    EXPECT_GE(ForEachKernel([&] { RunAndCheck(w, x, T, bias, e); }), kMinSimdTargets);
   }
 }
 

@@ -42,11 +42,18 @@
 #include "hwy/highway.h"
 
 #undef SSMKIT_QUANT_DOT_BYTES
+#undef SSMKIT_QUANT_DOT_VNNI
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 #define SSMKIT_QUANT_DOT_BYTES 1
 #include <immintrin.h>
 #else
 #define SSMKIT_QUANT_DOT_BYTES 0
+#endif
+// The AVX-512 targets also have the VNNI kernels (kVnni), run where the CPU has VNNI.
+#if SSMKIT_QUANT_DOT_BYTES && HWY_TARGET <= HWY_AVX3
+#define SSMKIT_QUANT_DOT_VNNI 1
+#else
+#define SSMKIT_QUANT_DOT_VNNI 0
 #endif
 
 #if SSMKIT_QUANT_DOT_BYTES
@@ -118,13 +125,11 @@ struct Format32 {
     }
     return s;
   }
+  // The formats with a min (kSums); the others' blocks are scaled in DotSpan.
   static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
-    if constexpr (kMin) {  // m S in lane 0
-      const float min_term = s.m * static_cast<float>(sums[0] + sums[1]);
-      return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s.d,
-                             _mm256_setr_ps(min_term, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f));
-    }
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(sum), s.d);
+    const float min_term = s.m * static_cast<float>(sums[0] + sums[1]);  // m S in lane 0
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s.d,
+                           _mm256_setr_ps(min_term, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f));
   }
 };
 
@@ -319,84 +324,134 @@ struct Q6_K {
   }
 };
 
-// sum[t] = the block's int32 sums with x[t] (kT rows of its kElements levels), the formats of
+// The int32 sums of 4 adjacent products of unsigned bytes u and signed bytes v, at most
+// 2 * 32512 in magnitude here. Without VNNI: vpmaddubsw (pairs, in int16: the bounds above keep
+// them from saturating) then vpmaddwd by 1; with VNNI (kVnni), vpdpbusd, the same sums.
+template <bool kVnni>
+HWY_INLINE __m256i QuadSums(__m256i u, __m256i v) {
+#if SSMKIT_QUANT_DOT_VNNI
+  if constexpr (kVnni) {
+    // Inline assembly: the target's attributes (Highway's AVX3) do not enable the intrinsic,
+    // and the CPU is checked at run time (QuantDotVnni). {evex}: the AVX-512 encoding, not
+    // AVX-VNNI's.
+    __m256i sum = _mm256_setzero_si256();
+    __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(sum) : "v"(u), "v"(v));
+    return sum;
+  }
+#endif
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1));
+}
+
+// acc plus the int32 sums of adjacent pairs of int16 products a * b: vpmaddwd and vpaddd, or
+// with VNNI vpdpwssd.
+template <bool kVnni>
+HWY_INLINE __m256i AddPairSums(__m256i acc, __m256i a, __m256i b) {
+#if SSMKIT_QUANT_DOT_VNNI
+  if constexpr (kVnni) {
+    __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+  }
+#endif
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
+// sum[t] = the block's int32 sums with row t of x (x: (kT, kElements) levels), the formats of
 // 32: signed levels as |w| times x with w's sign, unsigned ones as they are.
-template <class F, int kT>
-HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* const* x, __m256i* sum) {
-  const __m256i w = F::Levels(block), ones = _mm256_set1_epi16(1);
+template <class F, int kT, bool kVnni>
+HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* x, __m256i* sum) {
+  const __m256i w = F::Levels(block);
   const __m256i u = F::kSigned ? _mm256_abs_epi8(w) : w;
   for (int t = 0; t < kT; ++t) {
-    const __m256i xt = F::kSigned ? _mm256_sign_epi8(Load32(x[t]), w) : Load32(x[t]);
-    sum[t] = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xt), ones);
+    const __m256i xt = Load32(x + 32 * t);
+    sum[t] = QuadSums<kVnni>(u, F::kSigned ? _mm256_sign_epi8(xt, w) : xt);
   }
 }
 
-// Group g of a K-quant block times kT rows of x, pair by pair of chunks, added into sum.
-template <class F, int kT>
-HWY_INLINE void GroupSums(const uint8_t* block, const typename F::Scales& s, const int8_t* const* x,
-                          int g, __m256i* sum) {
+// Group g of a K-quant block times kT rows of x ((kT, kElements) levels), pair by pair of
+// chunks, added into sum.
+template <class F, int kT, bool kVnni>
+HWY_INLINE void GroupSums(const uint8_t* block, const typename F::Scales& s, const int8_t* x, int g,
+                          __m256i* sum) {
   const typename F::Group group = F::GroupOf(block, s, g);
 #pragma GCC unroll 2
   for (int c = 0; c < F::kGroup; c += 64) {
     const Pair pair = F::PairOf(group, c);
     for (int t = 0; t < kT; ++t) {
-      const __m256i p =
-          _mm256_add_epi16(_mm256_maddubs_epi16(pair.levels.low, Load32(x[t] + g + c)),
-                           _mm256_maddubs_epi16(pair.levels.high, Load32(x[t] + g + c + 32)));
-      sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(p, pair.scales));
+      const int8_t* xt = x + t * F::kElements + g + c;
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(pair.levels.low, Load32(xt)),
+                                         _mm256_maddubs_epi16(pair.levels.high, Load32(xt + 32)));
+      sum[t] = AddPairSums<kVnni>(sum[t], p, pair.scales);
     }
   }
 }
 
 // The same for the K-quants, group by group.
-template <class F, int kT>
-HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& s,
-                                const int8_t* const* x, __m256i* sum) {
+template <class F, int kT, bool kVnni>
+HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& s, const int8_t* x,
+                                __m256i* sum) {
   for (int t = 0; t < kT; ++t) sum[t] = _mm256_setzero_si256();
   if constexpr (kT <= 2) {
     // Unrolled: the groups' offsets and scale lanes become constants, a few registers each.
 #pragma GCC unroll 4
-    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT>(block, s, x, g, sum);
+    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT, kVnni>(block, s, x, g, sum);
   } else {
     // Not unrolled: unrolled, the compiler reassociated the rows' sums over the block into
     // trees of partial products that spilled.
 #pragma GCC unroll 1
-    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT>(block, s, x, g, sum);
+    for (int g = 0; g < F::kElements; g += F::kGroup) GroupSums<F, kT, kVnni>(block, s, x, g, sum);
   }
 }
 
-// Rows [t0, t0 + kT) of x times weight row w's blocks [b0, b1), added into acc (kT, 8): the f32
-// accumulators of those rows for this weight row, kept in memory between spans. The mins and
-// offsets are in acc too: min_total (the 16-bit kernels') stays as it is.
-template <class F, int kT>
+// The kT floats at p (kT <= 8) in the low lanes, without reading past them.
+template <int kT>
+HWY_INLINE __m256 LoadFirst(const float* p) {
+  if constexpr (kT == 8) {
+    return _mm256_loadu_ps(p);
+  } else {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(kT), lane));
+  }
+}
+
+// The tile of rows [t0, t0 + kT) of x (QuantizedRows' layout: block b's levels of the kT rows
+// together, so each row is a constant offset from one pointer) times weight row w's blocks
+// [b0, b1), added into acc (kT, 8): the f32 accumulators of those rows for this weight row,
+// kept in memory between spans. The mins and offsets are in acc too: min_total (the 16-bit
+// kernels') stays as it is. The formats without sums scale a block's int32 sums by the product
+// of the two scales, formed for the kT rows in one multiply.
+template <class F, int kT, bool kVnni>
 HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
                         int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
-  const int64_t K = xq.cols, blocks = K / F::kElements;
-  const int8_t* x[kT];      // (K) each
-  const float* xs[kT];      // (blocks) each
-  const int16_t* xsum[kT];  // (K / 16) each
+  constexpr int64_t B = F::kElements;
+  const int64_t K = xq.cols;
+  const int8_t* x = xq.q8.data() + t0 * K;           // (blocks, kT, B)
+  const float* xs = xq.scale.data() + t0 * (K / B);  // (blocks, kT)
+  const int16_t* xsum =
+      F::kSums ? xq.sums.data() + t0 * (K / 16) : nullptr;  // (blocks, kT, B / 16)
   __m256 a[kT];
-  for (int t = 0; t < kT; ++t) {
-    x[t] = xq.q8.data() + (t0 + t) * K;
-    xs[t] = xq.scale.data() + (t0 + t) * blocks;
-    xsum[t] = F::kSums ? xq.sums.data() + (t0 + t) * (K / 16) : nullptr;
-    a[t] = _mm256_loadu_ps(acc + 8 * t);
-  }
+  for (int t = 0; t < kT; ++t) a[t] = _mm256_loadu_ps(acc + 8 * t);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* block = w + b * F::kBytes;
     const typename F::Scales s = F::Prepare(block);
-    const int8_t* xb[kT];
-    for (int t = 0; t < kT; ++t) xb[t] = x[t] + b * F::kElements;
+    const int8_t* xb = x + b * kT * B;  // (kT, B)
     __m256i sum[kT];
     if constexpr (!F::kPaired) {
-      Block32Sums<F, kT>(block, xb, sum);
+      Block32Sums<F, kT, kVnni>(block, xb, sum);
     } else {
-      PairedBlockSums<F, kT>(block, s, xb, sum);
+      PairedBlockSums<F, kT, kVnni>(block, s, xb, sum);
     }
-    for (int t = 0; t < kT; ++t) {
-      const int16_t* block_sums = F::kSums ? xsum[t] + b * (F::kElements / 16) : nullptr;
-      a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums), _mm256_broadcast_ss(xs[t] + b),
-                             a[t]);
+    if constexpr (F::kSums) {
+      for (int t = 0; t < kT; ++t) {
+        const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
+        a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
+                               _mm256_broadcast_ss(xs + b * kT + t), a[t]);
+      }
+    } else {
+      alignas(32) float scales[8];  // d_w s_x of each row
+      _mm256_store_ps(scales, _mm256_mul_ps(LoadFirst<kT>(xs + b * kT), s.d));
+      for (int t = 0; t < kT; ++t) {
+        a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_broadcast_ss(scales + t), a[t]);
+      }
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);

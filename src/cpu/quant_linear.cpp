@@ -35,6 +35,7 @@
 // Each output is summed by one thread in one fixed order whatever T, the tile and the thread
 // count: a row's result does not depend on the other rows of the batch or on the threads.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -290,28 +291,27 @@ struct Q6_K {
 // on AVX2 before the 8-bit kernels took it over (8 rows spilled and measured no faster).
 constexpr int kTileRows = HWY_MAX_BYTES >= 64 ? 8 : 4;
 
-// Rows [t0, t0 + kT) of x times weight row w's blocks [b0, b1), added into acc (kT, L) and
-// min_total (kT): the f32 accumulators of those rows for this weight row, kept in memory
-// between spans.
-template <class F, int kT>
+// The tile of rows [t0, t0 + kT) of x (xq's layout) times weight row w's blocks [b0, b1), added
+// into acc (kT, L) and min_total (kT): the f32 accumulators of those rows for this weight row,
+// kept in memory between spans. (kVnni: the 8-bit kernels' choice, none here.)
+template <class F, int kT, bool kVnni>
 HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
                         int64_t b1, int64_t t0, float* HWY_RESTRICT acc,
                         float* HWY_RESTRICT min_total) {
   const D16 d16;
   const D32 d32;
   const DF df;
-  const int64_t K = xq.cols, blocks = K / F::kElements;
+  constexpr int64_t B = F::kElements;
+  const int64_t K = xq.cols;
   const int N = static_cast<int>(hn::Lanes(d16));
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  const int16_t* x[kT];  // (K) each
-  const float* xs[kT];   // (blocks) each
-  const int16_t* xsum[kT];
+  const int16_t* x = xq.q.data() + t0 * K;           // (blocks, kT, B)
+  const float* xs = xq.scale.data() + t0 * (K / B);  // (blocks, kT)
+  const int16_t* xsum =
+      F::kHasMin ? xq.sums.data() + t0 * (K / 16) : nullptr;  // (blocks, kT, B / 16)
   VF a[kT];
   float mins[kT];
   for (int t = 0; t < kT; ++t) {
-    x[t] = xq.q.data() + (t0 + t) * K;
-    xs[t] = xq.scale.data() + (t0 + t) * blocks;
-    xsum[t] = F::kHasMin ? xq.sums.data() + (t0 + t) * (K / 16) : nullptr;
     a[t] = hn::LoadU(df, acc + t * L);
     mins[t] = min_total[t];
   }
@@ -328,17 +328,18 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
       for (int c = 0; c < F::kGroup; c += N) {
         const V16 wv = F::Chunk(group, c);
         for (int t = 0; t < kT; ++t) {
-          const V16 xv = hn::LoadU(d16, x[t] + b * F::kElements + g + c);
+          const V16 xv = hn::LoadU(d16, x + (b * kT + t) * B + g + c);
           sum[t] = hn::ReorderWidenMulAccumulate(d32, wv, xv, sum[t], sum_odd[t]);
         }
       }
     }
     for (int t = 0; t < kT; ++t) {
+      const float x_scale = xs[b * kT + t];
       const VF block_sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum[t], sum_odd[t]));
-      a[t] = hn::MulAdd(block_sum, hn::Set(df, s.d * xs[t][b]), a[t]);
+      a[t] = hn::MulAdd(block_sum, hn::Set(df, s.d * x_scale), a[t]);
       if constexpr (F::kHasMin) {
-        const int16_t* block_sums = xsum[t] + b * (F::kElements / 16);
-        mins[t] += s.dmin * xs[t][b] * static_cast<float>(F::MinSum(s, block_sums));
+        const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
+        mins[t] += s.dmin * x_scale * static_cast<float>(F::MinSum(s, block_sums));
       }
     }
   }
@@ -365,14 +366,14 @@ constexpr int64_t kL1Bytes = 16 * 1024;
 constexpr int64_t kSpan = 256;
 constexpr int64_t kBlockRows = 8;
 
-// A tile of n <= kT rows: DotSpan<F, n>.
-template <class F, int kT>
+// A tile of n <= kT rows: DotSpan<F, n, kVnni>.
+template <class F, int kT, bool kVnni>
 HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64_t b0, int64_t b1,
                          int64_t t0, float* acc, float* min_total) {
   if constexpr (kT > 1) {
-    if (n < kT) return DotSpanN<F, kT - 1>(n, xq, w, b0, b1, t0, acc, min_total);
+    if (n < kT) return DotSpanN<F, kT - 1, kVnni>(n, xq, w, b0, b1, t0, acc, min_total);
   }
-  formats::DotSpan<F, kT>(xq, w, b0, b1, t0, acc, min_total);
+  formats::DotSpan<F, kT, kVnni>(xq, w, b0, b1, t0, acc, min_total);
 }
 
 // Rows at least this long have the next one prefetched into L2 while they are multiplied,
@@ -383,7 +384,7 @@ constexpr int64_t kPrefetchNextRowBytes = 1024;
 // RowsOf for one row of x (batch-1 decode): each weight row's accumulators on the stack, where
 // the compiler keeps them in registers, rather than in the thread's buffer cleared by a call to
 // memset per row; a row of 5 to 20 blocks (a 2.8B Mamba's dt_proj, in_proj) paid that per row.
-template <class F>
+template <class F, bool kVnni>
 void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   const DF df;
   const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
@@ -396,7 +397,7 @@ void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, i
     alignas(64) float acc[hn::MaxLanes(DF())];
     float min_total = 0.0f;
     hn::Store(hn::Zero(df), df, acc);
-    formats::DotSpan<F, 1>(xq, weight + m * row_bytes, 0, blocks, 0, acc, &min_total);
+    formats::DotSpan<F, 1, kVnni>(xq, weight + m * row_bytes, 0, blocks, 0, acc, &min_total);
     float out = hn::GetLane(hn::SumOfLanes(df, hn::Load(df, acc))) - min_total;
     if (p.bias != nullptr) out += p.bias[m];
     p.out[m] = out;
@@ -408,7 +409,7 @@ void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, i
 // accumulators of a block (its rows times T rows of x) live in this thread's buffer (kept
 // between calls). Each output's sum runs over the blocks of K in order, then its lanes: the
 // same order whatever T, the tiles and the threads. May throw std::bad_alloc (the buffer).
-template <class F>
+template <class F, bool kVnni>
 void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   const DF df;
   const int64_t T = p.rows, L = static_cast<int64_t>(hn::Lanes(df));
@@ -421,7 +422,7 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
   const int64_t span_blocks = interleave ? span / F::kElements : blocks;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
   constexpr int kTile = formats::kTileRows;
-  if (T == 1) return OneRowOf<F>(p, xq, m_begin, m_end);
+  if (T == 1) return OneRowOf<F, kVnni>(p, xq, m_begin, m_end);
   const int64_t floats = block_rows * T * (L + 1);
   float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc, floats);  // (block_rows, T, L)
   float* min_total = acc + block_rows * T * L;                       // (block_rows, T)
@@ -439,7 +440,8 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
         }
         for (int64_t t = 0; t < T; t += kTile) {
           const int n = static_cast<int>(std::min<int64_t>(kTile, T - t));
-          DotSpanN<F, kTile>(n, xq, w, b0, b1, t, acc + (r * T + t) * L, min_total + r * T + t);
+          DotSpanN<F, kTile, kVnni>(n, xq, w, b0, b1, t, acc + (r * T + t) * L,
+                                    min_total + r * T + t);
         }
       }
     }
@@ -455,8 +457,8 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
 }
 
 // Per block of B: s = max |x| / 127, q = round(x / s) (to nearest even, |q| <= 127: x / s is
-// at most 127 times one plus a rounding) into levels (T, K), and for B = 256 the sums of each
-// 16 levels.
+// at most 127 times one plus a rounding) into levels (xq's layout), and for B = 256 the sums of
+// each 16 levels.
 template <typename Level>
 void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq,
                     Level* levels) {
@@ -467,22 +469,22 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
   const int64_t W = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* x = p.x + t * p.x_stride_row;  // (K)
-    Level* q = levels + t * K;                  // (K)
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + b * B;
+      const int64_t offset = xq->BlockOffset(t, b);
+      Level* q = levels + offset;  // (B)
       VF vmax = hn::Zero(df);
       for (int64_t i = 0; i < B; i += W) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
       const float scale = hn::GetLane(hn::MaxOfLanes(df, vmax)) / 127.0f;
-      xq->scale[t * blocks + b] = scale;
+      xq->scale[offset / B] = scale;
       const VF inverse = hn::Set(df, scale > 0.0f ? 1.0f / scale : 0.0f);
       V32 sum = hn::Zero(d32);
       for (int64_t i = 0; i < B; i += W) {
         const V32 level = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inverse));
-        hn::StoreU(hn::DemoteTo(dl, level), dl, q + b * B + i);
+        hn::StoreU(hn::DemoteTo(dl, level), dl, q + i);
         sum = hn::Add(sum, level);
         if (xq->with_sums && (i + W) % 16 == 0) {
-          xq->sums[t * (K / 16) + (b * B + i) / 16] =
-              static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d32, sum)));
+          xq->sums[(offset + i) / 16] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d32, sum)));
           sum = hn::Zero(d32);
         }
       }
@@ -490,30 +492,38 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
   }
 }
 
+template <bool kVnni>
+void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
+  switch (p.weight_dtype) {
+    case DType::kQ8_0:
+      return RowsOf<formats::Q8_0, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ4_0:
+      return RowsOf<formats::Q4_0, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ4_1:
+      return RowsOf<formats::Q4_1, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ5_0:
+      return RowsOf<formats::Q5_0, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ5_1:
+      return RowsOf<formats::Q5_1, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ4_K:
+      return RowsOf<formats::Q4_K, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ5_K:
+      return RowsOf<formats::Q5_K, kVnni>(p, xq, m_begin, m_end);
+    case DType::kQ6_K:
+      return RowsOf<formats::Q6_K, kVnni>(p, xq, m_begin, m_end);
+    default:
+      return;  // the ops layer admits only these
+  }
+}
+
 }  // namespace
 
 void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                          int64_t m_end) {
-  switch (p.weight_dtype) {
-    case DType::kQ8_0:
-      return RowsOf<formats::Q8_0>(p, xq, m_begin, m_end);
-    case DType::kQ4_0:
-      return RowsOf<formats::Q4_0>(p, xq, m_begin, m_end);
-    case DType::kQ4_1:
-      return RowsOf<formats::Q4_1>(p, xq, m_begin, m_end);
-    case DType::kQ5_0:
-      return RowsOf<formats::Q5_0>(p, xq, m_begin, m_end);
-    case DType::kQ5_1:
-      return RowsOf<formats::Q5_1>(p, xq, m_begin, m_end);
-    case DType::kQ4_K:
-      return RowsOf<formats::Q4_K>(p, xq, m_begin, m_end);
-    case DType::kQ5_K:
-      return RowsOf<formats::Q5_K>(p, xq, m_begin, m_end);
-    case DType::kQ6_K:
-      return RowsOf<formats::Q6_K>(p, xq, m_begin, m_end);
-    default:
-      return;  // the ops layer admits only these
-  }
+#if SSMKIT_QUANT_DOT_VNNI
+  if (QuantDotVnni()) return RowsOfDType<true>(p, xq, m_begin, m_end);
+#endif
+  RowsOfDType<false>(p, xq, m_begin, m_end);
 }
 
 void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
@@ -521,7 +531,9 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
   QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
   if (xq->block == quant::kSuperBlock) {  // the K-quant kernels' order
     for (int64_t t = t_begin; t < t_end; ++t) {
-      i8::ArrangeLevels(xq->q8.data() + t * xq->cols, xq->cols);
+      for (int64_t b = 0; b < xq->cols / xq->block; ++b) {
+        i8::ArrangeLevels(xq->q8.data() + xq->BlockOffset(t, b), xq->block);
+      }
     }
   }
 #else
@@ -531,6 +543,8 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
 
 // The bytes per level of x this target's kernel multiplies: QuantizedRows::level_bytes.
 int64_t LevelBytesImpl() { return sizeof(formats::Level); }
+// The rows of x per tile of this target's kernel: QuantizedRows::tile.
+int64_t TileRowsImpl() { return formats::kTileRows; }
 
 }  // namespace ssmkit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -541,12 +555,38 @@ namespace ssmkit::cpu {
 HWY_EXPORT(QuantLinearRowsImpl);
 HWY_EXPORT(QuantizeRowsImpl);
 HWY_EXPORT(LevelBytesImpl);
+HWY_EXPORT(TileRowsImpl);
+
+namespace {
+
+bool CpuHasVnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& VnniInUse() {
+  static std::atomic<bool> in_use{CpuHasVnni()};
+  return in_use;
+}
+
+}  // namespace
+
+bool SetQuantDotVnni(bool enable) {
+  VnniInUse().store(enable && CpuHasVnni(), std::memory_order_relaxed);
+  return QuantDotVnni();
+}
+
+bool QuantDotVnni() { return VnniInUse().load(std::memory_order_relaxed); }
 
 void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   rows = T;
   cols = K;
   block = DTypeBlockElements(weight_dtype);
   level_bytes = HWY_DYNAMIC_DISPATCH(LevelBytesImpl)();
+  tile = HWY_DYNAMIC_DISPATCH(TileRowsImpl)();
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };

@@ -4,6 +4,7 @@
 // Dimension legend: T rows of x, K input features, M output features, B elements per block.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -21,14 +22,29 @@ namespace ssmkit::cpu {
 // of the levels of each 16 elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32
 // (two sums each), Q4_1 / Q5_1's min those of the block, the 8-bit kernel's Q6_K those of its
 // sub-blocks of 16 (it takes the offset 32 off there, as GGML does).
+//
+// Layout: the rows go in tiles of `tile` rows (the kernel's tile of x; the last one may be
+// shorter), and within a tile of n rows block by block: block b's levels of the tile's n rows
+// one after the other, (blocks, n, B), so that each row of a tile is a constant offset from one
+// pointer in the kernel; scale (blocks, n) and sums (blocks, n, B / 16) likewise. A tile starts
+// where its first row t would start in row-major order (t K levels, t K / B scales, t K / 16
+// sums), and a tile of one row (T = 1) is row-major.
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
-  std::vector<int8_t> q8;                 // (T, K) when level_bytes is 1
-  std::vector<int16_t> q;                 // (T, K) when level_bytes is 2
-  std::vector<float> scale;               // (T, K / B)
+  int64_t tile = 0;                       // rows per tile
+  std::vector<int8_t> q8;                 // T K levels, as above, when level_bytes is 1
+  std::vector<int16_t> q;                 // T K levels, as above, when level_bytes is 2
+  std::vector<float> scale;               // T K / B
   bool with_sums = false;                 // the weight's kernel takes sums
-  std::vector<int16_t> sums;              // (T, K / 16) when with_sums
+  std::vector<int16_t> sums;              // T K / 16 when with_sums
+
+  // Where block b of row t starts among the levels; its scale is at this / B, its sums at
+  // this / 16.
+  int64_t BlockOffset(int64_t t, int64_t b) const {
+    const int64_t t0 = t - t % tile, n = std::min(tile, rows - t0);
+    return t0 * cols + (b * n + t - t0) * block;
+  }
 
   // Sizes the buffers for x (T, K) and a weight of `weight_dtype`, the levels in the width of
   // the kernel the library dispatches to now; they only ever grow, so a buffer kept between
@@ -46,5 +62,12 @@ void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, Q
 // calls).
 void QuantLinearRows(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                      int64_t m_end);
+
+// The AVX-512 kernels multiply bytes with VNNI (vpdpbusd, vpdpwssd) on a CPU that has it, and
+// with the AVX2 kernels' vpmaddubsw / vpmaddwd otherwise; both give the same integer sums, so the
+// same bits. SetQuantDotVnni(false) makes a VNNI machine run the latter too (the tests run both);
+// true restores the default. Returns whether VNNI is used from now on.
+bool SetQuantDotVnni(bool enable);
+bool QuantDotVnni();
 
 }  // namespace ssmkit::cpu

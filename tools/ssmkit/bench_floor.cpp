@@ -16,6 +16,7 @@
 #include "bench_harness.hpp"
 #include "core/parallel.hpp"
 #include "core/simd_targets.hpp"
+#include "cpu/quant_linear.hpp"
 #include "fma_rate.hpp"
 #include "peer_ggml.hpp"
 #include "ssmkit/threads.hpp"
@@ -121,7 +122,10 @@ constexpr int64_t kFmaRounds = 1 << 20;
 }  // namespace
 
 double DispatchedFloatLanes() { return static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)()); }
-std::string DispatchedTargetName() { return SimdTargetName(DispatchedSimdTarget()); }
+std::string DispatchedTargetName() {
+  const std::string name = SimdTargetName(DispatchedSimdTarget());
+  return name == "AVX3" && cpu::QuantDotVnni() ? name + " (quantized products: VNNI)" : name;
+}
 
 FmaProbe::FmaProbe(int threads, double fmas_per_thread)
     : sums_(static_cast<size_t>(threads), 0.0f),

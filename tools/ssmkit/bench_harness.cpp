@@ -10,6 +10,7 @@
 
 #include "core/parallel.hpp"
 #include "core/simd_targets.hpp"
+#include "fma_rate.hpp"
 #include "ssmkit/threads.hpp"
 
 namespace ssmkit::bench {
@@ -127,7 +128,7 @@ void Print(const Options& options, const std::vector<Result>& results) {
                             {"ms", r.ms},
                             {"gb_per_s", r.bytes / r.ms / 1e6},
                             {"ns_per_" + r.element_name, r.ms * 1e6 / r.elements},
-                            {"simd_target", SimdTargetName(DispatchedSimdTarget())},
+                            {"simd_target", DispatchedTargetName()},
                             {"threads", NumThreads()}};
       if (r.peer_ms > 0) {
         row["peer"] = r.peer;
@@ -139,8 +140,7 @@ void Print(const Options& options, const std::vector<Result>& results) {
     std::printf("%s\n", array.dump(1).c_str());
     return;
   }
-  std::printf("SIMD target %s, %d threads\n", SimdTargetName(DispatchedSimdTarget()).c_str(),
-              NumThreads());
+  std::printf("SIMD target %s, %d threads\n", DispatchedTargetName().c_str(), NumThreads());
   std::printf("%-16s %-13s %-14s %-8s %11s %9s %13s  %s\n", "op", "shape", "algo", "pass",
               "median ms", "GB/s", "ns/element", "peer");
   for (const Result& r : results) {

@@ -34,6 +34,7 @@ double FmaRate(const Options& options, int threads, double lanes, std::vector<Re
 
 // The f32 lanes of a vector, and the name, of the SIMD target run-time dispatch picks here.
 double DispatchedFloatLanes();
+// The name says "(quantized products: VNNI)" after AVX3 where those use VNNI.
 std::string DispatchedTargetName();
 
 }  // namespace ssmkit::bench
