@@ -418,7 +418,7 @@ HWY_INLINE __m256 LoadFirst(const float* p) {
 // [b0, b1), added into acc (kT, 8): the f32 accumulators of those rows for this weight row,
 // kept in memory between spans. The mins and offsets are in acc too: min_total (the 16-bit
 // kernels') stays as it is. The formats without sums scale a block's int32 sums by the product
-// of the two scales, formed for the kT rows in one multiply.
+// of the two scales, formed for 4 to 8 rows in one multiply.
 template <class F, int kT, bool kVnni>
 HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
                         int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
@@ -445,6 +445,11 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
         const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
         a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
                                _mm256_broadcast_ss(xs + b * kT + t), a[t]);
+      }
+    } else if constexpr (kT < 4) {  // a multiply per row is cheaper than the vector's round trip
+      for (int t = 0; t < kT; ++t) {
+        const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(xs + b * kT + t), s.d);
+        a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), scale, a[t]);
       }
     } else {
       alignas(32) float scales[8];  // d_w s_x of each row
