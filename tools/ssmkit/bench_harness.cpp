@@ -4,12 +4,14 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "core/parallel.hpp"
 #include "core/simd_targets.hpp"
+#include "cpu/quant_linear.hpp"
 #include "fma_rate.hpp"
 #include "ssmkit/threads.hpp"
 
@@ -102,14 +104,23 @@ std::string Lower(std::string s) {
 
 bool ForceTarget(const std::string& name) {
   if (name.empty()) return true;
+  // "avx3-novnni": the AVX-512 kernels without VNNI on a CPU that has it (cpu::SetQuantDotVnni).
+  constexpr const char* kNoVnni = "-novnni";
+  std::string wanted = Lower(name);
+  const bool no_vnni =
+      wanted.size() > std::strlen(kNoVnni) &&
+      wanted.compare(wanted.size() - std::strlen(kNoVnni), std::string::npos, kNoVnni) == 0;
+  if (no_vnni) wanted.resize(wanted.size() - std::strlen(kNoVnni));
   std::string choices;
   for (int64_t target : CompiledSimdTargets()) {
     const std::string candidate = Lower(SimdTargetName(target));
-    if (candidate == Lower(name)) {
+    if (candidate == wanted && (!no_vnni || (candidate == "avx3" && cpu::QuantDotVnni()))) {
       ForceSimdTarget(target);
+      if (no_vnni) cpu::SetQuantDotVnni(false);
       return true;
     }
     choices += (choices.empty() ? "" : ", ") + candidate;
+    if (candidate == "avx3" && cpu::QuantDotVnni()) choices += ", avx3-novnni";
   }
   std::fprintf(stderr,
                "--target: expected one of the SIMD targets this build runs here (%s), got %s\n",
