@@ -402,23 +402,13 @@ HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& 
   }
 }
 
-// The kT floats at p (kT <= 8) in the low lanes, without reading past them.
-template <int kT>
-HWY_INLINE __m256 LoadFirst(const float* p) {
-  if constexpr (kT == 8) {
-    return _mm256_loadu_ps(p);
-  } else {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(kT), lane));
-  }
-}
-
 // The tile of rows [t0, t0 + kT) of x (QuantizedRows' layout: block b's levels of the kT rows
 // together, so each row is a constant offset from one pointer) times weight row w's blocks
 // [b0, b1), added into acc (kT, 8): the f32 accumulators of those rows for this weight row,
 // kept in memory between spans. The mins and offsets are in acc too: min_total (the 16-bit
-// kernels') stays as it is. The formats without sums scale a block's int32 sums by the product
-// of the two scales, formed for 4 to 8 rows in one multiply.
+// kernels') stays as it is. (Forming the 8 rows' scale products in one vector multiply, stored
+// and broadcast back per row, was 7-15% slower than a multiply per row: the reloads wait on the
+// store.)
 template <class F, int kT, bool kVnni>
 HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
                         int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
@@ -446,16 +436,10 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
         a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
                                _mm256_broadcast_ss(xs + b * kT + t), a[t]);
       }
-    } else if constexpr (kT < 4) {  // a multiply per row is cheaper than the vector's round trip
+    } else {
       for (int t = 0; t < kT; ++t) {
         const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(xs + b * kT + t), s.d);
         a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), scale, a[t]);
-      }
-    } else {
-      alignas(32) float scales[8];  // d_w s_x of each row
-      _mm256_store_ps(scales, _mm256_mul_ps(LoadFirst<kT>(xs + b * kT), s.d));
-      for (int t = 0; t < kT; ++t) {
-        a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_broadcast_ss(scales + t), a[t]);
       }
     }
   }
