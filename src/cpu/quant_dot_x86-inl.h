@@ -101,6 +101,11 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
   }
 }
 
+// The 32 levels of x at p as unsigned bytes q + 128 (QuantizedRows::biased).
+HWY_INLINE void BiasLevels(int8_t* p) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_xor_si256(Load32(p), Bytes(-128)));
+}
+
 // A weight format. Prepare reads a block's scales once; BlockValue turns a row's int32 sums over
 // the block into 8 f32 lanes whose total times x's block scale is the block's contribution, the
 // offset or mins taken off with the block's sums of 16 x levels (kSums).
@@ -324,20 +329,28 @@ struct Q6_K {
   }
 };
 
+#if SSMKIT_QUANT_DOT_VNNI
+// VNNI, as inline assembly: the target's attributes (Highway's AVX3) do not enable the
+// intrinsics, and the CPU is checked at run time (QuantDotVnni). {evex}: the AVX-512 encoding,
+// not AVX-VNNI's. acc plus the sums of 4 adjacent products of unsigned bytes u and signed
+// bytes v (vpdpbusd), or of 2 adjacent int16 products a * b (vpdpwssd), in int32 lanes.
+HWY_INLINE __m256i AddQuadProducts(__m256i acc, __m256i u, __m256i v) {
+  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(v));
+  return acc;
+}
+HWY_INLINE __m256i AddPairProducts(__m256i acc, __m256i a, __m256i b) {
+  __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+#endif
+
 // The int32 sums of 4 adjacent products of unsigned bytes u and signed bytes v, at most
 // 2 * 32512 in magnitude here. Without VNNI: vpmaddubsw (pairs, in int16: the bounds above keep
 // them from saturating) then vpmaddwd by 1; with VNNI (kVnni), vpdpbusd, the same sums.
 template <bool kVnni>
 HWY_INLINE __m256i QuadSums(__m256i u, __m256i v) {
 #if SSMKIT_QUANT_DOT_VNNI
-  if constexpr (kVnni) {
-    // Inline assembly: the target's attributes (Highway's AVX3) do not enable the intrinsic,
-    // and the CPU is checked at run time (QuantDotVnni). {evex}: the AVX-512 encoding, not
-    // AVX-VNNI's.
-    __m256i sum = _mm256_setzero_si256();
-    __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(sum) : "v"(u), "v"(v));
-    return sum;
-  }
+  if constexpr (kVnni) return AddQuadProducts(_mm256_setzero_si256(), u, v);
 #endif
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1));
 }
@@ -347,19 +360,26 @@ HWY_INLINE __m256i QuadSums(__m256i u, __m256i v) {
 template <bool kVnni>
 HWY_INLINE __m256i AddPairSums(__m256i acc, __m256i a, __m256i b) {
 #if SSMKIT_QUANT_DOT_VNNI
-  if constexpr (kVnni) {
-    __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-    return acc;
-  }
+  if constexpr (kVnni) return AddPairProducts(acc, a, b);
 #endif
   return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 }
 
 // sum[t] = the block's int32 sums with row t of x (x: (kT, kElements) levels), the formats of
-// 32: signed levels as |w| times x with w's sign, unsigned ones as they are.
-template <class F, int kT, bool kVnni>
+// 32: signed levels as |w| times x with w's sign, unsigned ones as they are. With VNNI and x's
+// levels stored as unsigned q + 128 (kBiased: QuantizedRows::biased), signed levels times
+// those, each sum started at -128 times the sum of its 4 levels of w, formed once per block
+// for all the rows: one instruction per row instead of two.
+template <class F, int kT, bool kVnni, bool kBiased>
 HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* x, __m256i* sum) {
   const __m256i w = F::Levels(block);
+#if SSMKIT_QUANT_DOT_VNNI
+  if constexpr (kVnni && F::kSigned && kBiased) {
+    const __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(), QuadSums<true>(Bytes(-128), w));
+    for (int t = 0; t < kT; ++t) sum[t] = AddQuadProducts(start, Load32(x + 32 * t), w);
+    return;
+  }
+#endif
   const __m256i u = F::kSigned ? _mm256_abs_epi8(w) : w;
   for (int t = 0; t < kT; ++t) {
     const __m256i xt = Load32(x + 32 * t);
@@ -409,9 +429,9 @@ HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& 
 // kernels') stays as it is. (Forming the 8 rows' scale products in one vector multiply, stored
 // and broadcast back per row, was 7-15% slower than a multiply per row: the reloads wait on the
 // store.)
-template <class F, int kT, bool kVnni>
-HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
-                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
+template <class F, int kT, bool kVnni, bool kBiased>
+HWY_INLINE void DotSpanOf(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
+                          int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
   constexpr int64_t B = F::kElements;
   const int64_t K = xq.cols;
   const int8_t* x = xq.q8.data() + t0 * K;           // (blocks, kT, B)
@@ -426,7 +446,7 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
     const int8_t* xb = x + b * kT * B;  // (kT, B)
     __m256i sum[kT];
     if constexpr (!F::kPaired) {
-      Block32Sums<F, kT, kVnni>(block, xb, sum);
+      Block32Sums<F, kT, kVnni, kBiased>(block, xb, sum);
     } else {
       PairedBlockSums<F, kT, kVnni>(block, s, xb, sum);
     }
@@ -444,6 +464,16 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);
+}
+
+// DotSpanOf for x's levels as stored (QuantizedRows::biased).
+template <class F, int kT, bool kVnni>
+HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
+                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* min_total) {
+  if constexpr (kVnni && !F::kPaired && F::kSigned) {
+    if (xq.biased) return DotSpanOf<F, kT, true, true>(xq, w, b0, b1, t0, acc, min_total);
+  }
+  DotSpanOf<F, kT, kVnni, false>(xq, w, b0, b1, t0, acc, min_total);
 }
 
 }  // namespace i8

@@ -33,6 +33,8 @@ struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
   int64_t tile = 0;                       // rows per tile
+  bool vnni = false;                      // for the AVX-512 kernels with VNNI (QuantDotVnni)
+  bool biased = false;                    // q8 holds q + 128 (unsigned): vnni, signed weights
   std::vector<int8_t> q8;                 // T K levels, as above, when level_bytes is 1
   std::vector<int16_t> q;                 // T K levels, as above, when level_bytes is 2
   std::vector<float> scale;               // T K / B
