@@ -5,8 +5,10 @@
 //
 // Weights are unpacked to bytes, 32 at a time, and multiplied by 32 levels of x with vpmaddubsw
 // (u8 x s8, adjacent products summed into 16 int16 lanes); vpmaddwd then widens to int32,
-// multiplying by the sub-block scales of the K-quants (by 1 for Q8_0 / Q4_0). vpmaddubsw
-// saturates its int16 sums, so every bound below keeps |x's levels| <= 127:
+// multiplying by the sub-block scales of the K-quants (by 1 for Q8_0 / Q4_0). On an AVX-512 CPU
+// with VNNI (kVnni) vpdpbusd sums 4 byte products straight into int32 and vpdpwssd takes the
+// scales' vpmaddwd + vpaddd: the same sums, one instruction fewer. vpmaddubsw saturates its
+// int16 sums, so every bound below keeps |x's levels| <= 127:
 // - Q8_0, Q4_0 and Q5_0 (signed levels w): |w| times x with w's sign (vpsignb), at most
 //   2 * 128 * 127 = 32512 (Q8_0's -128); one vpmaddwd by 1 per block of 32. Q4_1 and Q5_1
 //   (unsigned levels, at most 31) multiply x as it is; their min m adds m times the sum of

@@ -12,7 +12,8 @@
 // - On x86 with AVX2 (Highway's AVX2 and AVX-512 targets), 8-bit products with raw intrinsics
 //   (quant_dot_x86-inl.h, namespace i8): x's levels stored as int8, the weight's unpacked to
 //   bytes, vpmaddubsw then vpmaddwd, 32 weights per instruction pair; the sub-block scales,
-//   Q6_K's offset and the Q4_K / Q5_K mins applied per block as in llama.cpp's AVX2 kernels.
+//   Q6_K's offset and the Q4_K / Q5_K mins applied per block as in llama.cpp's AVX2 kernels;
+//   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni).
 // - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
 //   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
