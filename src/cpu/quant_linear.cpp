@@ -530,17 +530,17 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
 void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
 #if SSMKIT_QUANT_DOT_BYTES
   QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
-  if (xq->biased) {
+  // Each block as its kernel reads it: the K-quants' order, or biased (32-element formats only).
+  const bool arrange = xq->block == quant::kSuperBlock;
+  if (arrange || xq->biased) {
     for (int64_t t = t_begin; t < t_end; ++t) {
       for (int64_t b = 0; b < xq->cols / xq->block; ++b) {
-        i8::BiasLevels(xq->q8.data() + xq->BlockOffset(t, b));
-      }
-    }
-  }
-  if (xq->block == quant::kSuperBlock) {  // the K-quant kernels' order
-    for (int64_t t = t_begin; t < t_end; ++t) {
-      for (int64_t b = 0; b < xq->cols / xq->block; ++b) {
-        i8::ArrangeLevels(xq->q8.data() + xq->BlockOffset(t, b), xq->block);
+        int8_t* levels = xq->q8.data() + xq->BlockOffset(t, b);  // (B)
+        if (arrange) {
+          i8::ArrangeLevels(levels, xq->block);
+        } else {
+          i8::BiasLevels(levels);
+        }
       }
     }
   }

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -104,23 +103,21 @@ std::string Lower(std::string s) {
 
 bool ForceTarget(const std::string& name) {
   if (name.empty()) return true;
-  // "avx3-novnni": the AVX-512 kernels without VNNI on a CPU that has it (cpu::SetQuantDotVnni).
-  constexpr const char* kNoVnni = "-novnni";
-  std::string wanted = Lower(name);
-  const bool no_vnni =
-      wanted.size() > std::strlen(kNoVnni) &&
-      wanted.compare(wanted.size() - std::strlen(kNoVnni), std::string::npos, kNoVnni) == 0;
-  if (no_vnni) wanted.resize(wanted.size() - std::strlen(kNoVnni));
+  const std::string wanted = Lower(name);
+  // "avx3-novnni": the AVX-512 kernels without VNNI, offered on a CPU that has it
+  // (cpu::SetQuantDotVnni).
+  const bool vnni = cpu::QuantDotVnni();
+  const bool no_vnni = vnni && wanted == "avx3-novnni";
   std::string choices;
   for (int64_t target : CompiledSimdTargets()) {
     const std::string candidate = Lower(SimdTargetName(target));
-    if (candidate == wanted && (!no_vnni || (candidate == "avx3" && cpu::QuantDotVnni()))) {
+    if (candidate == wanted || (no_vnni && candidate == "avx3")) {
       ForceSimdTarget(target);
       if (no_vnni) cpu::SetQuantDotVnni(false);
       return true;
     }
     choices += (choices.empty() ? "" : ", ") + candidate;
-    if (candidate == "avx3" && cpu::QuantDotVnni()) choices += ", avx3-novnni";
+    if (vnni && candidate == "avx3") choices += ", avx3-novnni";
   }
   std::fprintf(stderr,
                "--target: expected one of the SIMD targets this build runs here (%s), got %s\n",
