@@ -57,9 +57,12 @@ class Target:
         r = conn.getresponse()
         if r.status != 200:
             raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
-        # TTFT: the first event with a choice (the first token's text may be held back, e.g. an
-        # incomplete UTF-8 character, or come in the event that finishes the request). ITL: the
-        # gaps between events that carry text.
+        # TTFT: the first event with a choice. ITL: the gaps between the events before the one
+        # that finishes the request, whatever their text: ssmkit sends one per token, its text
+        # empty where the token's is held back (an incomplete UTF-8 character) or where the
+        # tokenizer has none (the random presets' ids above the byte range); tokens produced
+        # while the client's previous event was still unsent go out as one event, whose gap
+        # then spans them. Counting only events with text left the presets' ITL empty.
         first, times, tokens = None, [], 0
         for raw in r:
             line = raw.strip()
@@ -76,7 +79,7 @@ class Target:
                 now = time.perf_counter()
                 if first is None:
                     first = now
-                if choices[0].get("text"):
+                if choices[0].get("finish_reason") is None:
                     times.append(now)
                     tokens += 1
             usage = event.get("usage")
