@@ -16,7 +16,7 @@ void StateCache::Shape(const ModelConfig& config, int64_t blocks, int64_t max_ba
 
 void StateCache::Allocate(const ModelConfig& config, int64_t blocks, int64_t max_batch) {
   Shape(config, blocks, max_batch);
-  data_.assign(static_cast<size_t>((conv_floats_ + ssm_floats_) * max_batch * blocks), 0.0f);
+  data_.Assign(static_cast<size_t>((conv_floats_ + ssm_floats_) * max_batch * blocks));
   base_ = data_.data();
   device_ = Device::kCpu;
 }

@@ -7,8 +7,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
+#include "core/aligned_floats.hpp"
 #include "cuda/device_runtime.hpp"
 #include "ssmkit/model.hpp"
 #include "ssmkit/status.hpp"
@@ -48,7 +48,7 @@ class StateCache {
   int64_t conv_floats_ = 0, ssm_floats_ = 0;  // per slot
   Device device_ = Device::kCpu;
   float* base_ = nullptr;  // data_'s or device_data_'s
-  std::vector<float> data_;
+  AlignedFloats data_;
   cuda::DeviceMemory device_data_;
 };
 

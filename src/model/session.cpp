@@ -212,8 +212,8 @@ Status Session::Create(const Model& model, const SessionOptions& options,
     impl->kv_tables.assign(static_cast<size_t>(max_batch * impl->kv.blocks_per_slot()), -1);
     impl->kv_lens.assign(static_cast<size_t>(max_batch), 0);
     impl->ReservePacking(max_batch);
-    impl->decode_buffer.assign(
-        static_cast<size_t>(model::ForwardFloats(c, w, max_batch, /*decode=*/true)), 0.0f);
+    impl->decode_buffer.Assign(
+        static_cast<size_t>(model::ForwardFloats(c, w, max_batch, /*decode=*/true)));
     session->reset(new Session(std::move(impl)));
     return Status::Ok();
   } catch (const std::bad_alloc&) {
@@ -338,7 +338,7 @@ Status Session::Impl::PrefillChecked(std::span<const int32_t> slot_ids,
     positions.resize(static_cast<size_t>(T));
     const size_t floats =
         static_cast<size_t>(model::ForwardFloats(config(), weights(), T, false) + n * d);
-    if (prefill_buffer.size() < floats) prefill_buffer.resize(floats);
+    prefill_buffer.Grow(floats);
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("prefill: out of memory for " + std::to_string(T) + " tokens");
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_floats.hpp"
 #include "model/cache.hpp"
 #include "model/gpu_decoder.hpp"
 #include "model/kv_cache.hpp"
@@ -25,10 +26,10 @@ struct Session::Impl {
   int64_t batch = 0;       // of the last Prefill
   model::StateCache states;
   model::KvCache kv;
-  std::vector<int64_t> lengths;       // (max_batch): tokens each slot holds
-  std::vector<int32_t> identity;      // 0, 1, ..., max_batch - 1: Prefill's and Decode's slots
-  std::vector<float> decode_buffer;   // sized once for max_batch
-  std::vector<float> prefill_buffer;  // grown to the largest prefill
+  std::vector<int64_t> lengths;   // (max_batch): tokens each slot holds
+  std::vector<int32_t> identity;  // 0, 1, ..., max_batch - 1: Prefill's and Decode's slots
+  AlignedFloats decode_buffer;    // sized once for max_batch
+  AlignedFloats prefill_buffer;   // grown to the largest prefill
   // The packing of one pass (decode's fit the capacity reserved at creation).
   std::vector<int32_t> packed_tokens, positions;  // (T)
   std::vector<int64_t> offset;                    // (n + 1)
