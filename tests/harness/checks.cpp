@@ -13,11 +13,104 @@
 namespace ssmkit::testing::harness {
 namespace {
 
+bool HasRole(const Arg& a, std::initializer_list<Role> roles) {
+  return std::find(roles.begin(), roles.end(), a.role()) != roles.end();
+}
+
 // `values` rounded to `dtype`, as an op's output of that dtype is.
 std::vector<double> Rounded(const std::vector<double>& values, DType dtype) {
   HostTensor t({static_cast<int64_t>(values.size())}, dtype);
   return t.Fill(values);
 }
+
+// The distance between adjacent numbers of `dtype` around x (a unit in its last place), 0 for a
+// dtype that is not floating point.
+double Spacing(double x, DType dtype) {
+  int digits = 0, min_exponent = 0;  // significand bits; the exponent of the smallest normal
+  switch (dtype) {
+    case DType::kF32:
+      digits = 24, min_exponent = -126;
+      break;
+    case DType::kBF16:
+      digits = 8, min_exponent = -126;
+      break;
+    case DType::kF16:
+      digits = 11, min_exponent = -14;
+      break;
+    default:
+      return 0.0;
+  }
+  const int exponent = x == 0.0 ? min_exponent : std::max(std::ilogb(x), min_exponent);
+  return std::ldexp(1.0, exponent - digits + 1);
+}
+
+// The oracle's values in an output's dtype, each rounded faithfully: `got`'s element where it
+// lies within one spacing of the exact value (the nearest number or its neighbour on the
+// other side), the nearest otherwise. An f32 kernel's result for an exact value near the
+// midpoint of two bf16 numbers rounds to either, and the other is a whole bf16 step (2^-8
+// relative) away: one such element among 255 measured 3.8e-5 relative error (causal_conv1d's
+// bf16 dinitial_states, seed 1795958541379631318) though the kernel was within 1e-7 of the
+// exact values.
+std::vector<double> FaithfullyRounded(const std::vector<double>& exact,
+                                      const std::vector<double>& got, DType dtype) {
+  std::vector<double> rounded = Rounded(exact, dtype);
+  for (size_t i = 0; i < exact.size() && i < got.size(); ++i) {
+    if (std::abs(got[i] - exact[i]) < Spacing(exact[i], dtype)) rounded[i] = got[i];
+  }
+  return rounded;
+}
+
+bool IsInteger(DType dtype) { return dtype == DType::kI32 || dtype == DType::kI64; }
+
+// How far rounding the inputs alone moves each written tensor: the oracle on every
+// floating-point input scaled element-wise by 1 +- 2^-24 (f32's unit roundoff, signs at random)
+// against the oracle on the inputs as given. A kernel computing in f32 returns about the exact
+// result of inputs that close (it is backward stable), so where an output is ill-conditioned,
+// a short dot product whose terms cancel, its error can pass a fixed tolerance by far and still
+// be within a small multiple of this: selective_scan at L = 1 with no initial state,
+// out = dt u sum_n B_n C_n, measured 2.8e-5 relative error against a sensitivity of 1.8e-5 to
+// 3.4e-5 (seed 1795957965934646065, configuration 7), the terms' magnitudes 1000 times their
+// sum. The oracle runs on first use: only an output over its fixed tolerance asks.
+class InputRounding {
+ public:
+  // Before the first call: an in-place argument's values are the call's inputs only until then.
+  InputRounding(const Config& config, Problem& prob, uint64_t seed)
+      : config_(config), moved_(prob.OracleValues()) {
+    Rng rng(seed);
+    for (Arg& a : prob.args()) {
+      const bool given = HasRole(a, {Role::kInput, Role::kInOut, Role::kUpstream});
+      if (!given || IsInteger(a.dtype())) continue;
+      for (double& x : moved_.at(a.name()))
+        x *= rng.Uniform(0, 1) < 0.5 ? 1.0 - 0x1p-24 : 1.0 + 0x1p-24;
+    }
+  }
+
+  // `name` written by `call`; `want` the oracle's values on the inputs as given.
+  double SensitivityOf(const std::string& name, Call call, Values& want) {
+    if (!forward_ran_) config_.oracle(Call::kForward, moved_), forward_ran_ = true;
+    if (call == Call::kBackward && !backward_ran_)
+      config_.oracle(Call::kBackward, moved_), backward_ran_ = true;
+    const std::vector<double>& moved = moved_.at(name);
+    const std::vector<double>& exact = want.at(name);
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      if (!std::isfinite(exact[i]) || !std::isfinite(moved[i])) continue;  // allow_inf outputs
+      diff += (moved[i] - exact[i]) * (moved[i] - exact[i]);
+      norm += exact[i] * exact[i];
+    }
+    return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  }
+
+ private:
+  const Config& config_;
+  Values moved_;
+  bool forward_ran_ = false, backward_ran_ = false;  // the oracle's calls on moved_
+};
+
+// An output's tolerance may grow to this many times its sensitivity to input rounding (the
+// measured ratio was about 1), while that sensitivity stays below kIllConditioned: test data
+// whose rounding alone moves an output more would check nothing.
+constexpr double kRoundingFactor = 16.0, kIllConditioned = 1e-4;
 
 // The largest error each output showed in a test, printed at its end (docs/ops/*.md quote them).
 class Worst {
@@ -35,10 +128,6 @@ class Worst {
  private:
   std::map<std::string, double> worst_;
 };
-
-bool HasRole(const Arg& a, std::initializer_list<Role> roles) {
-  return std::find(roles.begin(), roles.end(), a.role()) != roles.end();
-}
 
 // One call on the backend; false (with a failure) when it did not succeed.
 bool Run(const Config& config, Call call, Problem& prob, Backend& backend,
@@ -79,8 +168,9 @@ void SplitInfinities(const std::string& name, std::vector<double>& got,
 using Tols = std::map<std::string, double>;
 
 // The written tensors of `roles` against the oracle's values; the read-only ones unchanged.
-void ExpectMatchesOracle(Problem& prob, Values& want, std::initializer_list<Role> written,
-                         const Backend& backend, Worst& worst, const std::string& only = "",
+void ExpectMatchesOracle(Problem& prob, Values& want, Call call,
+                         std::initializer_list<Role> written, const Backend& backend, Worst& worst,
+                         InputRounding& rounding, const std::string& only = "",
                          const Tols& tols = {}) {
   for (Arg& a : prob.args()) {
     // A saved output is an input of the backward.
@@ -93,14 +183,22 @@ void ExpectMatchesOracle(Problem& prob, Values& want, std::initializer_list<Role
       EXPECT_TRUE(a.Unchanged()) << a.name() << ": written though not requested";
       continue;
     }
-    std::vector<double> got = a.Stored(), expected = Rounded(want.at(a.name()), a.dtype());
+    std::vector<double> got = a.Stored();
+    std::vector<double> expected = FaithfullyRounded(want.at(a.name()), got, a.dtype());
     if (a.allow_inf()) SplitInfinities(a.name(), got, expected);
     const int64_t bad =
         std::count_if(got.begin(), got.end(), [](double v) { return !std::isfinite(v); });
     EXPECT_EQ(bad, 0) << a.name() << ": elements left poisoned or not finite";
-    const double tol = tols.count(a.name()) ? tols.at(a.name()) : a.tol().For(backend.cuda());
-    EXPECT_LE(worst.Track(a.name(), RelativeError(got, expected)), tol)
-        << a.name() << ": against the oracle";
+    double tol = tols.count(a.name()) ? tols.at(a.name()) : a.tol().For(backend.cuda());
+    const double error = worst.Track(a.name(), RelativeError(got, expected));
+    if (std::isfinite(error) && error > tol && tol > 0.0) {
+      const double sensitivity = worst.Track(a.name() + " moved by input rounding",
+                                             rounding.SensitivityOf(a.name(), call, want));
+      EXPECT_LT(sensitivity, kIllConditioned)
+          << a.name() << ": ill-conditioned test data (rounding the inputs alone moves it)";
+      if (sensitivity < kIllConditioned) tol = std::max(tol, kRoundingFactor * sensitivity);
+    }
+    EXPECT_LE(error, tol) << a.name() << ": against the oracle";
     EXPECT_TRUE(a.PaddingUnchanged()) << a.name() << ": wrote into the padding between rows";
   }
 }
@@ -238,8 +336,10 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
     ExpectInputsFilled(prob);
     Values want = prob.OracleValues();
     config.oracle(Call::kForward, want);
+    InputRounding rounding(config, prob, seed + i);
     if (!Run(config, Call::kForward, prob, backend)) continue;
-    ExpectMatchesOracle(prob, want, {Role::kOutput, Role::kInOut}, backend, worst);
+    ExpectMatchesOracle(prob, want, Call::kForward, {Role::kOutput, Role::kInOut}, backend, worst,
+                        rounding);
     if (perf) {
       std::printf("[perf] %s/%s/%s %s: forward %.3g us", op.name.c_str(), c.name.c_str(),
                   backend.Name().c_str(), config.name.c_str(),
@@ -249,8 +349,8 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
       config.oracle(Call::kBackward, want);
       const Scaled scaled = ScaledBackwards(config, prob, backend);
       if (Run(config, Call::kBackward, prob, backend)) {
-        ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst, "",
-                            NoiseTolerances(prob, scaled, backend, worst));
+        ExpectMatchesOracle(prob, want, Call::kBackward, {Role::kGrad}, backend, worst, rounding,
+                            "", NoiseTolerances(prob, scaled, backend, worst));
         if (c.checks.finite_differences)
           ExpectFiniteDifferences(op, config, prob, want, backend, worst);
       }
@@ -265,7 +365,8 @@ void RunCase(const ErasedOp& op, const ErasedCase& c, Backend& backend, bool per
           if (a.role() == Role::kGrad) a.Poison();
         }
         if (Run(config, Call::kBackward, prob, backend, grad.name()))
-          ExpectMatchesOracle(prob, want, {Role::kGrad}, backend, worst, grad.name());
+          ExpectMatchesOracle(prob, want, Call::kBackward, {Role::kGrad}, backend, worst, rounding,
+                              grad.name());
       }
     }
     if (perf) std::printf("\n");

@@ -4,15 +4,19 @@
 // finite differences), computes a gradient not linear in the upstream one (which would widen a
 // tolerance set by the rounding noise), writes an output its backward reads, loses an infinity
 // the oracle has or writes one it has not, or accepts a bad input fails its test; a correct op
-// passes. A toy op, out = 2 x (strided rows), stands in for a real one.
+// passes. A toy op, out = 2 x (strided rows), stands in for a real one. A second toy,
+// out = a - b with b within 1% of a, shows the tolerance's two allowances for rounding (an
+// ill-conditioned output, a bf16 output rounded the other way) and that neither hides an error.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "harness/checks.hpp"
 
 namespace ssmkit::testing::harness {
@@ -191,6 +195,80 @@ TEST(HarnessSelfTest, EachFlawIsCaught) {
   const ErasedOp op = ToyOp(Flaw::kAcceptsAnything);
   EXPECT_TRUE(Reports([&] { RunBadInput(op, op.bad_inputs[0]); },
                       "accepted, or refused with another code"));
+}
+
+// out = a - b, b = a (1 + gap): the difference of two close numbers, whose condition is 1 / gap.
+enum class Sub {
+  kExact,            // a - b in f32: exact (Sterbenz), within any tolerance
+  kStable,           // (3 a - 3 b) / 3 in f32: off by ~200 eps relative, as rounding allows
+  kShiftedInput,     // a - b (1 + 2^-13): an error in an input, 1% of the output
+  kIllConditioned,   // kStable on b = a (1 + 1e-5): data whose rounding alone moves out by 1%
+  kRoundedOtherWay,  // bf16 out, each element truncated (its nearest or other neighbour)
+  kStepsOff,         // bf16 out, truncated, and one element two further steps towards zero
+};
+
+struct Difference {
+  Sub sub = Sub::kExact;
+  bool bf16() const { return sub == Sub::kRoundedOtherWay || sub == Sub::kStepsOff; }
+  double gap() const { return sub == Sub::kIllConditioned ? 1e-5 : 1e-2; }
+  std::string Name() const { return "difference " + std::to_string(static_cast<int>(sub)); }
+};
+
+void MakeDifference(const Difference& p, Problem& prob) {
+  std::vector<double> a(kRows * kCols), b(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = prob.rng().Uniform(1.0, 2.0) * (i % 2 ? -1.0 : 1.0);
+    b[i] = a[i] * (1.0 + p.gap());
+  }
+  prob.Input("a", {kRows, kCols}, DType::kF32).Given(a);
+  prob.Input("b", {kRows, kCols}, DType::kF32).Given(b);
+  // Far below any rounding: only the allowances can pass an inexact result.
+  prob.Output("out", {kRows, kCols}, p.bf16() ? DType::kBF16 : DType::kF32).Tol(1e-9);
+}
+
+void OracleDifference(const Difference&, Values& v) {
+  for (int64_t i = 0; i < kRows * kCols; ++i) v["out"][i] = v["a"][i] - v["b"][i];
+}
+
+Status ForwardDifference(const Difference& p, Bound& bound) {
+  const auto* a = static_cast<const float*>(bound["a"].data);
+  const auto* b = static_cast<const float*>(bound["b"].data);
+  for (int64_t i = 0; i < kRows * kCols; ++i) {
+    float d = a[i] - b[i];
+    if (p.sub == Sub::kStable || p.sub == Sub::kIllConditioned)
+      d = (3.0f * a[i] - 3.0f * b[i]) / 3.0f;
+    if (p.sub == Sub::kShiftedInput) d = a[i] - b[i] * (1.0f + 0x1p-13f);
+    if (!p.bf16()) {
+      static_cast<float*>(bound["out"].data)[i] = d;
+      continue;
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    uint16_t truncated = static_cast<uint16_t>(bits >> 16);
+    if (p.sub == Sub::kStepsOff && i == 3) truncated -= 2;  // a spacing or more from exact
+    static_cast<uint16_t*>(bound["out"].data)[i] = truncated;
+  }
+  return Status::Ok();
+}
+
+void RunDifference(Sub sub) {
+  OpSpec<Difference> spec{.name = "difference",
+                          .make = MakeDifference,
+                          .oracle_forward = OracleDifference,
+                          .forward = ForwardDifference,
+                          .cases = {{"one", {Difference{sub}}, {.backward = false}}},
+                          .valid = Difference{sub}};
+  const ErasedOp op = Erase(spec);
+  RunCase(op, op.cases[0], *CpuBackends()[0], /*perf=*/false);
+}
+
+TEST(HarnessSelfTest, RoundingIsAllowedAndNothingMore) {
+  RunDifference(Sub::kExact);
+  RunDifference(Sub::kStable);
+  RunDifference(Sub::kRoundedOtherWay);
+  EXPECT_TRUE(Reports([] { RunDifference(Sub::kShiftedInput); }, "out: against the oracle"));
+  EXPECT_TRUE(Reports([] { RunDifference(Sub::kIllConditioned); }, "ill-conditioned test data"));
+  EXPECT_TRUE(Reports([] { RunDifference(Sub::kStepsOff); }, "out: against the oracle"));
 }
 
 // With outer padding a (2, 3, 4) tensor's matrices are (3 + pad) (4 + pad) elements apart; a
