@@ -73,14 +73,18 @@ HWY_INLINE void WidenBlock(const WT* HWY_RESTRICT src, int64_t n, float* HWY_RES
   for (; i < n; ++i) dst[i] = WeightAt(src, i);
 }
 
-// The bytes of the next block of weight rows, fetched into L2 a few cache lines before each
-// tile that multiplies the current block, so that memory traffic overlaps the multiply-adds.
+// The bytes of the next block of weight rows, fetched into L2 a few cache lines at each step
+// along K of the tiles that multiply the current block, so that memory traffic overlaps the
+// multiply-adds. Spread over the steps rather than issued at each tile's start: at T = 8, where
+// one tile of x rows reads a block and each start issued ~150 lines at once, a product of
+// m2-130m's in_proj took 0.44-0.47 ms that way and 0.28-0.29 ms spread (Zen 4, 2 threads,
+// docs/benchmarks.md); at T = 32 the two measured alike.
 struct Prefetcher {
   const char* next = nullptr;
   const char* end = nullptr;
-  int64_t lines_per_tile = 0;
-  HWY_INLINE void Burst() {
-    for (int64_t i = 0; i < lines_per_tile && next < end; ++i, next += 64) {
+  int64_t lines_per_step = 0;
+  HWY_INLINE void Step() {
+    for (int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64) {
       __builtin_prefetch(next, /*rw=*/0, /*locality=*/2);
     }
   }
@@ -116,9 +120,9 @@ HWY_NOINLINE void Tile(const LinearParams& p, const WT* HWY_RESTRICT w, const fl
   for (int t = 0; t < kT; ++t) {
     for (int r = 0; r < kR; ++r) acc[t][r] = hn::Zero(df);
   }
-  prefetch.Burst();
   int64_t k = 0;
   for (; k + W <= K; k += W) {
+    prefetch.Step();
     VF wv[kR];
     for (int r = 0; r < kR; ++r) wv[r] = LoadWeights(df, w + r * K + k);
     for (int t = 0; t < kT; ++t) {
@@ -202,8 +206,9 @@ void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
     const int64_t tiles =
         (T + kTileXRows - 1) / kTileXRows * ((m1 - m0 + kTileWeightRows - 1) / kTileWeightRows);
     const int64_t lines = ((m2 - m1) * K * static_cast<int64_t>(sizeof(WT)) + 63) / 64;
+    const int64_t steps = tiles * std::max<int64_t>(1, K / Lanes());
     Prefetcher pf{reinterpret_cast<const char*>(weight + m1 * K),
-                  reinterpret_cast<const char*>(weight + m2 * K), (lines + tiles - 1) / tiles};
+                  reinterpret_cast<const char*>(weight + m2 * K), (lines + steps - 1) / steps};
     for (int64_t t = 0; t < T; t += kTileXRows) {
       const int n = static_cast<int>(std::min<int64_t>(kTileXRows, T - t));
       const float* x = p.x + t * p.x_stride_row;
