@@ -93,7 +93,8 @@ def main():
         # The DDP wrapper holds the process group, whose gloo threads must stop while the
         # interpreter is alive: one still there at its finalization may reach for the GIL, be
         # ended by Python and abort the process ("terminate called without an active exception",
-        # 1 run in 10 on 2 cores). The wrapper sits in reference cycles: only a collection frees it.
+        # 6 runs in 103 on 2 cores). The wrapper sits in reference cycles: only a collection frees
+        # it.
         del trained
         gc.collect()
         dist.destroy_process_group()

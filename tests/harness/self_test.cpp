@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.hpp"
 #include "harness/checks.hpp"
 
 namespace ssmkit::testing::harness {
