@@ -3,12 +3,14 @@
 // decode), D per channel (mamba_ssm's D_has_hdim), projection biases in Mamba-2, several
 // groups, conv width 2 and 3. For each: the logits of a prefill of prompt + continuation equal,
 // position by position, those of a prefill of the prompt followed by decode steps; and a
-// batch of prompts of different lengths equals the prompts one by one.
+// batch of prompts of different lengths equals the prompts one by one. And the opt-in bf16
+// products (SetBf16Products) in a bf16 model's prefill.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "random_model_config.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/model.hpp"
 #include "test_util.hpp"
 
@@ -117,6 +119,37 @@ TEST(ModelConsistency, BatchEqualsOneByOne) {
       EXPECT_LE(RelativeError(Row(logits, b, V), Row(one, 0, V)), kTolerance)
           << "prompt " << b << " after 2 steps";
     }
+  }
+}
+
+// A bf16 model's prefill of more rows than the few-rows kernel takes, with the bf16 products on:
+// its projections round their inputs to bf16 (relative 2^-9), so every position's logits move
+// from the f32-activation prefill's, by about that rounding through the layers and no more.
+TEST(ModelConsistency, Bf16ProductsMoveThePrefillByTheirRounding) {
+  if (!SetBf16Products(true)) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  SetBf16Products(false);
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  for (ModelArch arch : {ModelArch::kMamba1, ModelArch::kMamba2}) {
+    const ModelConfig config = Base(arch);
+    std::unique_ptr<Model> model;
+    ASSERT_TRUE(Model::Random(config, DType::kBF16, seed, &model).ok());
+    std::unique_ptr<Session> session;
+    ASSERT_TRUE(Session::Create(*model, 1, &session).ok());
+    const int64_t V = config.vocab_size, L = 2 * kLinearGemvMaxRows + 3;
+    std::vector<int32_t> prompt(L);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng.Uniform(0, V - 1));
+    std::vector<float> last(V), f32_rows(L * V), bf16_rows(L * V, std::nanf(""));
+    ASSERT_TRUE(session->Prefill({prompt}, last, f32_rows).ok());
+    SetBf16Products(true);
+    const Status s = session->Prefill({prompt}, last, bf16_rows);
+    SetBf16Products(false);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const double moved = RelativeError(Row(bf16_rows, 0, L * V), Row(f32_rows, 0, L * V));
+    EXPECT_GT(moved, 1e-5) << (arch == ModelArch::kMamba1 ? "mamba1" : "mamba2")
+                           << ": the products were not used";
+    EXPECT_LT(moved, 2e-2) << (arch == ModelArch::kMamba1 ? "mamba1" : "mamba2");
   }
 }
 

@@ -51,6 +51,16 @@ struct LinearInputs {
 // overlap x.
 Status LinearForward(const LinearInputs& inputs, const Tensor& out);
 
+// Opt-in bf16 products (off by default): with a bf16 W, more rows than kLinearGemvMaxRows (prefill)
+// and x and out row-major, x is rounded to bf16 and each product of two bf16 elements (exact in
+// f32) is summed in f32 by AVX-512 BF16's vdpbf16ps, as llama.cpp and PyTorch's bf16 matmuls do:
+// about twice sgemm's multiply-adds per second, x's rounding (relative 2^-9 per element) in the
+// result. A process-wide setting like the thread count; its default is the environment variable
+// SSMKIT_BF16_PRODUCTS=1. Returns whether the products are now in use: false where the CPU lacks
+// AVX-512 BF16 (then nothing changes). The decode batches (few rows) keep x in f32.
+bool SetBf16Products(bool enable);
+bool Bf16Products();
+
 // Gradients of LinearForward, each optional (absent: not computed), overwritten.
 struct LinearGrads {
   Tensor dx;       // (T, K) f32; strides (ld, 1) or (1, ld), like x

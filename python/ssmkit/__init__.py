@@ -13,7 +13,8 @@ from ._numpy import (AddRmsNormGrads, Conv1dGrads, RmsNormGrads, SelectiveScanGr
 from ._generation import Generation, Token, Tokenizer, TokenStream
 from ._model import Model, Session
 from ._ssmkit import (InternalError, InvalidArgumentError, OutOfMemoryError, UnsupportedError,
-                      __version__, default_model_dir, num_threads, set_num_threads)
+                      __version__, bf16_products, default_model_dir, num_threads,
+                      set_bf16_products, set_num_threads)
 
 __all__ = [
     "selective_scan_fn", "selective_scan_bwd", "mamba_chunk_scan_combined",
@@ -21,6 +22,7 @@ __all__ = [
     "causal_conv1d_bwd", "causal_conv1d_update", "rmsnorm_fn", "rmsnorm_bwd", "rms_norm_fn",
     "rms_norm_bwd", "SelectiveScanGrads", "SsdGrads", "Conv1dGrads", "RmsNormGrads",
     "AddRmsNormGrads", "InvalidArgumentError", "UnsupportedError", "OutOfMemoryError",
-    "InternalError", "set_num_threads", "num_threads", "bfloat16", "__version__",
+    "InternalError", "set_num_threads", "num_threads", "set_bf16_products", "bf16_products",
+    "bfloat16", "__version__",
     "Model", "Session", "Tokenizer", "Token", "TokenStream", "Generation", "default_model_dir",
 ]

@@ -372,3 +372,27 @@ def test_generation_refuses_a_session_moved_on():
     session.prefill(np.array([[7]], np.int32), np.array([1]), np.empty((1, V), np.float32), None)
     with pytest.raises(ssmkit.InvalidArgumentError, match="start a new generation"):
         generator.next()
+
+
+def test_bf16_products_in_prefill():
+    """The opt-in bf16 products: a bf16 model's prefill of more than 64 tokens (the many-row
+    products) moves by about x's rounding to bf16; off again, the bits of before. Where the CPU
+    has no AVX-512 BF16 the setting stays off."""
+    model = ssmkit.Model.load(os.path.join(MODELS, "mamba1-hf-bf16"))
+    ids = list(np.random.default_rng(0).integers(0, V, 150))
+    session = model.session()
+    before = session.prefill(ids, all_logits=True)
+    step_before = session.decode(3)
+    assert ssmkit.bf16_products() is False
+    on = ssmkit.set_bf16_products(True)
+    try:
+        assert ssmkit.bf16_products() is on
+        if not on:
+            pytest.skip("this CPU has no AVX-512 BF16")
+        during = session.prefill(ids, all_logits=True)
+        moved = np.linalg.norm(during - before) / np.linalg.norm(before)
+        assert 1e-5 < moved < 2e-2, moved
+    finally:
+        assert ssmkit.set_bf16_products(False) is False
+    np.testing.assert_array_equal(session.prefill(ids, all_logits=True), before)
+    np.testing.assert_array_equal(session.decode(3), step_before)

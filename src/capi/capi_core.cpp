@@ -2,6 +2,7 @@
 #include <string>
 
 #include "capi/capi_internal.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 
 namespace ssmkit::capi {
@@ -120,6 +121,12 @@ const char* ssmkit_status_name(ssmkit_status status) {
 void ssmkit_set_num_threads(int32_t n) { ssmkit::SetNumThreads(n); }
 
 int32_t ssmkit_num_threads(void) { return ssmkit::NumThreads(); }
+
+int32_t ssmkit_set_bf16_products(int32_t enable) {
+  return ssmkit::SetBf16Products(enable != 0) ? 1 : 0;
+}
+
+int32_t ssmkit_bf16_products(void) { return ssmkit::Bf16Products() ? 1 : 0; }
 
 ssmkit_status ssmkit_tensor_contiguous(ssmkit_tensor* t, void* data, ssmkit_dtype dtype,
                                        int32_t rank, const int64_t* shape) {

@@ -11,6 +11,8 @@
 // (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
+// With the opt-in bf16 products (ssmkit::SetBf16Products) a bf16 weight's many-row product
+// rounds x to bf16, once per call, and runs linear_bf16.cpp's kernel instead of sgemm.
 #include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 
@@ -22,6 +24,7 @@
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "core/transpose.hpp"
+#include "cpu/linear_bf16.hpp"
 #include "cpu/quant_linear.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
@@ -129,10 +132,35 @@ bool QuantGemv(const LinearParams& p) {
   return !out_of_memory;
 }
 
+// x rounded to bf16 for the bf16 products, in the calling thread's buffer (kept between calls):
+// the workers read it through the pointer. nullptr when it could not be allocated.
+const uint16_t* RoundedRows(const LinearParams& p) {
+  thread_local std::vector<uint16_t> buffer;  // (T, K)
+  try {
+    buffer.resize(static_cast<size_t>(p.rows * p.in_features));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  uint16_t* xb = buffer.data();
+  const auto round = [&](int64_t begin, int64_t end, int) { RoundRowsToBf16(p, begin, end, xb); };
+  if (p.rows * p.in_features < kMinParallelActivations) {
+    round(0, p.rows, 0);
+  } else {
+    ParallelFor(p.rows, round);
+  }
+  return xb;
+}
+
 }  // namespace
 
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  if (!TakesGemv(p)) {
+  if (TakesBf16Products(p)) {
+    // Called per block of rows by a caller's own parallel loop: each thread rounds x itself.
+    thread_local std::vector<uint16_t> xb;
+    xb.resize(static_cast<size_t>(p.rows * p.in_features));
+    RoundRowsToBf16(p, 0, p.rows, xb.data());
+    Bf16ProductRows(p, xb.data(), m_begin, m_end);
+  } else if (!TakesGemv(p)) {
     GemmRows(p, m_begin, m_end);
   } else if (DTypeIsQuantized(p.weight_dtype)) {
     // Called per block of rows by a caller's own parallel loop: each thread quantizes x itself.
@@ -195,6 +223,19 @@ Status Linear(const LinearParams& p) {
   // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must
   // not cross the parallel loop: caught here and reported after it.
   std::atomic<bool> out_of_memory{false};
+  if (TakesBf16Products(p)) {
+    const uint16_t* xb = RoundedRows(p);
+    if (xb == nullptr) return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
+    SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
+      try {
+        Bf16ProductRows(p, xb, begin, end);
+      } catch (const std::bad_alloc&) {
+        out_of_memory.store(true, std::memory_order_relaxed);
+      }
+    });
+    if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight panel");
+    return Status::Ok();
+  }
   const auto rows = [&](int64_t begin, int64_t end, int) {
     try {
       LinearRows(p, begin, end);

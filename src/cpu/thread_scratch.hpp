@@ -35,6 +35,7 @@ enum class ScratchSlot : int {
   // Per-worker buffers of single kernels.
   kLinearPanel,      // a widened weight panel for sgemm (linear.cpp)
   kLinearGemvBlock,  // a widened block of weight rows (linear_gemv.cpp)
+  kLinearBf16Panel,  // a packed bf16 weight panel (linear_bf16.cpp)
   kQuantLinearAcc,   // accumulators of the quantized few-rows product (quant_linear.cpp)
   kPagedKvRow,       // one row converted between dtypes (paged_kv_append.cpp)
   kRope,             // a token's multipliers and one head's row (rope.cpp)

@@ -136,6 +136,11 @@ static void test_versions(void) {
   CHECK(ssmkit_num_threads() == 3, "threads %d", ssmkit_num_threads());
   ssmkit_set_num_threads(0);
   CHECK(ssmkit_num_threads() >= 1, "default threads %d", ssmkit_num_threads());
+  /* On where the CPU has AVX-512 BF16 (1), else it stays off (0); off again after. */
+  const int32_t on = ssmkit_set_bf16_products(1);
+  CHECK(ssmkit_bf16_products() == on, "bf16 products %d after setting them (%d)",
+        ssmkit_bf16_products(), on);
+  CHECK(ssmkit_set_bf16_products(0) == 0 && ssmkit_bf16_products() == 0, "bf16 products off");
 }
 
 static void test_errors(void) {

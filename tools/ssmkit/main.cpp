@@ -10,6 +10,7 @@
 #include "perplexity_command.hpp"
 #include "quantize_command.hpp"
 #include "serve_command.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 #include "train_command.hpp"
 
@@ -18,6 +19,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int threads = 0;
   app.add_option("--threads", threads, "threads to use (default: SSMKIT_NUM_THREADS or all cores)");
+  app.add_flag_callback(
+      "--bf16-products",
+      [] {
+        if (!ssmkit::SetBf16Products(true)) {
+          std::fprintf(stderr, "--bf16-products: this CPU has no AVX-512 BF16; x stays f32\n");
+        }
+      },
+      "bf16 weights' prefill products with x rounded to bf16 (AVX-512 BF16's vdpbf16ps, as "
+      "llama.cpp does; default: SSMKIT_BF16_PRODUCTS=1, else off)");
 
   CLI::App* bench =
       app.add_subcommand("bench", "time the ops against the shapes of docs/targets.md");

@@ -1,0 +1,215 @@
+// Many-row products with a bf16 weight on AVX-512 BF16: out = bf16(x) W^T + bias with f32 sums.
+// Dimension legend: T rows, K input features (even), M output features, J = K / 2 pairs of
+// features, Jb pairs per K block.
+//
+// vdpbf16ps adds the two products of a pair of bf16 elements to each of 16 f32 lanes. The
+// weight is packed per panel of 64 output features and K block into (Jb, 64) dwords, each the
+// pair W[m, 2j], W[m, 2j + 1] as it lies in W's row; x's pair of each row is one dword, which
+// the instruction broadcasts from memory. A register tile of 6 rows of x by 64 outputs (24
+// accumulators, 4 weight vectors) runs over the panel's K block; the panel (256 KB at most)
+// stays in L2 for all of T's tiles. The products of two bf16 are exact in f32, so the result
+// differs from the f32 path by x's rounding (relative 2^-9 per element) and the order of the
+// f32 sums.
+//
+// Highway 1.0.3 has no AVX-512 BF16 target: the kernels are compiled for it with a target
+// attribute and run only where the CPU reports the feature (Bf16ProductsSupported).
+#include "cpu/linear_bf16.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/dtype.hpp"
+#include "cpu/thread_scratch.hpp"
+#include "ssmkit/linear.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SSMKIT_BF16_PRODUCTS_X86 1
+#define SSMKIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define SSMKIT_BF16_PRODUCTS_X86 0
+#endif
+
+namespace ssmkit {
+namespace {
+
+bool Bf16ProductsSupported() {
+#if SSMKIT_BF16_PRODUCTS_X86
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  return supported;
+#else
+  return false;
+#endif
+}
+
+bool DefaultBf16Products() {
+  const char* env = std::getenv("SSMKIT_BF16_PRODUCTS");
+  return env != nullptr && std::strcmp(env, "1") == 0 && Bf16ProductsSupported();
+}
+
+std::atomic<int> g_bf16_products{-1};  // -1: not yet resolved (SSMKIT_BF16_PRODUCTS)
+
+}  // namespace
+
+bool SetBf16Products(bool enable) {
+  const bool in_use = enable && Bf16ProductsSupported();
+  g_bf16_products.store(in_use ? 1 : 0);
+  return in_use;
+}
+
+bool Bf16Products() {
+  int state = g_bf16_products.load();
+  if (state < 0) {
+    state = DefaultBf16Products() ? 1 : 0;
+    g_bf16_products.store(state);
+  }
+  return state == 1;
+}
+
+namespace cpu {
+
+bool TakesBf16Products(const LinearParams& p) {
+  return p.weight_dtype == DType::kBF16 && p.in_features % 2 == 0 && p.rows > kLinearGemvMaxRows &&
+         p.x_row_major() && p.out_row_major() && Bf16Products();
+}
+
+#if SSMKIT_BF16_PRODUCTS_X86
+namespace {
+
+constexpr int64_t kPanelOutputs = 64;  // 4 vectors of 16 f32 lanes
+constexpr int kTileRows = 6;           // 24 accumulators of the 32 zmm registers
+// Pairs of K per block: a packed panel of 64 x 2048 bf16, 256 KB, stays in L2 while every tile
+// of rows passes over it. Tuned for speed only.
+constexpr int64_t kBlockPairs = 1024;
+
+// Wp (Jb, 64) = the dwords [j0, j0 + Jb) of W's rows [m0, m0 + rows), rows past `rows` zero.
+void PackPanel(const uint16_t* w, int64_t K, int64_t m0, int64_t rows, int64_t j0, int64_t Jb,
+               uint32_t* Wp) {
+  for (int64_t r = 0; r < kPanelOutputs; ++r) {
+    if (r >= rows) {
+      for (int64_t j = 0; j < Jb; ++j) Wp[j * kPanelOutputs + r] = 0;
+      continue;
+    }
+    uint32_t pairs[kBlockPairs];
+    std::memcpy(pairs, w + (m0 + r) * K + 2 * j0, static_cast<size_t>(Jb) * sizeof(uint32_t));
+    for (int64_t j = 0; j < Jb; ++j) Wp[j * kPanelOutputs + r] = pairs[j];
+  }
+}
+
+// out[t, c] (+)= sum over the block's pairs j of x[t, j] . Wp[j, c] for rows t < kT and
+// columns c < cols; x (kT, >= Jb) dwords at row stride ldx, out (kT, >= cols) at row stride
+// ldo. The first block of K stores, the others add to what is there.
+template <int kT>
+SSMKIT_BF16_TARGET void Tile(const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t Jb,
+                             float* out, int64_t ldo, int64_t cols, bool first) {
+  constexpr int kV = kPanelOutputs / 16;
+  __m512 acc[kT][kV];
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_setzero_ps();
+  }
+  for (int64_t j = 0; j < Jb; ++j, Wp += kPanelOutputs) {
+    __m512bh w[kV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) w[v] = (__m512bh)_mm512_loadu_si512(Wp + 16 * v);
+#pragma GCC unroll 8
+    for (int t = 0; t < kT; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[t * ldx + j]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_dpbf16_ps(acc[t][v], xv, w[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) {
+#pragma GCC unroll 4
+    for (int v = 0; v < kV; ++v) {
+      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+      float* o = out + t * ldo + 16 * v;
+      const __m512 sum =
+          first ? acc[t][v] : _mm512_add_ps(acc[t][v], _mm512_maskz_loadu_ps(mask, o));
+      _mm512_mask_storeu_ps(o, mask, sum);
+    }
+  }
+}
+
+template <int kT>
+SSMKIT_BF16_TARGET void TileOfRows(int n, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
+                                   int64_t Jb, float* out, int64_t ldo, int64_t cols, bool first) {
+  if constexpr (kT > 1) {
+    if (n < kT) return TileOfRows<kT - 1>(n, x, ldx, Wp, Jb, out, ldo, cols, first);
+  }
+  Tile<kT>(x, ldx, Wp, Jb, out, ldo, cols, first);
+}
+
+SSMKIT_BF16_TARGET void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, n - i)) - 1u);
+    const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i));
+    _mm256_mask_storeu_epi16(dst + i, mask, (__m256i)rounded);
+  }
+}
+
+}  // namespace
+
+void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint16_t* xb) {
+  const int64_t K = p.in_features;
+  for (int64_t t = t_begin; t < t_end; ++t) RoundToBf16(p.x + t * p.x_stride_row, K, xb + t * K);
+}
+
+void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
+  const int64_t T = p.rows, K = p.in_features, J = K / 2;
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
+  const uint32_t* x = reinterpret_cast<const uint32_t*>(xb);   // (T, J)
+  static_assert(sizeof(float) == sizeof(uint32_t));
+  uint32_t* Wp = reinterpret_cast<uint32_t*>(  // (Jb, 64)
+      ThreadScratch(ScratchSlot::kLinearBf16Panel, std::min(J, kBlockPairs) * kPanelOutputs));
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += kPanelOutputs) {
+    const int64_t cols = std::min(kPanelOutputs, m_end - m0);
+    for (int64_t j0 = 0; j0 < J; j0 += kBlockPairs) {
+      const int64_t Jb = std::min(kBlockPairs, J - j0);
+      PackPanel(w, K, m0, cols, j0, Jb, Wp);
+      for (int64_t t = 0; t < T; t += kTileRows) {
+        const int n = static_cast<int>(std::min<int64_t>(kTileRows, T - t));
+        TileOfRows<kTileRows>(n, x + t * J + j0, J, Wp, Jb, p.out + t * p.out_stride_row + m0,
+                              p.out_stride_row, cols, j0 == 0);
+      }
+    }
+    if (p.bias == nullptr) continue;
+    for (int64_t t = 0; t < T; ++t) {
+      float* o = p.out + t * p.out_stride_row + m0;
+      for (int64_t c = 0; c < cols; ++c) o[c] += p.bias[m0 + c];
+    }
+  }
+}
+
+#else  // no AVX-512 BF16: TakesBf16Products is false; the same function in scalar code
+
+void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint16_t* xb) {
+  const int64_t K = p.in_features;
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    for (int64_t k = 0; k < K; ++k) xb[t * K + k] = F32ToBf16(p.x[t * p.x_stride_row + k]);
+  }
+}
+
+void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
+  const int64_t K = p.in_features;
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
+  for (int64_t t = 0; t < p.rows; ++t) {
+    for (int64_t m = m_begin; m < m_end; ++m) {
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; ++k) sum += Bf16ToF32(xb[t * K + k]) * Bf16ToF32(w[m * K + k]);
+      p.out[t * p.out_stride_row + m] = sum + (p.bias != nullptr ? p.bias[m] : 0.0f);
+    }
+  }
+}
+
+#endif
+
+}  // namespace cpu
+}  // namespace ssmkit

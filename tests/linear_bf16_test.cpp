@@ -1,0 +1,180 @@
+// LinearForward with the opt-in bf16 products (SetBf16Products): a bf16 weight's many-row
+// product rounds x to bf16 and sums bf16 x bf16 products in f32 (src/cpu/linear_bf16.cpp). The
+// oracle is the fp64 product of x rounded to bf16 (as the kernel rounds it, to nearest even) and
+// the stored weight; the bound is that of any order of f32 sums of exact products, so an x left
+// in f32, a product rounded, a pair of K dropped or a column written twice fails it. Skipped on
+// a CPU without AVX-512 BF16, where the setting has no effect (checked too).
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "ssmkit/linear.hpp"
+#include "ssmkit/threads.hpp"
+#include "test_util.hpp"
+
+namespace ssmkit::testing {
+namespace {
+
+// Turns the products on for a scope (and off after it); on() false: this CPU has no AVX-512 BF16.
+class ScopedBf16Products {
+ public:
+  ScopedBf16Products() : on_(SetBf16Products(true)) {}
+  ~ScopedBf16Products() { SetBf16Products(false); }
+  bool on() const { return on_; }
+
+ private:
+  bool on_;
+};
+
+struct Problem {
+  int64_t T, K, M;
+  bool bias;
+};
+
+std::string Name(const Problem& p) {
+  return "T=" + std::to_string(p.T) + " K=" + std::to_string(p.K) + " M=" + std::to_string(p.M) +
+         (p.bias ? " with bias" : "");
+}
+
+// out for x, w (bf16) and bias: written into the first M columns of (T, M + kGap) rows
+// poisoned with NaN, whose last kGap columns hold a sentinel that must survive (nothing written
+// outside the output).
+constexpr int64_t kGap = 5;
+constexpr float kSentinel = 12345.0f;
+std::vector<double> Forward(const Problem& p, HostTensor& x, HostTensor& w, HostTensor& bias) {
+  const int64_t ld = p.M + kGap;
+  std::vector<float> rows(static_cast<size_t>(p.T * ld), std::nanf(""));
+  for (int64_t t = 0; t < p.T; ++t) std::fill_n(rows.begin() + t * ld + p.M, kGap, kSentinel);
+  Tensor out = Tensor::Contiguous(rows.data(), DType::kF32, {p.T, p.M});
+  out.strides[0] = ld;
+  const Status s = LinearForward({x.view(), w.view(), p.bias ? bias.view() : Tensor{}}, out);
+  EXPECT_TRUE(s.ok()) << s.message();
+  std::vector<double> values;
+  int64_t overwritten = 0;
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (int64_t c = 0; c < ld; ++c) {
+      const float v = rows[t * ld + c];
+      if (c < p.M)
+        values.push_back(v);
+      else
+        overwritten += v != kSentinel;
+    }
+  }
+  EXPECT_EQ(overwritten, 0) << "elements written outside the output";
+  return values;
+}
+
+// Elements of out further from the oracle (x rounded to bf16) than the f32 sums allow:
+// |error| <= K 2^-24 sum_k |x_k w_k| + 2^-24 |bias|, the bound for any order of the sums.
+int64_t OutsideTheBound(const Problem& p, const std::vector<double>& xs,
+                        const std::vector<double>& ws, const std::vector<double>& bs,
+                        const std::vector<double>& out, std::string* first) {
+  int64_t bad = 0;
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (int64_t m = 0; m < p.M; ++m) {
+      double want = p.bias ? bs[m] : 0.0, magnitude = 0.0;
+      for (int64_t k = 0; k < p.K; ++k) {
+        const double xk = Bf16ToF32(F32ToBf16(static_cast<float>(xs[t * p.K + k])));
+        want += xk * ws[m * p.K + k];
+        magnitude += std::fabs(xk * ws[m * p.K + k]);
+      }
+      const double got = out[t * p.M + m];
+      const double bound = p.K * u * magnitude + u * (p.bias ? std::fabs(bs[m]) : 0.0);
+      if (!(std::fabs(got - want) <= bound)) {  // NaN fails
+        if (bad++ == 0) {
+          *first = "out[" + std::to_string(t) + ", " + std::to_string(m) +
+                   "] = " + std::to_string(got) + ", oracle " + std::to_string(want) + ", bound " +
+                   std::to_string(bound);
+        }
+      }
+    }
+  }
+  return bad;
+}
+
+// Every row tile (6 rows and the shorter tails), panel tail (M % 64), K block (1024 pairs) and
+// thread split, with and without bias.
+TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
+  ScopedBf16Products products;
+  if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  ScopedThreads threads(2);
+  for (const Problem& p :
+       {Problem{65, 2, 1, false}, Problem{66, 30, 17, true}, Problem{67, 768, 64, false},
+        Problem{70, 96, 130, true}, Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}}) {
+    SCOPED_TRACE(Name(p));
+    HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
+    const std::vector<double> xs = x.Fill(rng.NormalVec(p.T * p.K));
+    const std::vector<double> ws = w.Fill(rng.NormalVec(p.M * p.K, 1.0 / std::sqrt(p.K)));
+    const std::vector<double> bs = bias.Fill(rng.NormalVec(p.M));
+    std::string first;
+    EXPECT_EQ(OutsideTheBound(p, xs, ws, bs, Forward(p, x, w, bias), &first), 0) << first;
+  }
+}
+
+// The bound above separates the two paths: with the products off (the default) x stays f32, and
+// the oracle of x rounded to bf16 is off by x's rounding, far outside it.
+TEST(LinearBf16Products, OffByDefaultAndXStaysF32) {
+  ASSERT_FALSE(Bf16Products()) << "on without SetBf16Products or SSMKIT_BF16_PRODUCTS=1";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const Problem p{80, 64, 96, false};
+  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
+  const std::vector<double> xs = x.Fill(rng.NormalVec(p.T * p.K));
+  const std::vector<double> ws = w.Fill(rng.NormalVec(p.M * p.K, 1.0 / std::sqrt(p.K)));
+  std::string first;
+  EXPECT_GT(OutsideTheBound(p, xs, ws, {}, Forward(p, x, w, bias), &first), p.T * p.M * 9 / 10);
+}
+
+// Each output is one sum over K in order: the same bits on 1 and 2 threads, and a row's bits
+// whatever the rows around it (T and the row tiles). An odd K takes the f32 path instead.
+TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
+  ScopedBf16Products products;
+  if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const Problem p{131, 770, 150, true};
+  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
+  x.Fill(rng.NormalVec(p.T * p.K));
+  w.Fill(rng.NormalVec(p.M * p.K, 0.05));
+  bias.Fill(rng.NormalVec(p.M));
+  std::vector<double> one, two;
+  {
+    ScopedThreads threads(1);
+    one = Forward(p, x, w, bias);
+  }
+  {
+    ScopedThreads threads(2);
+    two = Forward(p, x, w, bias);
+  }
+  EXPECT_EQ(one, two);
+  const Problem fewer{kLinearGemvMaxRows + 7, p.K, p.M, true};  // x's first rows
+  HostTensor first_rows({fewer.T, p.K}, DType::kF32);
+  std::memcpy(first_rows.data(), x.data(), static_cast<size_t>(fewer.T * p.K) * sizeof(float));
+  const std::vector<double> part = Forward(fewer, first_rows, w, bias);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
+}
+
+TEST(LinearBf16Products, AnOddKKeepsXInF32) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const Problem p{70, 333, 40, false};
+  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
+  x.Fill(rng.NormalVec(p.T * p.K));
+  w.Fill(rng.NormalVec(p.M * p.K, 0.05));
+  const std::vector<double> off = Forward(p, x, w, bias);
+  ScopedBf16Products products;
+  EXPECT_EQ(Forward(p, x, w, bias), off);
+}
+
+}  // namespace
+}  // namespace ssmkit::testing
