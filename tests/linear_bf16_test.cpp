@@ -96,8 +96,9 @@ int64_t OutsideTheBound(const Problem& p, const std::vector<double>& xs,
   return bad;
 }
 
-// Every row tile (6 rows and the shorter tails), panel tail (M % 64), K block (1024 pairs) and
-// thread split, with and without bias.
+// Every row tile of both kernels (few rows: 8 rows by 3 weight rows, K's masked tail; more than
+// kLinearGemvMaxRows: 6 rows by a panel of 64, K blocks of 2048), every tail, thread split and
+// bias.
 TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
   ScopedBf16Products products;
   if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
@@ -106,8 +107,11 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
   Rng rng(seed);
   ScopedThreads threads(2);
   for (const Problem& p :
-       {Problem{65, 2, 1, false}, Problem{66, 30, 17, true}, Problem{67, 768, 64, false},
-        Problem{70, 96, 130, true}, Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}}) {
+       {Problem{2, 2, 1, false}, Problem{3, 30, 5, true}, Problem{8, 96, 24, false},
+        Problem{9, 770, 50, true}, Problem{17, 64, 26, false},
+        Problem{kLinearGemvMaxRows, 100, 7, true}, Problem{65, 2, 1, false},
+        Problem{66, 30, 17, true}, Problem{67, 768, 64, false}, Problem{70, 96, 130, true},
+        Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}}) {
     SCOPED_TRACE(Name(p));
     HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
     const std::vector<double> xs = x.Fill(rng.NormalVec(p.T * p.K));
@@ -133,8 +137,8 @@ TEST(LinearBf16Products, OffByDefaultAndXStaysF32) {
   EXPECT_GT(OutsideTheBound(p, xs, ws, {}, Forward(p, x, w, bias), &first), p.T * p.M * 9 / 10);
 }
 
-// Each output is one sum over K in order: the same bits on 1 and 2 threads, and a row's bits
-// whatever the rows around it (T and the row tiles). An odd K takes the f32 path instead.
+// Each output is summed in one fixed order: the same bits on 1 and 2 threads, and a row's bits
+// whatever the rows around it (T and the row tiles), among few rows and among many.
 TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   ScopedBf16Products products;
   if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
@@ -161,9 +165,18 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   std::memcpy(first_rows.data(), x.data(), static_cast<size_t>(fewer.T * p.K) * sizeof(float));
   const std::vector<double> part = Forward(fewer, first_rows, w, bias);
   EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
+  std::vector<double> first;  // row 0 at T = 2
+  for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
+    HostTensor rows({T, p.K}, DType::kF32);
+    std::memcpy(rows.data(), x.data(), static_cast<size_t>(T * p.K) * sizeof(float));
+    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, w, bias);
+    if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
+    EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
+  }
 }
 
-TEST(LinearBf16Products, AnOddKKeepsXInF32) {
+// An odd K, and one row of x (bound by W's bytes), keep x in f32: the bits of the products off.
+TEST(LinearBf16Products, AnOddKAndOneRowKeepXInF32) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
@@ -171,9 +184,15 @@ TEST(LinearBf16Products, AnOddKKeepsXInF32) {
   HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
   x.Fill(rng.NormalVec(p.T * p.K));
   w.Fill(rng.NormalVec(p.M * p.K, 0.05));
-  const std::vector<double> off = Forward(p, x, w, bias);
+  const Problem one_row{1, 64, p.M, false};
+  HostTensor x1({1, 64}, DType::kF32);
+  x1.Fill(rng.NormalVec(64));
+  HostTensor w1({p.M, 64}, DType::kBF16);
+  w1.Fill(rng.NormalVec(p.M * 64, 0.05));
+  const std::vector<double> off = Forward(p, x, w, bias), off1 = Forward(one_row, x1, w1, bias);
   ScopedBf16Products products;
   EXPECT_EQ(Forward(p, x, w, bias), off);
+  EXPECT_EQ(Forward(one_row, x1, w1, bias), off1);
 }
 
 }  // namespace

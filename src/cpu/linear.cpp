@@ -11,8 +11,8 @@
 // (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
-// With the opt-in bf16 products (ssmkit::SetBf16Products) a bf16 weight's many-row product
-// rounds x to bf16, once per call, and runs linear_bf16.cpp's kernel instead of sgemm.
+// With the opt-in bf16 products (ssmkit::SetBf16Products) a bf16 weight's product with 2 or
+// more rows rounds x to bf16, once per call, and runs linear_bf16.cpp's kernels instead.
 #include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 

@@ -11,8 +11,7 @@
 // differs from the f32 path by x's rounding (relative 2^-9 per element) and the order of the
 // f32 sums.
 //
-// Highway 1.0.3 has no AVX-512 BF16 target: the kernels are compiled for it with a target
-// attribute and run only where the CPU reports the feature (Bf16ProductsSupported).
+// Up to kLinearGemvMaxRows rows the few-rows kernel of linear_bf16_rows.cpp runs instead.
 #include "cpu/linear_bf16.hpp"
 
 #include <algorithm>
@@ -24,12 +23,8 @@
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if SSMKIT_BF16_PRODUCTS_X86
 #include <immintrin.h>
-#define SSMKIT_BF16_PRODUCTS_X86 1
-#define SSMKIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-#else
-#define SSMKIT_BF16_PRODUCTS_X86 0
 #endif
 
 namespace ssmkit {
@@ -73,7 +68,7 @@ bool Bf16Products() {
 namespace cpu {
 
 bool TakesBf16Products(const LinearParams& p) {
-  return p.weight_dtype == DType::kBF16 && p.in_features % 2 == 0 && p.rows > kLinearGemvMaxRows &&
+  return p.weight_dtype == DType::kBF16 && p.in_features % 2 == 0 && p.rows >= 2 &&
          p.x_row_major() && p.out_row_major() && Bf16Products();
 }
 
@@ -163,6 +158,7 @@ void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint
 }
 
 void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
+  if (p.rows <= kLinearGemvMaxRows) return Bf16FewRows(p, xb, m_begin, m_end);
   const int64_t T = p.rows, K = p.in_features, J = K / 2;
   const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
   const uint32_t* x = reinterpret_cast<const uint32_t*>(xb);   // (T, J)

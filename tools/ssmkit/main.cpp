@@ -26,8 +26,9 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "--bf16-products: this CPU has no AVX-512 BF16; x stays f32\n");
         }
       },
-      "bf16 weights' prefill products with x rounded to bf16 (AVX-512 BF16's vdpbf16ps, as "
-      "llama.cpp does; default: SSMKIT_BF16_PRODUCTS=1, else off)");
+      "products of bf16 weights with 2 or more rows (prefill, decode batches) with x rounded "
+      "to bf16 (AVX-512 BF16's vdpbf16ps, as llama.cpp does; default: SSMKIT_BF16_PRODUCTS=1, "
+      "else off)");
 
   CLI::App* bench =
       app.add_subcommand("bench", "time the ops against the shapes of docs/targets.md");
