@@ -39,6 +39,26 @@ std::string Name(const Problem& p) {
          (p.bias ? " with bias" : "");
 }
 
+// Random x (T, K), W (M, K) bf16 at the scale of a trained layer, and bias (M), with the
+// values stored.
+struct Operands {
+  Operands(const Problem& p, Rng& rng)
+      : x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32) {
+    xs = x.Fill(rng.NormalVec(p.T * p.K));
+    ws = w.Fill(rng.NormalVec(p.M * p.K, 1.0 / std::sqrt(static_cast<double>(p.K))));
+    bs = bias.Fill(rng.NormalVec(p.M));
+  }
+  HostTensor x, w, bias;
+  std::vector<double> xs, ws, bs;
+};
+
+// x's first T rows, a tensor of their own.
+HostTensor FirstRows(HostTensor& x, int64_t T, int64_t K) {
+  HostTensor rows({T, K}, DType::kF32);
+  std::memcpy(rows.data(), x.data(), static_cast<size_t>(T * K) * sizeof(float));
+  return rows;
+}
+
 // out for x, w (bf16) and bias: written into the first M columns of (T, M + kGap) rows
 // poisoned with NaN, whose last kGap columns hold a sentinel that must survive (nothing written
 // outside the output).
@@ -113,12 +133,10 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
         Problem{66, 30, 17, true}, Problem{67, 768, 64, false}, Problem{70, 96, 130, true},
         Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}}) {
     SCOPED_TRACE(Name(p));
-    HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
-    const std::vector<double> xs = x.Fill(rng.NormalVec(p.T * p.K));
-    const std::vector<double> ws = w.Fill(rng.NormalVec(p.M * p.K, 1.0 / std::sqrt(p.K)));
-    const std::vector<double> bs = bias.Fill(rng.NormalVec(p.M));
+    Operands o(p, rng);
     std::string first;
-    EXPECT_EQ(OutsideTheBound(p, xs, ws, bs, Forward(p, x, w, bias), &first), 0) << first;
+    EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w, o.bias), &first), 0)
+        << first;
   }
 }
 
@@ -130,11 +148,10 @@ TEST(LinearBf16Products, OffByDefaultAndXStaysF32) {
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   const Problem p{80, 64, 96, false};
-  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
-  const std::vector<double> xs = x.Fill(rng.NormalVec(p.T * p.K));
-  const std::vector<double> ws = w.Fill(rng.NormalVec(p.M * p.K, 1.0 / std::sqrt(p.K)));
+  Operands o(p, rng);
   std::string first;
-  EXPECT_GT(OutsideTheBound(p, xs, ws, {}, Forward(p, x, w, bias), &first), p.T * p.M * 9 / 10);
+  EXPECT_GT(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w, o.bias), &first),
+            p.T * p.M * 9 / 10);
 }
 
 // Each output is summed in one fixed order: the same bits on 1 and 2 threads, and a row's bits
@@ -146,30 +163,25 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
   const Problem p{131, 770, 150, true};
-  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
-  x.Fill(rng.NormalVec(p.T * p.K));
-  w.Fill(rng.NormalVec(p.M * p.K, 0.05));
-  bias.Fill(rng.NormalVec(p.M));
+  Operands o(p, rng);
   std::vector<double> one, two;
   {
     ScopedThreads threads(1);
-    one = Forward(p, x, w, bias);
+    one = Forward(p, o.x, o.w, o.bias);
   }
   {
     ScopedThreads threads(2);
-    two = Forward(p, x, w, bias);
+    two = Forward(p, o.x, o.w, o.bias);
   }
   EXPECT_EQ(one, two);
   const Problem fewer{kLinearGemvMaxRows + 7, p.K, p.M, true};  // x's first rows
-  HostTensor first_rows({fewer.T, p.K}, DType::kF32);
-  std::memcpy(first_rows.data(), x.data(), static_cast<size_t>(fewer.T * p.K) * sizeof(float));
-  const std::vector<double> part = Forward(fewer, first_rows, w, bias);
+  HostTensor first_rows = FirstRows(o.x, fewer.T, p.K);
+  const std::vector<double> part = Forward(fewer, first_rows, o.w, o.bias);
   EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
   std::vector<double> first;  // row 0 at T = 2
   for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
-    HostTensor rows({T, p.K}, DType::kF32);
-    std::memcpy(rows.data(), x.data(), static_cast<size_t>(T * p.K) * sizeof(float));
-    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, w, bias);
+    HostTensor rows = FirstRows(o.x, T, p.K);
+    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w, o.bias);
     if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
     EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
   }
@@ -180,19 +192,13 @@ TEST(LinearBf16Products, AnOddKAndOneRowKeepXInF32) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  const Problem p{70, 333, 40, false};
-  HostTensor x({p.T, p.K}, DType::kF32), w({p.M, p.K}, DType::kBF16), bias({p.M}, DType::kF32);
-  x.Fill(rng.NormalVec(p.T * p.K));
-  w.Fill(rng.NormalVec(p.M * p.K, 0.05));
-  const Problem one_row{1, 64, p.M, false};
-  HostTensor x1({1, 64}, DType::kF32);
-  x1.Fill(rng.NormalVec(64));
-  HostTensor w1({p.M, 64}, DType::kBF16);
-  w1.Fill(rng.NormalVec(p.M * 64, 0.05));
-  const std::vector<double> off = Forward(p, x, w, bias), off1 = Forward(one_row, x1, w1, bias);
+  const Problem odd{70, 333, 40, false}, one_row{1, 64, 40, true};
+  Operands a(odd, rng), b(one_row, rng);
+  const std::vector<double> off_a = Forward(odd, a.x, a.w, a.bias);
+  const std::vector<double> off_b = Forward(one_row, b.x, b.w, b.bias);
   ScopedBf16Products products;
-  EXPECT_EQ(Forward(p, x, w, bias), off);
-  EXPECT_EQ(Forward(one_row, x1, w1, bias), off1);
+  EXPECT_EQ(Forward(odd, a.x, a.w, a.bias), off_a);
+  EXPECT_EQ(Forward(one_row, b.x, b.w, b.bias), off_b);
 }
 
 }  // namespace

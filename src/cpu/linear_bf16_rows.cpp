@@ -94,27 +94,14 @@ SSMKIT_BF16_TARGET __attribute__((noinline)) void Tile(const LinearParams& p, co
   }
 }
 
-template <int kR>
+// A tile of n <= kT rows of x.
+template <int kR, int kT = kTileXRows>
 void TileOfRows(int n, const LinearParams& p, const uint16_t* w, const uint16_t* x, float* out,
                 int64_t m, Prefetcher& pf) {
-  switch (n) {
-    case 1:
-      return Tile<1, kR>(p, w, x, out, m, pf);
-    case 2:
-      return Tile<2, kR>(p, w, x, out, m, pf);
-    case 3:
-      return Tile<3, kR>(p, w, x, out, m, pf);
-    case 4:
-      return Tile<4, kR>(p, w, x, out, m, pf);
-    case 5:
-      return Tile<5, kR>(p, w, x, out, m, pf);
-    case 6:
-      return Tile<6, kR>(p, w, x, out, m, pf);
-    case 7:
-      return Tile<7, kR>(p, w, x, out, m, pf);
-    default:
-      return Tile<kTileXRows, kR>(p, w, x, out, m, pf);
+  if constexpr (kT > 1) {
+    if (n < kT) return TileOfRows<kR, kT - 1>(n, p, w, x, out, m, pf);
   }
+  Tile<kT, kR>(p, w, x, out, m, pf);
 }
 
 void TileOf(int n, int r, const LinearParams& p, const uint16_t* w, const uint16_t* x, float* out,
