@@ -32,11 +32,12 @@ class ScopedBf16Products {
 struct Problem {
   int64_t T, K, M;
   bool bias;
+  bool out_by_feature = false;  // out stored (M, T), strides (1, ld)
 };
 
 std::string Name(const Problem& p) {
   return "T=" + std::to_string(p.T) + " K=" + std::to_string(p.K) + " M=" + std::to_string(p.M) +
-         (p.bias ? " with bias" : "");
+         (p.bias ? " with bias" : "") + (p.out_by_feature ? ", out feature-major" : "");
 }
 
 // Random x (T, K), W (M, K) bf16 at the scale of a trained layer, and bias (M), with the
@@ -59,31 +60,31 @@ HostTensor FirstRows(HostTensor& x, int64_t T, int64_t K) {
   return rows;
 }
 
-// out for x, w (bf16) and bias: written into the first M columns of (T, M + kGap) rows
-// poisoned with NaN, whose last kGap columns hold a sentinel that must survive (nothing written
-// outside the output).
+// out (T, M) for x, w (bf16) and bias: written into rows (T of M + kGap, or M of T + kGap when
+// out is feature-major) poisoned with NaN, whose last kGap columns hold a sentinel that must
+// survive (nothing written outside the output).
 constexpr int64_t kGap = 5;
 constexpr float kSentinel = 12345.0f;
 std::vector<double> Forward(const Problem& p, HostTensor& x, HostTensor& w, HostTensor& bias) {
-  const int64_t ld = p.M + kGap;
-  std::vector<float> rows(static_cast<size_t>(p.T * ld), std::nanf(""));
-  for (int64_t t = 0; t < p.T; ++t) std::fill_n(rows.begin() + t * ld + p.M, kGap, kSentinel);
-  Tensor out = Tensor::Contiguous(rows.data(), DType::kF32, {p.T, p.M});
-  out.strides[0] = ld;
+  const int64_t rows = p.out_by_feature ? p.M : p.T, cols = p.out_by_feature ? p.T : p.M;
+  const int64_t ld = cols + kGap;
+  std::vector<float> buffer(static_cast<size_t>(rows * ld), std::nanf(""));
+  for (int64_t r = 0; r < rows; ++r) std::fill_n(buffer.begin() + r * ld + cols, kGap, kSentinel);
+  Tensor out = Tensor::Contiguous(buffer.data(), DType::kF32, {p.T, p.M});
+  out.strides[0] = p.out_by_feature ? 1 : ld;
+  out.strides[1] = p.out_by_feature ? ld : 1;
   const Status s = LinearForward({x.view(), w.view(), p.bias ? bias.view() : Tensor{}}, out);
   EXPECT_TRUE(s.ok()) << s.message();
-  std::vector<double> values;
   int64_t overwritten = 0;
-  for (int64_t t = 0; t < p.T; ++t) {
-    for (int64_t c = 0; c < ld; ++c) {
-      const float v = rows[t * ld + c];
-      if (c < p.M)
-        values.push_back(v);
-      else
-        overwritten += v != kSentinel;
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = cols; c < ld; ++c) overwritten += buffer[r * ld + c] != kSentinel;
   }
   EXPECT_EQ(overwritten, 0) << "elements written outside the output";
+  std::vector<double> values;  // (T, M)
+  for (int64_t t = 0; t < p.T; ++t) {
+    for (int64_t m = 0; m < p.M; ++m)
+      values.push_back(buffer[t * out.strides[0] + m * out.strides[1]]);
+  }
   return values;
 }
 
@@ -117,8 +118,8 @@ int64_t OutsideTheBound(const Problem& p, const std::vector<double>& xs,
 }
 
 // Every row tile of both kernels (few rows: 8 rows by 3 weight rows, K's masked tail; more than
-// kLinearGemvMaxRows: 6 rows by a panel of 64, K blocks of 2048), every tail, thread split and
-// bias.
+// kLinearGemvMaxRows: 6 rows by a panel of 64, K blocks of 2048, and with out feature-major 6
+// weight rows by a panel of 64 rows of x), every tail, thread split and bias.
 TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
   ScopedBf16Products products;
   if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
@@ -131,7 +132,8 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
         Problem{9, 770, 50, true}, Problem{17, 64, 26, false},
         Problem{kLinearGemvMaxRows, 100, 7, true}, Problem{65, 2, 1, false},
         Problem{66, 30, 17, true}, Problem{67, 768, 64, false}, Problem{70, 96, 130, true},
-        Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}}) {
+        Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}, Problem{65, 30, 17, true, true},
+        Problem{131, 2100, 70, false, true}, Problem{200, 96, 130, true, true}}) {
     SCOPED_TRACE(Name(p));
     Operands o(p, rng);
     std::string first;

@@ -52,7 +52,7 @@ struct LinearInputs {
 Status LinearForward(const LinearInputs& inputs, const Tensor& out);
 
 // Opt-in bf16 products (off by default): with a bf16 W, two or more rows of x (prefill and
-// decode batches) and x and out row-major, x is rounded to bf16 and each product of two bf16
+// decode batches) and x row-major, x is rounded to bf16 and each product of two bf16
 // elements (exact in f32) is summed in f32 by AVX-512 BF16's vdpbf16ps, as llama.cpp and
 // PyTorch's bf16 matmuls do: about twice the f32 kernels' multiply-adds per second, x's rounding
 // (relative 2^-9 per element) in the result. One row of x (batch-1 decode, bound by W's bytes)

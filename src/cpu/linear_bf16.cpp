@@ -9,7 +9,9 @@
 // accumulators, 4 weight vectors) runs over the panel's K block; the panel (256 KB at most)
 // stays in L2 for all of T's tiles. The products of two bf16 are exact in f32, so the result
 // differs from the f32 path by x's rounding (relative 2^-9 per element) and the order of the
-// f32 sums.
+// f32 sums. With out stored feature-major, (M, T), the roles of x and W swap (PanelProduct):
+// panels of 64 rows of x are packed, tiles of 6 weight rows run over them, and each tile row is
+// a contiguous run of out's row.
 //
 // Up to kLinearGemvMaxRows rows the few-rows kernel of linear_bf16_rows.cpp runs instead.
 #include "cpu/linear_bf16.hpp"
@@ -69,7 +71,7 @@ namespace cpu {
 
 bool TakesBf16Products(const LinearParams& p) {
   return p.weight_dtype == DType::kBF16 && p.in_features % 2 == 0 && p.rows >= 2 &&
-         p.x_row_major() && p.out_row_major() && Bf16Products();
+         p.x_row_major() && (p.out_row_major() || p.rows > kLinearGemvMaxRows) && Bf16Products();
 }
 
 #if SSMKIT_BF16_PRODUCTS_X86
@@ -95,11 +97,18 @@ void PackPanel(const uint16_t* w, int64_t K, int64_t m0, int64_t rows, int64_t j
   }
 }
 
-// out[t, c] (+)= sum over the block's pairs j of x[t, j] . Wp[j, c] for rows t < kT and
-// columns c < cols; x (kT, >= Jb) dwords at row stride ldx, out (kT, >= cols) at row stride
-// ldo. The first block of K stores, the others add to what is there.
+// The pair of bf16 at p as one dword (p need only be 2-byte aligned: a checkpoint's tensor).
+inline int32_t PairAt(const uint16_t* p) {
+  int32_t pair;
+  std::memcpy(&pair, p, sizeof pair);
+  return pair;
+}
+
+// out[t, c] (+)= sum over the block's pairs j of x[t, 2j : 2j + 2] . Wp[j, c] for rows t < kT
+// and columns c < cols; x (kT, >= 2 Jb) bf16 at row stride ldx, out (kT, >= cols) at row
+// stride ldo. The first block of K stores, the others add to what is there.
 template <int kT>
-SSMKIT_BF16_TARGET void Tile(const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t Jb,
+SSMKIT_BF16_TARGET void Tile(const uint16_t* x, int64_t ldx, const uint32_t* Wp, int64_t Jb,
                              float* out, int64_t ldo, int64_t cols, bool first) {
   constexpr int kV = kPanelOutputs / 16;
   __m512 acc[kT][kV];
@@ -114,7 +123,7 @@ SSMKIT_BF16_TARGET void Tile(const uint32_t* x, int64_t ldx, const uint32_t* Wp,
     for (int v = 0; v < kV; ++v) w[v] = (__m512bh)_mm512_loadu_si512(Wp + 16 * v);
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
-      const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[t * ldx + j]));
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(PairAt(x + t * ldx + 2 * j));
 #pragma GCC unroll 4
       for (int v = 0; v < kV; ++v) acc[t][v] = _mm512_dpbf16_ps(acc[t][v], xv, w[v]);
     }
@@ -134,7 +143,7 @@ SSMKIT_BF16_TARGET void Tile(const uint32_t* x, int64_t ldx, const uint32_t* Wp,
 }
 
 template <int kT>
-SSMKIT_BF16_TARGET void TileOfRows(int n, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
+SSMKIT_BF16_TARGET void TileOfRows(int n, const uint16_t* x, int64_t ldx, const uint32_t* Wp,
                                    int64_t Jb, float* out, int64_t ldo, int64_t cols, bool first) {
   if constexpr (kT > 1) {
     if (n < kT) return TileOfRows<kT - 1>(n, x, ldx, Wp, Jb, out, ldo, cols, first);
@@ -157,30 +166,62 @@ void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint
   for (int64_t t = t_begin; t < t_end; ++t) RoundToBf16(p.x + t * p.x_stride_row, K, xb + t * K);
 }
 
-void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
-  if (p.rows <= kLinearGemvMaxRows) return Bf16FewRows(p, xb, m_begin, m_end);
-  const int64_t T = p.rows, K = p.in_features, J = K / 2;
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
-  const uint32_t* x = reinterpret_cast<const uint32_t*>(xb);   // (T, J)
+namespace {
+
+// out[r, c] = sum_k A[r, k] B[c, k] for rows r < rows and columns [c_begin, c_end): A (rows, K)
+// bf16 at row stride lda, B (>= c_end, K) bf16 row-major, packed a panel of 64 columns at a time
+// into the calling thread's buffer; out[r, c] at out + r * ldo + c.
+struct PanelOperands {
+  const uint16_t* A;
+  int64_t lda, rows;
+  const uint16_t* B;
+  int64_t K;
+  float* out;
+  int64_t ldo;
+};
+
+void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
+  const int64_t J = q.K / 2;
   static_assert(sizeof(float) == sizeof(uint32_t));
-  uint32_t* Wp = reinterpret_cast<uint32_t*>(  // (Jb, 64)
+  uint32_t* Bp = reinterpret_cast<uint32_t*>(  // (Jb, 64)
       ThreadScratch(ScratchSlot::kLinearBf16Panel, std::min(J, kBlockPairs) * kPanelOutputs));
-  for (int64_t m0 = m_begin; m0 < m_end; m0 += kPanelOutputs) {
-    const int64_t cols = std::min(kPanelOutputs, m_end - m0);
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kPanelOutputs) {
+    const int64_t cols = std::min(kPanelOutputs, c_end - c0);
     for (int64_t j0 = 0; j0 < J; j0 += kBlockPairs) {
       const int64_t Jb = std::min(kBlockPairs, J - j0);
-      PackPanel(w, K, m0, cols, j0, Jb, Wp);
-      for (int64_t t = 0; t < T; t += kTileRows) {
-        const int n = static_cast<int>(std::min<int64_t>(kTileRows, T - t));
-        TileOfRows<kTileRows>(n, x + t * J + j0, J, Wp, Jb, p.out + t * p.out_stride_row + m0,
-                              p.out_stride_row, cols, j0 == 0);
+      PackPanel(q.B, q.K, c0, cols, j0, Jb, Bp);
+      for (int64_t r = 0; r < q.rows; r += kTileRows) {
+        const int n = static_cast<int>(std::min<int64_t>(kTileRows, q.rows - r));
+        TileOfRows<kTileRows>(n, q.A + r * q.lda + 2 * j0, q.lda, Bp, Jb, q.out + r * q.ldo + c0,
+                              q.ldo, cols, j0 == 0);
       }
     }
-    if (p.bias == nullptr) continue;
+  }
+}
+
+}  // namespace
+
+void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
+  if (p.rows <= kLinearGemvMaxRows) return Bf16FewRows(p, xb, m_begin, m_end);
+  const int64_t T = p.rows, K = p.in_features;
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
+  if (p.out_row_major()) {
+    // out (T, M): x's rows by panels of W's rows.
+    PanelProduct({xb, K, T, w, K, p.out, p.out_stride_row}, m_begin, m_end);
+    if (p.bias == nullptr) return;
     for (int64_t t = 0; t < T; ++t) {
-      float* o = p.out + t * p.out_stride_row + m0;
-      for (int64_t c = 0; c < cols; ++c) o[c] += p.bias[m0 + c];
+      float* o = p.out + t * p.out_stride_row;
+      for (int64_t m = m_begin; m < m_end; ++m) o[m] += p.bias[m];
     }
+    return;
+  }
+  // out stored (M, T): W's rows [m_begin, m_end) by panels of x's rows.
+  float* out = p.out + m_begin * p.out_stride_feature;
+  PanelProduct({w + m_begin * K, K, m_end - m_begin, xb, K, out, p.out_stride_feature}, 0, T);
+  if (p.bias == nullptr) return;
+  for (int64_t m = m_begin; m < m_end; ++m) {
+    float* o = p.out + m * p.out_stride_feature;
+    for (int64_t t = 0; t < T; ++t) o[t] += p.bias[m];
   }
 }
 
@@ -200,7 +241,8 @@ void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin,
     for (int64_t m = m_begin; m < m_end; ++m) {
       float sum = 0.0f;
       for (int64_t k = 0; k < K; ++k) sum += Bf16ToF32(xb[t * K + k]) * Bf16ToF32(w[m * K + k]);
-      p.out[t * p.out_stride_row + m] = sum + (p.bias != nullptr ? p.bias[m] : 0.0f);
+      p.out[t * p.out_stride_row + m * p.out_stride_feature] =
+          sum + (p.bias != nullptr ? p.bias[m] : 0.0f);
     }
   }
 }

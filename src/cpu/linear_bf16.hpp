@@ -20,8 +20,9 @@
 namespace ssmkit::cpu {
 
 // Whether Linear takes this path for p: the products are enabled and the CPU has AVX-512 BF16,
-// the weight is bf16 with an even K, x and out are row-major, T >= 2 (one row of x, batch-1
-// decode, is bound by the weight's bytes, not its multiply-adds: it keeps x in f32).
+// the weight is bf16 with an even K, x is row-major, T >= 2 (one row of x, batch-1 decode, is
+// bound by the weight's bytes, not its multiply-adds: it keeps x in f32), and out is row-major
+// or, above kLinearGemvMaxRows rows, feature-major (the Mamba-1 block's in_proj).
 bool TakesBf16Products(const LinearParams& p);
 
 // x rounded to bf16 (to nearest even), rows [t_begin, t_end) of the (T, K) buffer xb.
