@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/quant.hpp"
 #include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -186,6 +187,51 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
     const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w, o.bias);
     if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
     EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
+  }
+}
+
+// A quantized weight's many-row product (prefill) with the products on: each panel of W decoded
+// and rounded to bf16, then the same kernel; the oracle multiplies the decoded values rounded to
+// bf16. Its few rows keep the 8-bit kernels: the bits of the products off.
+TEST(LinearBf16Products, QuantizedWeightsDecodedToBf16) {
+  ScopedBf16Products products;
+  if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t K = 512, M = 70, row_bytes = DTypeRowBytes(dtype, K);
+    std::vector<uint8_t> bytes(static_cast<size_t>(M * row_bytes));
+    std::vector<double> ws;  // decoded, rounded to bf16
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t m = 0; m < M; ++m) {
+      for (float& v : row) v = static_cast<float>(rng.Normal(0.0, 1.0 / std::sqrt(K)));
+      quant::QuantizeRow(dtype, row.data(), K, bytes.data() + m * row_bytes);
+      quant::DequantizeRow(dtype, bytes.data() + m * row_bytes, K, row.data());
+      for (float v : row) ws.push_back(Bf16ToF32(F32ToBf16(v)));
+    }
+    Tensor wv = Tensor::Contiguous(bytes.data(), dtype, {M, K});
+    for (const Problem& p : {Problem{kLinearGemvMaxRows + 6, K, M, true}, Problem{8, K, M, true}}) {
+      SCOPED_TRACE(Name(p));
+      Operands o(p, rng);
+      std::vector<float> out(static_cast<size_t>(p.T * M), std::nanf(""));
+      const Tensor ov = Tensor::Contiguous(out.data(), DType::kF32, {p.T, M});
+      ASSERT_TRUE(LinearForward({o.x.view(), wv, o.bias.view()}, ov).ok());
+      const std::vector<double> got(out.begin(), out.end());
+      if (p.T > kLinearGemvMaxRows) {
+        std::string first;
+        EXPECT_EQ(OutsideTheBound(p, o.xs, ws, o.bs, got, &first), 0) << first;
+        continue;
+      }
+      SetBf16Products(false);
+      std::vector<float> off(out.size(), std::nanf(""));
+      ASSERT_TRUE(LinearForward({o.x.view(), wv, o.bias.view()},
+                                Tensor::Contiguous(off.data(), DType::kF32, {p.T, M}))
+                      .ok());
+      SetBf16Products(true);
+      EXPECT_EQ(std::memcmp(off.data(), out.data(), out.size() * sizeof(float)), 0);
+    }
   }
 }
 

@@ -20,8 +20,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/dtype.hpp"
+#include "cpu/linear.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
@@ -70,8 +72,11 @@ bool Bf16Products() {
 namespace cpu {
 
 bool TakesBf16Products(const LinearParams& p) {
-  return p.weight_dtype == DType::kBF16 && p.in_features % 2 == 0 && p.rows >= 2 &&
-         p.x_row_major() && (p.out_row_major() || p.rows > kLinearGemvMaxRows) && Bf16Products();
+  if (!Bf16Products() || p.in_features % 2 != 0 || !p.x_row_major()) return false;
+  if (p.weight_dtype == DType::kBF16)
+    return p.rows >= 2 && (p.out_row_major() || p.rows > kLinearGemvMaxRows);
+  // A quantized weight's few rows keep their 8-bit kernels (quant_linear.cpp).
+  return DTypeIsQuantized(p.weight_dtype) && p.rows > kLinearGemvMaxRows && p.out_row_major();
 }
 
 #if SSMKIT_BF16_PRODUCTS_X86
@@ -83,16 +88,15 @@ constexpr int kTileRows = 6;           // 24 accumulators of the 32 zmm register
 // of rows passes over it. Tuned for speed only.
 constexpr int64_t kBlockPairs = 1024;
 
-// Wp (Jb, 64) = the dwords [j0, j0 + Jb) of W's rows [m0, m0 + rows), rows past `rows` zero.
-void PackPanel(const uint16_t* w, int64_t K, int64_t m0, int64_t rows, int64_t j0, int64_t Jb,
-               uint32_t* Wp) {
+// Wp (Jb, 64) = the dwords [j0, j0 + Jb) of the rows (rows, K) at w, rows past `rows` zero.
+void PackPanel(const uint16_t* w, int64_t K, int64_t rows, int64_t j0, int64_t Jb, uint32_t* Wp) {
   for (int64_t r = 0; r < kPanelOutputs; ++r) {
     if (r >= rows) {
       for (int64_t j = 0; j < Jb; ++j) Wp[j * kPanelOutputs + r] = 0;
       continue;
     }
     uint32_t pairs[kBlockPairs];
-    std::memcpy(pairs, w + (m0 + r) * K + 2 * j0, static_cast<size_t>(Jb) * sizeof(uint32_t));
+    std::memcpy(pairs, w + r * K + 2 * j0, static_cast<size_t>(Jb) * sizeof(uint32_t));
     for (int64_t j = 0; j < Jb; ++j) Wp[j * kPanelOutputs + r] = pairs[j];
   }
 }
@@ -169,16 +173,32 @@ void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint
 namespace {
 
 // out[r, c] = sum_k A[r, k] B[c, k] for rows r < rows and columns [c_begin, c_end): A (rows, K)
-// bf16 at row stride lda, B (>= c_end, K) bf16 row-major, packed a panel of 64 columns at a time
-// into the calling thread's buffer; out[r, c] at out + r * ldo + c.
+// bf16 at row stride lda; B (>= c_end, K) row-major, bf16 or a quantized dtype's blocks (decoded
+// and rounded to bf16 a panel at a time), packed a panel of 64 columns at a time into the
+// calling thread's buffer; out[r, c] at out + r * ldo + c.
 struct PanelOperands {
   const uint16_t* A;
   int64_t lda, rows;
-  const uint16_t* B;
+  const void* B;
+  DType b_dtype;
   int64_t K;
   float* out;
   int64_t ldo;
 };
+
+// B's rows [c0, c0 + cols) as bf16 (cols, K): B's own, or for a quantized B decoded a row at a
+// time into f32 and rounded into the thread's buffer.
+const uint16_t* PanelRows(const PanelOperands& q, int64_t c0, int64_t cols) {
+  if (q.b_dtype == DType::kBF16) return static_cast<const uint16_t*>(q.B) + c0 * q.K;
+  float* row = ThreadScratch(ScratchSlot::kLinearBf16Decoded, (kPanelOutputs / 2 + 1) * q.K);
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(row + q.K);  // (cols, K)
+  const int64_t row_bytes = DTypeRowBytes(q.b_dtype, q.K);
+  for (int64_t r = 0; r < cols; ++r) {
+    WidenToF32(static_cast<const uint8_t*>(q.B) + (c0 + r) * row_bytes, q.b_dtype, q.K, row);
+    RoundToBf16(row, q.K, rounded + r * q.K);
+  }
+  return rounded;
+}
 
 void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
   const int64_t J = q.K / 2;
@@ -187,9 +207,10 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
       ThreadScratch(ScratchSlot::kLinearBf16Panel, std::min(J, kBlockPairs) * kPanelOutputs));
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kPanelOutputs) {
     const int64_t cols = std::min(kPanelOutputs, c_end - c0);
+    const uint16_t* b_rows = PanelRows(q, c0, cols);
     for (int64_t j0 = 0; j0 < J; j0 += kBlockPairs) {
       const int64_t Jb = std::min(kBlockPairs, J - j0);
-      PackPanel(q.B, q.K, c0, cols, j0, Jb, Bp);
+      PackPanel(b_rows, q.K, cols, j0, Jb, Bp);
       for (int64_t r = 0; r < q.rows; r += kTileRows) {
         const int n = static_cast<int>(std::min<int64_t>(kTileRows, q.rows - r));
         TileOfRows<kTileRows>(n, q.A + r * q.lda + 2 * j0, q.lda, Bp, Jb, q.out + r * q.ldo + c0,
@@ -204,10 +225,9 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
 void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
   if (p.rows <= kLinearGemvMaxRows) return Bf16FewRows(p, xb, m_begin, m_end);
   const int64_t T = p.rows, K = p.in_features;
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
   if (p.out_row_major()) {
     // out (T, M): x's rows by panels of W's rows.
-    PanelProduct({xb, K, T, w, K, p.out, p.out_stride_row}, m_begin, m_end);
+    PanelProduct({xb, K, T, p.weight, p.weight_dtype, K, p.out, p.out_stride_row}, m_begin, m_end);
     if (p.bias == nullptr) return;
     for (int64_t t = 0; t < T; ++t) {
       float* o = p.out + t * p.out_stride_row;
@@ -215,9 +235,10 @@ void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin,
     }
     return;
   }
-  // out stored (M, T): W's rows [m_begin, m_end) by panels of x's rows.
+  // out stored (M, T), W bf16: W's rows [m_begin, m_end) by panels of x's rows.
+  const uint16_t* w = static_cast<const uint16_t*>(p.weight) + m_begin * K;
   float* out = p.out + m_begin * p.out_stride_feature;
-  PanelProduct({w + m_begin * K, K, m_end - m_begin, xb, K, out, p.out_stride_feature}, 0, T);
+  PanelProduct({w, K, m_end - m_begin, xb, DType::kBF16, K, out, p.out_stride_feature}, 0, T);
   if (p.bias == nullptr) return;
   for (int64_t m = m_begin; m < m_end; ++m) {
     float* o = p.out + m * p.out_stride_feature;
@@ -235,12 +256,14 @@ void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint
 }
 
 void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
-  const int64_t K = p.in_features;
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight);  // (M, K)
-  for (int64_t t = 0; t < p.rows; ++t) {
-    for (int64_t m = m_begin; m < m_end; ++m) {
+  const int64_t K = p.in_features, row_bytes = DTypeRowBytes(p.weight_dtype, K);
+  std::vector<float> w(static_cast<size_t>(K));  // row m of W, rounded to bf16
+  for (int64_t m = m_begin; m < m_end; ++m) {
+    WidenToF32(static_cast<const uint8_t*>(p.weight) + m * row_bytes, p.weight_dtype, K, w.data());
+    for (float& v : w) v = Bf16ToF32(F32ToBf16(v));
+    for (int64_t t = 0; t < p.rows; ++t) {
       float sum = 0.0f;
-      for (int64_t k = 0; k < K; ++k) sum += Bf16ToF32(xb[t * K + k]) * Bf16ToF32(w[m * K + k]);
+      for (int64_t k = 0; k < K; ++k) sum += Bf16ToF32(xb[t * K + k]) * w[k];
       p.out[t * p.out_stride_row + m * p.out_stride_feature] =
           sum + (p.bias != nullptr ? p.bias[m] : 0.0f);
     }

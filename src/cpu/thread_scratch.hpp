@@ -33,13 +33,14 @@ enum class ScratchSlot : int {
   kScanChunkRows,      // the backward's per-chunk gradient rows
   kScanTileGradients,  // the backward's per-tile gradient state
   // Per-worker buffers of single kernels.
-  kLinearPanel,      // a widened weight panel for sgemm (linear.cpp)
-  kLinearGemvBlock,  // a widened block of weight rows (linear_gemv.cpp)
-  kLinearBf16Panel,  // a packed bf16 weight panel (linear_bf16.cpp)
-  kQuantLinearAcc,   // accumulators of the quantized few-rows product (quant_linear.cpp)
-  kPagedKvRow,       // one row converted between dtypes (paged_kv_append.cpp)
-  kRope,             // a token's multipliers and one head's row (rope.cpp)
-  kSsdPrepRow,       // rows of the SSD's per-head preparation (ssd_prep.cpp)
+  kLinearPanel,        // a widened weight panel for sgemm (linear.cpp)
+  kLinearGemvBlock,    // a widened block of weight rows (linear_gemv.cpp)
+  kLinearBf16Panel,    // a packed bf16 weight panel (linear_bf16.cpp)
+  kLinearBf16Decoded,  // a quantized weight panel decoded to bf16 (linear_bf16.cpp)
+  kQuantLinearAcc,     // accumulators of the quantized few-rows product (quant_linear.cpp)
+  kPagedKvRow,         // one row converted between dtypes (paged_kv_append.cpp)
+  kRope,               // a token's multipliers and one head's row (rope.cpp)
+  kSsdPrepRow,         // rows of the SSD's per-head preparation (ssd_prep.cpp)
   kCount
 };
 
