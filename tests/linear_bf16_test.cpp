@@ -34,11 +34,13 @@ struct Problem {
   int64_t T, K, M;
   bool bias;
   bool out_by_feature = false;  // out stored (M, T), strides (1, ld)
+  bool x_by_feature = false;    // x stored (K, T), strides (1, ld)
 };
 
 std::string Name(const Problem& p) {
   return "T=" + std::to_string(p.T) + " K=" + std::to_string(p.K) + " M=" + std::to_string(p.M) +
-         (p.bias ? " with bias" : "") + (p.out_by_feature ? ", out feature-major" : "");
+         (p.bias ? " with bias" : "") + (p.out_by_feature ? ", out feature-major" : "") +
+         (p.x_by_feature ? ", x feature-major" : "");
 }
 
 // Random x (T, K), W (M, K) bf16 at the scale of a trained layer, and bias (M), with the
@@ -66,7 +68,22 @@ HostTensor FirstRows(HostTensor& x, int64_t T, int64_t K) {
 // survive (nothing written outside the output).
 constexpr int64_t kGap = 5;
 constexpr float kSentinel = 12345.0f;
-std::vector<double> Forward(const Problem& p, HostTensor& x, HostTensor& w, HostTensor& bias) {
+// x (T, K) row-major, given to the op as is or (p.x_by_feature) as a feature-major copy whose
+// rows of T are kGap apart.
+std::vector<double> Forward(const Problem& p, HostTensor& x, const Tensor& w, HostTensor& bias) {
+  std::vector<float> by_feature;  // (K, T + kGap)
+  Tensor xv = x.view();
+  if (p.x_by_feature) {
+    const int64_t ldx = p.T + kGap;
+    by_feature.assign(static_cast<size_t>(p.K * ldx), std::nanf(""));
+    const float* rows = static_cast<const float*>(x.data());
+    for (int64_t t = 0; t < p.T; ++t) {
+      for (int64_t k = 0; k < p.K; ++k) by_feature[k * ldx + t] = rows[t * p.K + k];
+    }
+    xv = Tensor::Contiguous(by_feature.data(), DType::kF32, {p.T, p.K});
+    xv.strides[0] = 1;
+    xv.strides[1] = ldx;
+  }
   const int64_t rows = p.out_by_feature ? p.M : p.T, cols = p.out_by_feature ? p.T : p.M;
   const int64_t ld = cols + kGap;
   std::vector<float> buffer(static_cast<size_t>(rows * ld), std::nanf(""));
@@ -74,7 +91,7 @@ std::vector<double> Forward(const Problem& p, HostTensor& x, HostTensor& w, Host
   Tensor out = Tensor::Contiguous(buffer.data(), DType::kF32, {p.T, p.M});
   out.strides[0] = p.out_by_feature ? 1 : ld;
   out.strides[1] = p.out_by_feature ? ld : 1;
-  const Status s = LinearForward({x.view(), w.view(), p.bias ? bias.view() : Tensor{}}, out);
+  const Status s = LinearForward({xv, w, p.bias ? bias.view() : Tensor{}}, out);
   EXPECT_TRUE(s.ok()) << s.message();
   int64_t overwritten = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -119,8 +136,9 @@ int64_t OutsideTheBound(const Problem& p, const std::vector<double>& xs,
 }
 
 // Every row tile of both kernels (few rows: 8 rows by 3 weight rows, K's masked tail; more than
-// kLinearGemvMaxRows: 6 rows by a panel of 64, K blocks of 2048, and with out feature-major 6
-// weight rows by a panel of 64 rows of x), every tail, thread split and bias.
+// kLinearGemvMaxRows: 6 rows by a panel of 64, K blocks of 2048; with x or out feature-major 6
+// weight rows by a panel of 64 rows of x, packed from x's columns, stored along out's rows or
+// scattered), every tail, thread split and bias.
 TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
   ScopedBf16Products products;
   if (!products.on()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
@@ -134,11 +152,13 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
         Problem{kLinearGemvMaxRows, 100, 7, true}, Problem{65, 2, 1, false},
         Problem{66, 30, 17, true}, Problem{67, 768, 64, false}, Problem{70, 96, 130, true},
         Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}, Problem{65, 30, 17, true, true},
-        Problem{131, 2100, 70, false, true}, Problem{200, 96, 130, true, true}}) {
+        Problem{131, 2100, 70, false, true}, Problem{200, 96, 130, true, true},
+        Problem{65, 30, 17, true, false, true}, Problem{131, 2100, 70, false, false, true},
+        Problem{200, 96, 130, true, true, true}}) {
     SCOPED_TRACE(Name(p));
     Operands o(p, rng);
     std::string first;
-    EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w, o.bias), &first), 0)
+    EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w.view(), o.bias), &first), 0)
         << first;
   }
 }
@@ -153,7 +173,7 @@ TEST(LinearBf16Products, OffByDefaultAndXStaysF32) {
   const Problem p{80, 64, 96, false};
   Operands o(p, rng);
   std::string first;
-  EXPECT_GT(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w, o.bias), &first),
+  EXPECT_GT(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w.view(), o.bias), &first),
             p.T * p.M * 9 / 10);
 }
 
@@ -170,21 +190,21 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   std::vector<double> one, two;
   {
     ScopedThreads threads(1);
-    one = Forward(p, o.x, o.w, o.bias);
+    one = Forward(p, o.x, o.w.view(), o.bias);
   }
   {
     ScopedThreads threads(2);
-    two = Forward(p, o.x, o.w, o.bias);
+    two = Forward(p, o.x, o.w.view(), o.bias);
   }
   EXPECT_EQ(one, two);
   const Problem fewer{kLinearGemvMaxRows + 7, p.K, p.M, true};  // x's first rows
   HostTensor first_rows = FirstRows(o.x, fewer.T, p.K);
-  const std::vector<double> part = Forward(fewer, first_rows, o.w, o.bias);
+  const std::vector<double> part = Forward(fewer, first_rows, o.w.view(), o.bias);
   EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
   std::vector<double> first;  // row 0 at T = 2
   for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
     HostTensor rows = FirstRows(o.x, T, p.K);
-    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w, o.bias);
+    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w.view(), o.bias);
     if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
     EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
   }
@@ -212,25 +232,21 @@ TEST(LinearBf16Products, QuantizedWeightsDecodedToBf16) {
       for (float v : row) ws.push_back(Bf16ToF32(F32ToBf16(v)));
     }
     Tensor wv = Tensor::Contiguous(bytes.data(), dtype, {M, K});
-    for (const Problem& p : {Problem{kLinearGemvMaxRows + 6, K, M, true}, Problem{8, K, M, true}}) {
+    for (const Problem& p :
+         {Problem{kLinearGemvMaxRows + 6, K, M, true}, Problem{100, K, M, false, true},
+          Problem{100, K, M, true, false, true}, Problem{8, K, M, true}}) {
       SCOPED_TRACE(Name(p));
       Operands o(p, rng);
-      std::vector<float> out(static_cast<size_t>(p.T * M), std::nanf(""));
-      const Tensor ov = Tensor::Contiguous(out.data(), DType::kF32, {p.T, M});
-      ASSERT_TRUE(LinearForward({o.x.view(), wv, o.bias.view()}, ov).ok());
-      const std::vector<double> got(out.begin(), out.end());
+      const std::vector<double> got = Forward(p, o.x, wv, o.bias);
       if (p.T > kLinearGemvMaxRows) {
         std::string first;
         EXPECT_EQ(OutsideTheBound(p, o.xs, ws, o.bs, got, &first), 0) << first;
         continue;
       }
       SetBf16Products(false);
-      std::vector<float> off(out.size(), std::nanf(""));
-      ASSERT_TRUE(LinearForward({o.x.view(), wv, o.bias.view()},
-                                Tensor::Contiguous(off.data(), DType::kF32, {p.T, M}))
-                      .ok());
+      const std::vector<double> off = Forward(p, o.x, wv, o.bias);
       SetBf16Products(true);
-      EXPECT_EQ(std::memcmp(off.data(), out.data(), out.size() * sizeof(float)), 0);
+      EXPECT_EQ(got, off);
     }
   }
 }
@@ -242,11 +258,11 @@ TEST(LinearBf16Products, AnOddKAndOneRowKeepXInF32) {
   Rng rng(seed);
   const Problem odd{70, 333, 40, false}, one_row{1, 64, 40, true};
   Operands a(odd, rng), b(one_row, rng);
-  const std::vector<double> off_a = Forward(odd, a.x, a.w, a.bias);
-  const std::vector<double> off_b = Forward(one_row, b.x, b.w, b.bias);
+  const std::vector<double> off_a = Forward(odd, a.x, a.w.view(), a.bias);
+  const std::vector<double> off_b = Forward(one_row, b.x, b.w.view(), b.bias);
   ScopedBf16Products products;
-  EXPECT_EQ(Forward(odd, a.x, a.w, a.bias), off_a);
-  EXPECT_EQ(Forward(one_row, b.x, b.w, b.bias), off_b);
+  EXPECT_EQ(Forward(odd, a.x, a.w.view(), a.bias), off_a);
+  EXPECT_EQ(Forward(one_row, b.x, b.w.view(), b.bias), off_b);
 }
 
 }  // namespace

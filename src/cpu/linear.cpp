@@ -133,7 +133,8 @@ bool QuantGemv(const LinearParams& p) {
 }
 
 // x rounded to bf16 for the bf16 products, in the calling thread's buffer (kept between calls):
-// the workers read it through the pointer. nullptr when it could not be allocated.
+// the workers read it through the pointer. nullptr when it could not be allocated. Row-major x
+// only: the products pack a feature-major x from its own f32 columns.
 const uint16_t* RoundedRows(const LinearParams& p) {
   thread_local std::vector<uint16_t> buffer;  // (T, K)
   try {
@@ -157,9 +158,11 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   if (TakesBf16Products(p)) {
     // Called per block of rows by a caller's own parallel loop: each thread rounds x itself.
     thread_local std::vector<uint16_t> xb;
-    xb.resize(static_cast<size_t>(p.rows * p.in_features));
-    RoundRowsToBf16(p, 0, p.rows, xb.data());
-    Bf16ProductRows(p, xb.data(), m_begin, m_end);
+    if (p.x_row_major()) {
+      xb.resize(static_cast<size_t>(p.rows * p.in_features));
+      RoundRowsToBf16(p, 0, p.rows, xb.data());
+    }
+    Bf16ProductRows(p, p.x_row_major() ? xb.data() : nullptr, m_begin, m_end);
   } else if (!TakesGemv(p)) {
     GemmRows(p, m_begin, m_end);
   } else if (DTypeIsQuantized(p.weight_dtype)) {
@@ -224,8 +227,9 @@ Status Linear(const LinearParams& p) {
   // not cross the parallel loop: caught here and reported after it.
   std::atomic<bool> out_of_memory{false};
   if (TakesBf16Products(p)) {
-    const uint16_t* xb = RoundedRows(p);
-    if (xb == nullptr) return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
+    const uint16_t* xb = p.x_row_major() ? RoundedRows(p) : nullptr;
+    if (p.x_row_major() && xb == nullptr)
+      return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
     SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
       try {
         Bf16ProductRows(p, xb, begin, end);

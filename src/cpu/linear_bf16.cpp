@@ -72,11 +72,18 @@ bool Bf16Products() {
 namespace cpu {
 
 bool TakesBf16Products(const LinearParams& p) {
-  if (!Bf16Products() || p.in_features % 2 != 0 || !p.x_row_major()) return false;
-  if (p.weight_dtype == DType::kBF16)
-    return p.rows >= 2 && (p.out_row_major() || p.rows > kLinearGemvMaxRows);
-  // A quantized weight's few rows keep their 8-bit kernels (quant_linear.cpp).
-  return DTypeIsQuantized(p.weight_dtype) && p.rows > kLinearGemvMaxRows && p.out_row_major();
+  if (!Bf16Products() || p.in_features % 2 != 0) return false;
+  const bool bf16 = p.weight_dtype == DType::kBF16;
+  if (p.rows <= kLinearGemvMaxRows) {
+    // A quantized weight's few rows keep their 8-bit kernels (quant_linear.cpp); feature-major
+    // few rows are copied into rows first (linear.cpp).
+    return bf16 && p.rows >= 2 && p.x_row_major() && p.out_row_major();
+  }
+  // The transposed stores (x feature-major, out row-major) index a panel of 64 rows of out in
+  // int32.
+  const bool transposed = !p.x_row_major() && p.out_row_major();
+  return (bf16 || DTypeIsQuantized(p.weight_dtype)) &&
+         (!transposed || p.out_stride_row < (int64_t{1} << 31) / 64);
 }
 
 #if SSMKIT_BF16_PRODUCTS_X86
@@ -109,9 +116,10 @@ inline int32_t PairAt(const uint16_t* p) {
 }
 
 // out[t, c] (+)= sum over the block's pairs j of x[t, 2j : 2j + 2] . Wp[j, c] for rows t < kT
-// and columns c < cols; x (kT, >= 2 Jb) bf16 at row stride ldx, out (kT, >= cols) at row
-// stride ldo. The first block of K stores, the others add to what is there.
-template <int kT>
+// and columns c < cols; x (kT, >= 2 Jb) bf16 at row stride ldx; out[t, c] at out + t * ldo + c,
+// or (kTransposed) at out + c * ldo + t, stored by scatters of 16 (ldo * 64 < 2^31). The first
+// block of K stores, the others add to what is there.
+template <int kT, bool kTransposed>
 SSMKIT_BF16_TARGET void Tile(const uint16_t* x, int64_t ldx, const uint32_t* Wp, int64_t Jb,
                              float* out, int64_t ldo, int64_t cols, bool first) {
   constexpr int kV = kPanelOutputs / 16;
@@ -138,21 +146,54 @@ SSMKIT_BF16_TARGET void Tile(const uint16_t* x, int64_t ldx, const uint32_t* Wp,
     for (int v = 0; v < kV; ++v) {
       const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
       const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
-      float* o = out + t * ldo + 16 * v;
-      const __m512 sum =
-          first ? acc[t][v] : _mm512_add_ps(acc[t][v], _mm512_maskz_loadu_ps(mask, o));
-      _mm512_mask_storeu_ps(o, mask, sum);
+      if constexpr (kTransposed) {
+        const __m512i across = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(static_cast<int>(ldo)));
+        float* o = out + 16 * v * ldo + t;
+        const __m512 sum =
+            first ? acc[t][v]
+                  : _mm512_add_ps(acc[t][v], _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask,
+                                                                      across, o, sizeof(float)));
+        _mm512_mask_i32scatter_ps(o, mask, across, sum, sizeof(float));
+      } else {
+        float* o = out + t * ldo + 16 * v;
+        const __m512 sum =
+            first ? acc[t][v] : _mm512_add_ps(acc[t][v], _mm512_maskz_loadu_ps(mask, o));
+        _mm512_mask_storeu_ps(o, mask, sum);
+      }
     }
   }
 }
 
-template <int kT>
+template <bool kTransposed, int kT = kTileRows>
 SSMKIT_BF16_TARGET void TileOfRows(int n, const uint16_t* x, int64_t ldx, const uint32_t* Wp,
                                    int64_t Jb, float* out, int64_t ldo, int64_t cols, bool first) {
   if constexpr (kT > 1) {
-    if (n < kT) return TileOfRows<kT - 1>(n, x, ldx, Wp, Jb, out, ldo, cols, first);
+    if (n < kT) return TileOfRows<kTransposed, kT - 1>(n, x, ldx, Wp, Jb, out, ldo, cols, first);
   }
-  Tile<kT>(x, ldx, Wp, Jb, out, ldo, cols, first);
+  Tile<kT, kTransposed>(x, ldx, Wp, Jb, out, ldo, cols, first);
+}
+
+// Bp (Jb, 64) = the pairs (x[2j, c], x[2j + 1, c]) rounded to bf16 for j in [j0, j0 + Jb) and
+// columns c < cols of f32 rows (K, >= cols) at x, ldx apart; columns past `cols` zero. A
+// feature-major x's panel of 64 rows, read along its contiguous rows.
+SSMKIT_BF16_TARGET void PackColumns(const float* x, int64_t ldx, int64_t cols, int64_t j0,
+                                    int64_t Jb, uint32_t* Bp) {
+  for (int64_t j = 0; j < Jb; ++j) {
+    const float* a = x + 2 * (j0 + j) * ldx;
+    const float* b = a + ldx;
+#pragma GCC unroll 4
+    for (int v = 0; v < kPanelOutputs / 16; ++v) {
+      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+      const __m256i low = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, a + 16 * v));
+      const __m256i high = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + 16 * v));
+      const __m512i pairs = _mm512_or_si512(_mm512_cvtepu16_epi32(low),
+                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(high), 16));
+      _mm512_storeu_si512(Bp + j * kPanelOutputs + 16 * v, pairs);
+    }
+  }
 }
 
 SSMKIT_BF16_TARGET void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
@@ -173,31 +214,39 @@ void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint
 namespace {
 
 // out[r, c] = sum_k A[r, k] B[c, k] for rows r < rows and columns [c_begin, c_end): A (rows, K)
-// bf16 at row stride lda; B (>= c_end, K) row-major, bf16 or a quantized dtype's blocks (decoded
-// and rounded to bf16 a panel at a time), packed a panel of 64 columns at a time into the
-// calling thread's buffer; out[r, c] at out + r * ldo + c.
+// bf16 at row stride lda. B packed a panel of 64 columns at a time into the calling thread's
+// buffer from (>= c_end, K) rows, bf16 or a quantized dtype's blocks (decoded and rounded to
+// bf16 a panel at a time), or from f32 columns b_columns (K, >= c_end), b_ld apart (a
+// feature-major x). out[r, c] at out + r * ldo + c, or (transposed) out + c * ldo + r.
 struct PanelOperands {
   const uint16_t* A;
   int64_t lda, rows;
   const void* B;
   DType b_dtype;
-  int64_t K;
+  const float* b_columns;
+  int64_t b_ld, K;
   float* out;
   int64_t ldo;
+  bool transposed;
 };
 
-// B's rows [c0, c0 + cols) as bf16 (cols, K): B's own, or for a quantized B decoded a row at a
-// time into f32 and rounded into the thread's buffer.
-const uint16_t* PanelRows(const PanelOperands& q, int64_t c0, int64_t cols) {
-  if (q.b_dtype == DType::kBF16) return static_cast<const uint16_t*>(q.B) + c0 * q.K;
-  float* row = ThreadScratch(ScratchSlot::kLinearBf16Decoded, (kPanelOutputs / 2 + 1) * q.K);
-  uint16_t* rounded = reinterpret_cast<uint16_t*>(row + q.K);  // (cols, K)
-  const int64_t row_bytes = DTypeRowBytes(q.b_dtype, q.K);
-  for (int64_t r = 0; r < cols; ++r) {
-    WidenToF32(static_cast<const uint8_t*>(q.B) + (c0 + r) * row_bytes, q.b_dtype, q.K, row);
-    RoundToBf16(row, q.K, rounded + r * q.K);
+// Rows [r0, r0 + rows) of W (a quantized dtype's blocks, K per row) decoded a row at a time into
+// f32 and rounded to bf16 into the thread's buffer (rows <= kPanelOutputs, K).
+const uint16_t* DecodedRows(const void* W, DType dtype, int64_t K, int64_t r0, int64_t rows) {
+  float* row = ThreadScratch(ScratchSlot::kLinearBf16Decoded, (kPanelOutputs / 2 + 1) * K);
+  uint16_t* rounded = reinterpret_cast<uint16_t*>(row + K);  // (rows, K)
+  const int64_t row_bytes = DTypeRowBytes(dtype, K);
+  for (int64_t r = 0; r < rows; ++r) {
+    WidenToF32(static_cast<const uint8_t*>(W) + (r0 + r) * row_bytes, dtype, K, row);
+    RoundToBf16(row, K, rounded + r * K);
   }
   return rounded;
+}
+
+// W's rows [r0, r0 + rows) as bf16 (rows, K): its own, or decoded (DecodedRows).
+const uint16_t* RowsOfW(const void* W, DType dtype, int64_t K, int64_t r0, int64_t rows) {
+  if (dtype == DType::kBF16) return static_cast<const uint16_t*>(W) + r0 * K;
+  return DecodedRows(W, dtype, K, r0, rows);
 }
 
 void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
@@ -207,14 +256,23 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
       ThreadScratch(ScratchSlot::kLinearBf16Panel, std::min(J, kBlockPairs) * kPanelOutputs));
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kPanelOutputs) {
     const int64_t cols = std::min(kPanelOutputs, c_end - c0);
-    const uint16_t* b_rows = PanelRows(q, c0, cols);
+    const uint16_t* b_rows =
+        q.b_columns != nullptr ? nullptr : RowsOfW(q.B, q.b_dtype, q.K, c0, cols);
     for (int64_t j0 = 0; j0 < J; j0 += kBlockPairs) {
       const int64_t Jb = std::min(kBlockPairs, J - j0);
-      PackPanel(b_rows, q.K, cols, j0, Jb, Bp);
+      if (q.b_columns != nullptr) {
+        PackColumns(q.b_columns + c0, q.b_ld, cols, j0, Jb, Bp);
+      } else {
+        PackPanel(b_rows, q.K, cols, j0, Jb, Bp);
+      }
       for (int64_t r = 0; r < q.rows; r += kTileRows) {
         const int n = static_cast<int>(std::min<int64_t>(kTileRows, q.rows - r));
-        TileOfRows<kTileRows>(n, q.A + r * q.lda + 2 * j0, q.lda, Bp, Jb, q.out + r * q.ldo + c0,
-                              q.ldo, cols, j0 == 0);
+        const uint16_t* a = q.A + r * q.lda + 2 * j0;
+        if (q.transposed) {
+          TileOfRows<true>(n, a, q.lda, Bp, Jb, q.out + c0 * q.ldo + r, q.ldo, cols, j0 == 0);
+        } else {
+          TileOfRows<false>(n, a, q.lda, Bp, Jb, q.out + r * q.ldo + c0, q.ldo, cols, j0 == 0);
+        }
       }
     }
   }
@@ -225,24 +283,30 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
 void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end) {
   if (p.rows <= kLinearGemvMaxRows) return Bf16FewRows(p, xb, m_begin, m_end);
   const int64_t T = p.rows, K = p.in_features;
-  if (p.out_row_major()) {
+  if (p.x_row_major() && p.out_row_major()) {
     // out (T, M): x's rows by panels of W's rows.
-    PanelProduct({xb, K, T, p.weight, p.weight_dtype, K, p.out, p.out_stride_row}, m_begin, m_end);
-    if (p.bias == nullptr) return;
-    for (int64_t t = 0; t < T; ++t) {
-      float* o = p.out + t * p.out_stride_row;
-      for (int64_t m = m_begin; m < m_end; ++m) o[m] += p.bias[m];
+    PanelProduct(
+        {xb, K, T, p.weight, p.weight_dtype, nullptr, 0, K, p.out, p.out_stride_row, false},
+        m_begin, m_end);
+  } else {
+    // W's rows, 64 at a time (a quantized W's decoded), by panels of x's rows: x's rounded rows,
+    // or packed from a feature-major x's f32 columns. out stored feature-major (M, T) takes each
+    // tile row as a run of its row; row-major out, the transposed stores.
+    const bool by_columns = !p.x_row_major(), transposed = p.out_row_major();
+    const int64_t ldo = transposed ? p.out_stride_row : p.out_stride_feature;
+    for (int64_t m0 = m_begin; m0 < m_end; m0 += kPanelOutputs) {
+      const int64_t rows = std::min(kPanelOutputs, m_end - m0);
+      const uint16_t* w = RowsOfW(p.weight, p.weight_dtype, K, m0, rows);
+      float* out = p.out + m0 * (transposed ? 1 : p.out_stride_feature);
+      PanelProduct({w, K, rows, xb, DType::kBF16, by_columns ? p.x : nullptr, p.x_stride_feature, K,
+                    out, ldo, transposed},
+                   0, T);
     }
-    return;
   }
-  // out stored (M, T), W bf16: W's rows [m_begin, m_end) by panels of x's rows.
-  const uint16_t* w = static_cast<const uint16_t*>(p.weight) + m_begin * K;
-  float* out = p.out + m_begin * p.out_stride_feature;
-  PanelProduct({w, K, m_end - m_begin, xb, DType::kBF16, K, out, p.out_stride_feature}, 0, T);
   if (p.bias == nullptr) return;
-  for (int64_t m = m_begin; m < m_end; ++m) {
-    float* o = p.out + m * p.out_stride_feature;
-    for (int64_t t = 0; t < T; ++t) o[t] += p.bias[m];
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t m = m_begin; m < m_end; ++m)
+      p.out[t * p.out_stride_row + m * p.out_stride_feature] += p.bias[m];
   }
 }
 

@@ -20,15 +20,17 @@
 namespace ssmkit::cpu {
 
 // Whether Linear takes this path for p: the products are enabled and the CPU has AVX-512 BF16,
-// the weight is bf16 with an even K, x is row-major, T >= 2 (one row of x, batch-1 decode, is
-// bound by the weight's bytes, not its multiply-adds: it keeps x in f32), and out is row-major
-// or, above kLinearGemvMaxRows rows, feature-major (the Mamba-1 block's in_proj).
+// K is even, and either T >= 2 rows (at most kLinearGemvMaxRows) with a bf16 weight, x and out
+// row-major (one row of x, batch-1 decode, is bound by the weight's bytes and keeps x in f32; a
+// quantized weight's few rows keep their 8-bit kernels), or more rows with a bf16 or quantized
+// weight in any layout of x and out.
 bool TakesBf16Products(const LinearParams& p);
 
 // x rounded to bf16 (to nearest even), rows [t_begin, t_end) of the (T, K) buffer xb.
 void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint16_t* xb);
 
-// Output features [m_begin, m_end) of p from xb (T, K) bf16 (RoundRowsToBf16), on the calling
+// Output features [m_begin, m_end) of p from xb (T, K) bf16 (RoundRowsToBf16; nullptr for a
+// feature-major x, packed from its f32 columns), on the calling
 // thread; bias added. May throw std::bad_alloc (the thread's packed weight panel, kept between
 // calls). Each output is summed in one fixed order whatever the threads and the row range, and
 // for T <= kLinearGemvMaxRows whatever the other rows of x (Bf16FewRows).
