@@ -1,4 +1,5 @@
-// Many-row products with a bf16 weight on AVX-512 BF16: out = bf16(x) W^T + bias with f32 sums.
+// Many-row products on AVX-512 BF16: out = bf16(x) bf16(W)^T + bias with f32 sums, W bf16 or a
+// quantized dtype's blocks (decoded and rounded to bf16 a panel at a time).
 // Dimension legend: T rows, K input features (even), M output features, J = K / 2 pairs of
 // features, Jb pairs per K block.
 //
@@ -8,10 +9,11 @@
 // the instruction broadcasts from memory. A register tile of 6 rows of x by 64 outputs (24
 // accumulators, 4 weight vectors) runs over the panel's K block; the panel (256 KB at most)
 // stays in L2 for all of T's tiles. The products of two bf16 are exact in f32, so the result
-// differs from the f32 path by x's rounding (relative 2^-9 per element) and the order of the
-// f32 sums. With out stored feature-major, (M, T), the roles of x and W swap (PanelProduct):
-// panels of 64 rows of x are packed, tiles of 6 weight rows run over them, and each tile row is
-// a contiguous run of out's row.
+// differs from the f32 path by the operands' rounding (relative 2^-9 per element) and the order
+// of the f32 sums. With x or out stored feature-major the roles of x and W swap (PanelProduct):
+// panels of 64 rows of x are packed (from a feature-major x's f32 columns), tiles of 6 weight
+// rows run over them, and each tile row is a run of a feature-major out's row or is scattered
+// into a row-major out.
 //
 // Up to kLinearGemvMaxRows rows the few-rows kernel of linear_bf16_rows.cpp runs instead.
 #include "cpu/linear_bf16.hpp"
