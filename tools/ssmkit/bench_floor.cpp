@@ -19,6 +19,7 @@
 #include "cpu/quant_linear.hpp"
 #include "fma_rate.hpp"
 #include "peer_ggml.hpp"
+#include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 
 // Defined once although Highway includes this file once per target.
@@ -124,7 +125,10 @@ constexpr int64_t kFmaRounds = 1 << 20;
 double DispatchedFloatLanes() { return static_cast<double>(HWY_DYNAMIC_DISPATCH(FloatLanes)()); }
 std::string DispatchedTargetName() {
   const std::string name = SimdTargetName(DispatchedSimdTarget());
-  return name == "AVX3" && cpu::QuantDotVnni() ? name + " (quantized products: VNNI)" : name;
+  std::string notes;
+  if (name == "AVX3" && cpu::QuantDotVnni()) notes = "quantized products: VNNI";
+  if (Bf16Products()) notes += notes.empty() ? "bf16 products" : "; bf16 products";
+  return notes.empty() ? name : name + " (" + notes + ")";
 }
 
 FmaProbe::FmaProbe(int threads, double fmas_per_thread)
