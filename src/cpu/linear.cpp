@@ -100,9 +100,20 @@ bool TakesGemv(const LinearParams& p) {
   return p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
 }
 
-// Below this many elements of x (T * K) its quantization stays on the calling thread. Tuned
-// for speed only.
+// Below this many elements of x (T * K) its quantization or rounding stays on the calling
+// thread. Tuned for speed only.
 constexpr int64_t kMinParallelActivations = 1 << 16;
+
+// fn(begin, end, worker) over the rows of x: on the calling thread for a small x, else split
+// over threads (preparing x once per call for every worker: quantized or rounded).
+template <class Fn>
+void OverRowsOfX(const LinearParams& p, Fn&& fn) {
+  if (p.rows * p.in_features < kMinParallelActivations) {
+    fn(int64_t{0}, p.rows, 0);
+    return;
+  }
+  ParallelFor(p.rows, fn);
+}
 
 // The few-rows product with a quantized weight, all output features: x quantized once into the
 // calling thread's buffer (kept between calls), then the rows of W split over threads. Returns
@@ -113,14 +124,7 @@ bool QuantGemv(const LinearParams& p) {
   // their lambdas would name each worker's own).
   QuantizedRows& xq = buffer;
   xq.Reserve(p.rows, p.in_features, p.weight_dtype);
-  const auto quantize = [&](int64_t begin, int64_t end, int) {
-    QuantizeLinearRows(p, begin, end, &xq);
-  };
-  if (p.rows * p.in_features < kMinParallelActivations) {
-    quantize(0, p.rows, 0);
-  } else {
-    ParallelFor(p.rows, quantize);
-  }
+  OverRowsOfX(p, [&](int64_t begin, int64_t end, int) { QuantizeLinearRows(p, begin, end, &xq); });
   std::atomic<bool> out_of_memory{false};
   SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
     try {
@@ -143,12 +147,7 @@ const uint16_t* RoundedRows(const LinearParams& p) {
     return nullptr;
   }
   uint16_t* xb = buffer.data();
-  const auto round = [&](int64_t begin, int64_t end, int) { RoundRowsToBf16(p, begin, end, xb); };
-  if (p.rows * p.in_features < kMinParallelActivations) {
-    round(0, p.rows, 0);
-  } else {
-    ParallelFor(p.rows, round);
-  }
+  OverRowsOfX(p, [&](int64_t begin, int64_t end, int) { RoundRowsToBf16(p, begin, end, xb); });
   return xb;
 }
 
@@ -223,31 +222,26 @@ Status Linear(const LinearParams& p) {
     if (!done) return Status::OutOfMemory("linear: could not allocate the quantized rows of x");
     return Status::Ok();
   }
-  // bad_alloc from a worker's buffer (a widened weight panel or block, kept between calls) must
-  // not cross the parallel loop: caught here and reported after it.
+  // bad_alloc from a worker's buffer (a widened, packed or decoded weight panel or block, kept
+  // between calls) must not cross the parallel loop: caught here and reported after it.
   std::atomic<bool> out_of_memory{false};
-  if (TakesBf16Products(p)) {
-    const uint16_t* xb = p.x_row_major() ? RoundedRows(p) : nullptr;
-    if (p.x_row_major() && xb == nullptr)
-      return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
-    SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
-      try {
-        Bf16ProductRows(p, xb, begin, end);
-      } catch (const std::bad_alloc&) {
-        out_of_memory.store(true, std::memory_order_relaxed);
-      }
-    });
-    if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight panel");
-    return Status::Ok();
-  }
+  // The bf16 products of a row-major x read it rounded once for all workers.
+  const bool bf16 = TakesBf16Products(p);
+  const uint16_t* xb = bf16 && p.x_row_major() ? RoundedRows(p) : nullptr;
+  if (bf16 && p.x_row_major() && xb == nullptr)
+    return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
   const auto rows = [&](int64_t begin, int64_t end, int) {
     try {
-      LinearRows(p, begin, end);
+      if (bf16) {
+        Bf16ProductRows(p, xb, begin, end);
+      } else {
+        LinearRows(p, begin, end);
+      }
     } catch (const std::bad_alloc&) {
       out_of_memory.store(true, std::memory_order_relaxed);
     }
   };
-  if (TakesGemv(p)) {
+  if (TakesGemv(p) || bf16) {
     SplitRows(p.out_features, p.in_features, rows);
   } else {
     blas::SingleThread single;
