@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "cpu/linear_bf16.hpp"
+#include "cpu/spread_prefetch.hpp"
 #include "ssmkit/linear.hpp"
 
 #if SSMKIT_BF16_PRODUCTS_X86
@@ -33,19 +34,6 @@ constexpr int kTileWeightRows = 3;
 constexpr int64_t kBlockWeightRows = 8 * kTileWeightRows;
 constexpr int64_t kStep = 32;  // bf16 elements per vector
 
-// The lines of the next block of weight rows, a few at each step along K of the current block's
-// tiles (as linear_gemv.cpp's Prefetcher: spread, the misses do not queue up at a tile's start).
-struct Prefetcher {
-  const char* next = nullptr;
-  const char* end = nullptr;
-  int64_t lines_per_step = 0;
-  void Step() {
-    for (int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64) {
-      __builtin_prefetch(next, /*rw=*/0, /*locality=*/2);
-    }
-  }
-};
-
 // The 16 lanes' sum, in the same order for every accumulator: halves, then quarters, ...
 SSMKIT_BF16_TARGET inline float SumOfLanes(__m512 v) {
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -59,7 +47,7 @@ SSMKIT_BF16_TARGET inline float SumOfLanes(__m512 v) {
 template <int kT, int kR>
 SSMKIT_BF16_TARGET __attribute__((noinline)) void Tile(const LinearParams& p, const uint16_t* w,
                                                        const uint16_t* x, float* out, int64_t m,
-                                                       Prefetcher& prefetch) {
+                                                       SpreadPrefetch& prefetch) {
   const int64_t K = p.in_features;
   __m512 acc[kT][kR];
 #pragma GCC unroll 8
@@ -97,7 +85,7 @@ SSMKIT_BF16_TARGET __attribute__((noinline)) void Tile(const LinearParams& p, co
 // A tile of n <= kT rows of x.
 template <int kR, int kT = kTileXRows>
 void TileOfRows(int n, const LinearParams& p, const uint16_t* w, const uint16_t* x, float* out,
-                int64_t m, Prefetcher& pf) {
+                int64_t m, SpreadPrefetch& pf) {
   if constexpr (kT > 1) {
     if (n < kT) return TileOfRows<kR, kT - 1>(n, p, w, x, out, m, pf);
   }
@@ -105,7 +93,7 @@ void TileOfRows(int n, const LinearParams& p, const uint16_t* w, const uint16_t*
 }
 
 void TileOf(int n, int r, const LinearParams& p, const uint16_t* w, const uint16_t* x, float* out,
-            int64_t m, Prefetcher& pf) {
+            int64_t m, SpreadPrefetch& pf) {
   static_assert(kTileWeightRows == 3, "a case per weight-row count");
   if (r == 3) return TileOfRows<3>(n, p, w, x, out, m, pf);
   if (r == 2) return TileOfRows<2>(n, p, w, x, out, m, pf);
@@ -122,10 +110,7 @@ void Bf16FewRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int
     const int64_t m2 = std::min(m1 + kBlockWeightRows, m_end);
     const int64_t tiles =
         (T + kTileXRows - 1) / kTileXRows * ((m1 - m0 + kTileWeightRows - 1) / kTileWeightRows);
-    const int64_t lines = ((m2 - m1) * K * 2 + 63) / 64;
-    const int64_t steps = tiles * ((K + kStep - 1) / kStep);
-    Prefetcher pf{reinterpret_cast<const char*>(weight + m1 * K),
-                  reinterpret_cast<const char*>(weight + m2 * K), (lines + steps - 1) / steps};
+    SpreadPrefetch pf(weight + m1 * K, weight + m2 * K, tiles * ((K + kStep - 1) / kStep));
     for (int64_t t = 0; t < T; t += kTileXRows) {
       const int n = static_cast<int>(std::min<int64_t>(kTileXRows, T - t));
       for (int64_t m = m0; m < m1; m += kTileWeightRows) {

@@ -26,6 +26,7 @@
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/linear.hpp"
+#include "cpu/spread_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
@@ -73,23 +74,6 @@ HWY_INLINE void WidenBlock(const WT* HWY_RESTRICT src, int64_t n, float* HWY_RES
   for (; i < n; ++i) dst[i] = WeightAt(src, i);
 }
 
-// The bytes of the next block of weight rows, fetched into L2 a few cache lines at each step
-// along K of the tiles that multiply the current block, so that memory traffic overlaps the
-// multiply-adds. Spread over the steps rather than issued at each tile's start: at T = 8, where
-// one tile of x rows reads a block and each start issued ~150 lines at once, a product of
-// m2-130m's in_proj took 0.44-0.47 ms that way and 0.28-0.29 ms spread (Zen 4, 2 threads,
-// docs/benchmarks.md); at T = 32 the two measured alike.
-struct Prefetcher {
-  const char* next = nullptr;
-  const char* end = nullptr;
-  int64_t lines_per_step = 0;
-  HWY_INLINE void Step() {
-    for (int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64) {
-      __builtin_prefetch(next, /*rw=*/0, /*locality=*/2);
-    }
-  }
-};
-
 // Makes the compiler hold v in a register: given the choice, GCC 12 folded the load of each x
 // vector of the AVX-512 8 x 3 tile into all 3 of its multiply-adds as a memory operand, 27
 // loads per 24 multiply-adds where 11 do (Zen 4 loads one 512-bit vector per cycle and
@@ -112,7 +96,7 @@ HWY_INLINE void KeepInRegister(V& v) {
 // Zen 3 core at T = 32, K = 768 (docs/benchmarks.md).
 template <int kT, int kR, class WT>
 HWY_NOINLINE void Tile(const LinearParams& p, const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x,
-                       float* HWY_RESTRICT out, int64_t m, Prefetcher& prefetch) {
+                       float* HWY_RESTRICT out, int64_t m, SpreadPrefetch& prefetch) {
   const DF df;
   const int64_t K = p.in_features, W = Lanes();
   const int64_t xs = p.x_stride_row;
@@ -152,7 +136,7 @@ constexpr int kTileXRows = HWY_MAX_BYTES >= 64 ? 8 : 4;
 // A tile of n <= kTileXRows rows of x by r <= kTileWeightRows weight rows.
 template <int kR, class WT>
 HWY_INLINE void TileN(int n, const LinearParams& p, const WT* w, const float* x, float* out,
-                      int64_t m, Prefetcher& pf) {
+                      int64_t m, SpreadPrefetch& pf) {
   switch (n) {
     case 1:
       return Tile<1, kR, WT>(p, w, x, out, m, pf);
@@ -177,7 +161,7 @@ HWY_INLINE void TileN(int n, const LinearParams& p, const WT* w, const float* x,
 
 template <class WT>
 HWY_INLINE void TileNR(int n, int r, const LinearParams& p, const WT* w, const float* x, float* out,
-                       int64_t m, Prefetcher& pf) {
+                       int64_t m, SpreadPrefetch& pf) {
   static_assert(kTileWeightRows == 3, "a case per weight-row count");
   if (r == 3) return TileN<3, WT>(n, p, w, x, out, m, pf);
   if (r == 2) return TileN<2, WT>(n, p, w, x, out, m, pf);
@@ -205,10 +189,7 @@ void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
     const int64_t m2 = std::min(m1 + kBlockWeightRows, m_end);
     const int64_t tiles =
         (T + kTileXRows - 1) / kTileXRows * ((m1 - m0 + kTileWeightRows - 1) / kTileWeightRows);
-    const int64_t lines = ((m2 - m1) * K * static_cast<int64_t>(sizeof(WT)) + 63) / 64;
-    const int64_t steps = tiles * std::max<int64_t>(1, K / Lanes());
-    Prefetcher pf{reinterpret_cast<const char*>(weight + m1 * K),
-                  reinterpret_cast<const char*>(weight + m2 * K), (lines + steps - 1) / steps};
+    SpreadPrefetch pf(weight + m1 * K, weight + m2 * K, tiles * std::max<int64_t>(1, K / Lanes()));
     for (int64_t t = 0; t < T; t += kTileXRows) {
       const int n = static_cast<int>(std::min<int64_t>(kTileXRows, T - t));
       const float* x = p.x + t * p.x_stride_row;
