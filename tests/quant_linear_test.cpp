@@ -294,27 +294,31 @@ TEST(QuantLinear, ThreadCountsAndDeterminism) {
 }
 
 // A row's outputs do not depend on the other rows of the batch (T = 1 to 64): a server's
-// sequences keep their bits as others join or leave.
+// sequences keep their bits as others join or leave. For the formats of 32, also a K of 25
+// blocks (not a whole number of 8: the by-columns kernels' last group of blocks).
 TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  const int64_t K = 512, M = 37;
+  const int64_t M = 37;
   for (DType dtype : kQuantized) {
-    SCOPED_TRACE(DTypeName(dtype));
-    Weight w(dtype, M, K, rng);
-    const std::vector<float> x = RandomX(kLinearGemvMaxRows, K, rng);
-    std::vector<float> bias(static_cast<size_t>(M), 0.25f);
-    std::vector<float> first;
-    for (int64_t T = 1; T <= kLinearGemvMaxRows; ++T) {
-      std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
-      const Status s = LinearForward({Tensor::Contiguous(x.data(), DType::kF32, {T, K}), w.view(),
-                                      Tensor::Contiguous(bias.data(), DType::kF32, {M})},
-                                     Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
-      ASSERT_TRUE(s.ok()) << s.message();
-      if (first.empty()) first.assign(out.begin(), out.begin() + M);
-      EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
-          << "row 0 at T=" << T << " differs from T=1";
+    for (int64_t K : {int64_t{512}, int64_t{800}}) {
+      if (K % DTypeBlockElements(dtype) != 0) continue;
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " K=" + std::to_string(K));
+      Weight w(dtype, M, K, rng);
+      const std::vector<float> x = RandomX(kLinearGemvMaxRows, K, rng);
+      std::vector<float> bias(static_cast<size_t>(M), 0.25f);
+      std::vector<float> first;
+      for (int64_t T = 1; T <= kLinearGemvMaxRows; ++T) {
+        std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
+        const Status s = LinearForward({Tensor::Contiguous(x.data(), DType::kF32, {T, K}), w.view(),
+                                        Tensor::Contiguous(bias.data(), DType::kF32, {M})},
+                                       Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
+        ASSERT_TRUE(s.ok()) << s.message();
+        if (first.empty()) first.assign(out.begin(), out.begin() + M);
+        EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
+            << "row 0 at T=" << T << " differs from T=1";
+      }
     }
   }
 }

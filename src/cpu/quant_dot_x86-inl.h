@@ -103,11 +103,6 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
   }
 }
 
-// The 32 levels of x at p as unsigned bytes q + 128 (QuantizedRows::biased).
-HWY_INLINE void BiasLevels(int8_t* p) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_xor_si256(Load32(p), Bytes(-128)));
-}
-
 // A weight format. Prepare reads a block's scales once; BlockValue turns a row's int32 sums over
 // the block into 8 f32 lanes whose total times x's block scale is the block's contribution, the
 // offset or mins taken off with the block's sums of 16 x levels (kSums).
@@ -119,6 +114,7 @@ template <class Block, bool kMin>
 struct Format32 {
   static constexpr int kElements = 32, kBytes = sizeof(Block);
   static constexpr bool kPaired = false, kSigned = !kMin, kSums = kMin;
+  static constexpr size_t kScaleOffset = offsetof(Block, d);  // the block's f16 d
   struct Scales {
     __m256 d;
     float m;
@@ -368,20 +364,10 @@ HWY_INLINE __m256i AddPairSums(__m256i acc, __m256i a, __m256i b) {
 }
 
 // sum[t] = the block's int32 sums with row t of x (x: (kT, kElements) levels), the formats of
-// 32: signed levels as |w| times x with w's sign, unsigned ones as they are. With VNNI and x's
-// levels stored as unsigned q + 128 (kBiased: QuantizedRows::biased), signed levels times
-// those, each sum started at -128 times the sum of its 4 levels of w, formed once per block
-// for all the rows: one instruction per row instead of two.
-template <class F, int kT, bool kVnni, bool kBiased>
+// 32: signed levels as |w| times x with w's sign, unsigned ones as they are.
+template <class F, int kT, bool kVnni>
 HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* x, __m256i* sum) {
   const __m256i w = F::Levels(block);
-#if SSMKIT_QUANT_DOT_VNNI
-  if constexpr (kVnni && F::kSigned && kBiased) {
-    const __m256i start = _mm256_sub_epi32(_mm256_setzero_si256(), QuadSums<true>(Bytes(-128), w));
-    for (int t = 0; t < kT; ++t) sum[t] = AddQuadProducts(start, Load32(x + 32 * t), w);
-    return;
-  }
-#endif
   const __m256i u = F::kSigned ? _mm256_abs_epi8(w) : w;
   for (int t = 0; t < kT; ++t) {
     const __m256i xt = Load32(x + 32 * t);
@@ -431,9 +417,9 @@ HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& 
 // kernels') stays as it is. (Forming the 8 rows' scale products in one vector multiply, stored
 // and broadcast back per row, was 7-15% slower than a multiply per row: the reloads wait on the
 // store.)
-template <class F, int kT, bool kVnni, bool kBiased>
-HWY_INLINE void DotSpanOf(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
-                          int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
+template <class F, int kT, bool kVnni>
+HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
+                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* /*min_total*/) {
   constexpr int64_t B = F::kElements;
   const int64_t K = xq.cols;
   const int8_t* x = xq.q8.data() + t0 * K;           // (blocks, kT, B)
@@ -448,7 +434,7 @@ HWY_INLINE void DotSpanOf(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w
     const int8_t* xb = x + b * kT * B;  // (kT, B)
     __m256i sum[kT];
     if constexpr (!F::kPaired) {
-      Block32Sums<F, kT, kVnni, kBiased>(block, xb, sum);
+      Block32Sums<F, kT, kVnni>(block, xb, sum);
     } else {
       PairedBlockSums<F, kT, kVnni>(block, s, xb, sum);
     }
@@ -466,16 +452,6 @@ HWY_INLINE void DotSpanOf(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);
-}
-
-// DotSpanOf for x's levels as stored (QuantizedRows::biased).
-template <class F, int kT, bool kVnni>
-HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, int64_t b0,
-                        int64_t b1, int64_t t0, float* HWY_RESTRICT acc, float* min_total) {
-  if constexpr (kVnni && !F::kPaired && F::kSigned) {
-    if (xq.biased) return DotSpanOf<F, kT, true, true>(xq, w, b0, b1, t0, acc, min_total);
-  }
-  DotSpanOf<F, kT, kVnni, false>(xq, w, b0, b1, t0, acc, min_total);
 }
 
 }  // namespace i8

@@ -13,7 +13,9 @@
 //   (quant_dot_x86-inl.h, namespace i8): x's levels stored as int8, the weight's unpacked to
 //   bytes, vpmaddubsw then vpmaddwd, 32 weights per instruction pair; the sub-block scales,
 //   Q6_K's offset and the Q4_K / Q5_K mins applied per block as in llama.cpp's AVX2 kernels;
-//   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni).
+//   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni), and for
+//   the signed formats of 32 (Q8_0, Q4_0, Q5_0) the kernels by columns of
+//   quant_columns_x86-inl.h, which share a block's f32 work among a tile's 8 rows.
 // - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
 //   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
@@ -50,8 +52,10 @@
 #define HWY_TARGET_INCLUDE "cpu/quant_linear.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-// After highway.h: the 8-bit kernels (namespace i8) on x86 with AVX2, SSMKIT_QUANT_DOT_BYTES.
+// After highway.h: the 8-bit kernels (namespace i8) on x86 with AVX2, SSMKIT_QUANT_DOT_BYTES,
+// and those of the signed formats of 32 by columns with VNNI (i8::ColumnsOf).
 #include "cpu/quant_dot_x86-inl.h"
+#include "cpu/quant_columns_x86-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -377,11 +381,6 @@ HWY_INLINE void DotSpanN(int n, const QuantizedRows& xq, const uint8_t* w, int64
   formats::DotSpan<F, kT, kVnni>(xq, w, b0, b1, t0, acc, min_total);
 }
 
-// Rows at least this long have the next one prefetched into L2 while they are multiplied,
-// beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB) decoded 3-6% faster,
-// the 130M ones' (0.4-1.6 KB) did not gain. Tuned for speed only.
-constexpr int64_t kPrefetchNextRowBytes = 1024;
-
 // RowsOf for one row of x (batch-1 decode): each weight row's accumulators on the stack, where
 // the compiler keeps them in registers, rather than in the thread's buffer cleared by a call to
 // memset per row; a row of 5 to 20 blocks (a 2.8B Mamba's dt_proj, in_proj) paid that per row.
@@ -470,14 +469,17 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
   const int64_t W = static_cast<int64_t>(hn::Lanes(df));
   for (int64_t t = t_begin; t < t_end; ++t) {
     const float* x = p.x + t * p.x_stride_row;  // (K)
+    const bool by_columns = xq->InColumnTile(t);
     for (int64_t b = 0; b < blocks; ++b) {
       const float* xb = x + b * B;
-      const int64_t offset = xq->BlockOffset(t, b);
-      Level* q = levels + offset;  // (B)
+      // A column tile's block goes through `own` (a signed format of 32: no sums).
+      Level own[32];
+      const int64_t offset = by_columns ? 0 : xq->BlockOffset(t, b);
+      Level* q = by_columns ? own : levels + offset;  // (B)
       VF vmax = hn::Zero(df);
       for (int64_t i = 0; i < B; i += W) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
       const float scale = hn::GetLane(hn::MaxOfLanes(df, vmax)) / 127.0f;
-      xq->scale[offset / B] = scale;
+      if (!by_columns) xq->scale[offset / B] = scale;
       const VF inverse = hn::Set(df, scale > 0.0f ? 1.0f / scale : 0.0f);
       V32 sum = hn::Zero(d32);
       for (int64_t i = 0; i < B; i += W) {
@@ -489,6 +491,11 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
           sum = hn::Zero(d32);
         }
       }
+#if SSMKIT_QUANT_DOT_VNNI
+      if constexpr (sizeof(Level) == 1) {
+        if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale);
+      }
+#endif
     }
   }
 }
@@ -517,11 +524,29 @@ void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin
   }
 }
 
+#if SSMKIT_QUANT_DOT_VNNI
+// The signed formats of 32 by columns (QuantizedRows::columns).
+void ColumnsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
+                    int64_t m_end) {
+  switch (p.weight_dtype) {
+    case DType::kQ8_0:
+      return i8::ColumnsOf<i8::Q8_0>(p, xq, m_begin, m_end);
+    case DType::kQ4_0:
+      return i8::ColumnsOf<i8::Q4_0>(p, xq, m_begin, m_end);
+    case DType::kQ5_0:
+      return i8::ColumnsOf<i8::Q5_0>(p, xq, m_begin, m_end);
+    default:
+      return;  // Reserve sets columns for these only
+  }
+}
+#endif
+
 }  // namespace
 
 void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                          int64_t m_end) {
 #if SSMKIT_QUANT_DOT_VNNI
+  if (xq.columns) return ColumnsOfDType(p, xq, m_begin, m_end);
   if (xq.vnni) return RowsOfDType<true>(p, xq, m_begin, m_end);
 #endif
   RowsOfDType<false>(p, xq, m_begin, m_end);
@@ -530,17 +555,11 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
 void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
 #if SSMKIT_QUANT_DOT_BYTES
   QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
-  // Each block as its kernel reads it: the K-quants' order, or biased (32-element formats only).
-  const bool arrange = xq->block == quant::kSuperBlock;
-  if (arrange || xq->biased) {
+  // The K-quants' blocks in the order their kernel reads them.
+  if (xq->block == quant::kSuperBlock) {
     for (int64_t t = t_begin; t < t_end; ++t) {
       for (int64_t b = 0; b < xq->cols / xq->block; ++b) {
-        int8_t* levels = xq->q8.data() + xq->BlockOffset(t, b);  // (B)
-        if (arrange) {
-          i8::ArrangeLevels(levels, xq->block);
-        } else {
-          i8::BiasLevels(levels);
-        }
+        i8::ArrangeLevels(xq->q8.data() + xq->BlockOffset(t, b), xq->block);
       }
     }
   }
@@ -599,21 +618,30 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   level_bytes = HWY_DYNAMIC_DISPATCH(LevelBytesImpl)();
   tile = HWY_DYNAMIC_DISPATCH(TileRowsImpl)();
   vnni = HWY_DYNAMIC_DISPATCH(VnniKernelsImpl)();
-  // From 4 rows on, the signed formats' VNNI kernel multiplies x's levels as unsigned bytes
-  // (quant_dot_x86-inl.h, Block32Sums): 8-11% faster at T = 8, up to 4% slower at 1 and 2, where
-  // the per-block start lengthens the chain of dependent instructions more than the rows save.
-  biased = vnni && T >= 4 &&
-           (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
-            weight_dtype == DType::kQ5_0);
+  // The signed formats of 32 go by columns with VNNI, at every T: each row's sum in one order.
+  columns = vnni && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
+                     weight_dtype == DType::kQ5_0);
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
+  // A last tile by columns is padded to whole 8 rows, zero: its lanes past T multiply nothing.
+  const int64_t last = T % tile,
+                padded = columns && last >= kColumnTileMinRows ? T - last + tile : T;
   if (level_bytes == 1) {
-    grow(q8, T * K);
+    grow(q8, padded * K);
   } else {
-    grow(q, T * K);
+    grow(q, padded * K);
   }
-  grow(scale, T * (K / block));
+  grow(scale, padded * (K / block));
+  if (columns) {
+    grow(start, padded * (K / block));
+    if (padded > T) {
+      const int64_t t0 = T - last;
+      std::fill(q8.begin() + t0 * K, q8.begin() + padded * K, int8_t{0});
+      std::fill(scale.begin() + t0 * (K / block), scale.begin() + padded * (K / block), 0.0f);
+      std::fill(start.begin() + t0 * (K / block), start.begin() + padded * (K / block), 0);
+    }
+  }
   // The K-quants' mins and offsets, Q4_1 / Q5_1's mins.
   with_sums =
       block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;

@@ -1,0 +1,249 @@
+// The VNNI products of the signed weight formats of 32 elements (Q8_0, Q4_0, Q5_0) with few rows
+// of x (quant_linear.cpp), summed in one order for every row whatever the batch. Dimension
+// legend: T rows of x, K input features, B = 32 elements per block, 8 rows per tile of x.
+//
+// The byte kernels of quant_dot_x86-inl.h give each row of x its own vector of partial sums:
+// per row and block of 32 weights one vpdpbusd and three f32 operations (convert, scale, add),
+// so that at 8 rows the product is bound by those instructions (docs/benchmarks.md). Here a
+// tile of 8 rows is stored by columns (QuantizedRows::columns): one vector holds a quad of 4
+// levels of each of the 8 rows, and a quad of the weight row broadcast to every lane multiplies
+// all 8 at once, so the f32 work of a block is shared by the 8 rows (a convert, a scale, an add
+// per block instead of per row and block). vpdpbusd multiplies unsigned bytes by signed ones:
+// the weight's levels w go in as w + 128 (a flipped top bit), and each row's sum starts at
+// -128 times the sum of its block's levels (QuantizedRows::start), which x's quantization forms.
+//
+// The order of each output's sum, the same for a row alone or in a tile: block b's exact integer
+// sum S_b, converted to f32, times the f32 product (x's scale of b) (weight's d of b), is added
+// into accumulator b % 8 (blocks in order); then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+// A tile by columns keeps the 8 accumulators as 8 vectors over its rows; a row alone (RowTotal)
+// keeps them as the 8 lanes of one vector, each 8 blocks' sums reduced from their partial
+// vectors at once.
+//
+// A Highway "-inl.h" included once per target from quant_linear.cpp after quant_dot_x86-inl.h;
+// defines i8::ColumnsOf where SSMKIT_QUANT_DOT_VNNI is 1.
+#if defined(SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_
+#undef SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_
+#else
+#define SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/quant_linear.hpp"
+#include "hwy/highway.h"
+#include "params/linear_params.hpp"
+
+#if SSMKIT_QUANT_DOT_VNNI
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace {
+namespace i8 {
+
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): the 8 accumulators' fixed order.
+HWY_INLINE __m256 TotalOfAccumulators(const __m256* a) {
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                       _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+}
+
+// The same order over the 8 lanes of one vector.
+HWY_INLINE float TotalOfLanes(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  // a_j + a_j+4
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));  // lane j < 2: (a_j + a_j+4) + (a_j+2 + a_j+6)
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Lane j: the sum of the 8 int32 lanes of p[j].
+HWY_INLINE __m256i LaneTotals(const __m256i* p) {
+  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+  // Each 128-bit half: the sums of that half of p[0..3] (p[4..7]).
+  const __m256i low = _mm256_hadd_epi32(h01, h23), high = _mm256_hadd_epi32(h45, h67);
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20),
+                          _mm256_permute2x128_si256(low, high, 0x31));
+}
+
+// sum[r] plus weight row r's quad q (kPick: its place in the 128-bit half, vpshufd's pattern,
+// half[r] holding that half in both) times the 8 rows' quad q of x (xq, (8 rows, 4)).
+template <int kR, int kPick>
+HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
+  const __m256i x = Load32(xq);
+  for (int r = 0; r < kR; ++r)
+    sum[r] = AddQuadProducts(sum[r], _mm256_shuffle_epi32(half[r], kPick), x);
+}
+
+// One row of x (row-major levels x (K) and scales xs (K / B)) times weight row w (K / B blocks):
+// the sum before the bias, in the order above. Per 8 blocks their partial vectors (|w| times x
+// with w's sign) are reduced to one vector of 8 sums, converted and scaled at once; the blocks
+// past the row's last take no part (their lanes masked off).
+template <class F>
+HWY_INLINE float RowTotal(const uint8_t* HWY_RESTRICT w, int64_t blocks,
+                          const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+    const int64_t n = std::min<int64_t>(8, blocks - b0);
+    __m256i partial[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      partial[j] = _mm256_setzero_si256();
+      if (j < n) {
+        const __m256i levels = F::Levels(w + (b0 + j) * F::kBytes);
+        partial[j] = AddQuadProducts(partial[j], _mm256_abs_epi8(levels),
+                                     _mm256_sign_epi8(Load32(x + (b0 + j) * F::kElements), levels));
+      }
+    }
+    const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), lane);
+    // The 8 blocks' f16 d packed in general registers (idle here; a gather cost a third more).
+    uint64_t d_bits[2] = {0, 0};
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      if (j < n) {
+        uint16_t bits;
+        std::memcpy(&bits, w + (b0 + j) * F::kBytes + F::kScaleOffset, sizeof bits);
+        d_bits[j / 4] |= uint64_t{bits} << (16 * (j % 4));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(
+        _mm_set_epi64x(static_cast<int64_t>(d_bits[1]), static_cast<int64_t>(d_bits[0])));
+    const __m256 scale = _mm256_mul_ps(_mm256_maskload_ps(xs + b0, valid), d);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LaneTotals(partial)), scale, acc);
+  }
+  return TotalOfLanes(acc);
+}
+
+// Block b of kR weight rows (w, row_bytes apart) times a tile of 8 rows by columns (x
+// (blocks, 8, 8, 4) levels, xs and start (blocks, 8)), added into acc[r] (lanes: the rows).
+template <class F, int kR>
+HWY_INLINE void AddColumnBlock(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, int64_t b,
+                               const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
+                               const int32_t* HWY_RESTRICT start, __m256* acc) {
+  const int8_t* xb = x + b * 8 * F::kElements;  // (8 quads, 8 rows, 4)
+  // Weight row r's levels + 128, each 128-bit half in both halves (for vpshufd's quads), and
+  // two sums per row (even and odd quads) for two chains of dependent vpdpbusd.
+  __m256i low[kR], high[kR], even[kR], odd[kR];
+  for (int r = 0; r < kR; ++r) {
+    const __m256i u = _mm256_xor_si256(F::Levels(w + r * row_bytes + b * F::kBytes), Bytes(-128));
+    low[r] = _mm256_permute2x128_si256(u, u, 0x00);
+    high[r] = _mm256_permute2x128_si256(u, u, 0x11);
+    even[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * b));
+    odd[r] = _mm256_setzero_si256();
+  }
+  AddQuad<kR, 0x00>(xb, low, even);
+  AddQuad<kR, 0x55>(xb + 32, low, odd);
+  AddQuad<kR, 0xAA>(xb + 64, low, even);
+  AddQuad<kR, 0xFF>(xb + 96, low, odd);
+  AddQuad<kR, 0x00>(xb + 128, high, even);
+  AddQuad<kR, 0x55>(xb + 160, high, odd);
+  AddQuad<kR, 0xAA>(xb + 192, high, even);
+  AddQuad<kR, 0xFF>(xb + 224, high, odd);
+  const __m256 x_scale = _mm256_loadu_ps(xs + 8 * b);
+  for (int r = 0; r < kR; ++r) {
+    const __m256 d = BroadcastF16(w + r * row_bytes + b * F::kBytes + F::kScaleOffset);
+    const __m256 sum = _mm256_cvtepi32_ps(_mm256_add_epi32(even[r], odd[r]));
+    acc[r] = _mm256_fmadd_ps(sum, _mm256_mul_ps(x_scale, d), acc[r]);
+  }
+}
+
+// The tile times kR weight rows of K / B blocks each: total[r] lane t is row t's sum with
+// weight row r before the bias. Blocks 8 at a time, so that accumulator b % 8 is a register.
+template <class F, int kR>
+HWY_INLINE void ColumnTotals(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, int64_t blocks,
+                             const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
+                             const int32_t* HWY_RESTRICT start, __m256* total) {
+  __m256 acc[8][kR];
+  for (int j = 0; j < 8; ++j) {
+    for (int r = 0; r < kR; ++r) acc[j][r] = _mm256_setzero_ps();
+  }
+  for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      if (b0 + j < blocks) AddColumnBlock<F, kR>(w, row_bytes, b0 + j, x, xs, start, acc[j]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) {
+    const __m256 a[8] = {acc[0][r], acc[1][r], acc[2][r], acc[3][r],
+                         acc[4][r], acc[5][r], acc[6][r], acc[7][r]};
+    total[r] = TotalOfAccumulators(a);
+  }
+}
+
+// Weight rows multiplied at once by ColumnsOf: each quad of x loaded once for both. Tuned for
+// speed only.
+constexpr int64_t kPairRows = 2;
+
+// out[t, m] for every row t of x and m in [m_begin, m_end) (QuantLinearRows), with the
+// weights of F (signed levels, 32 per block) and xq stored by columns: weight rows kPairRows at a
+// time, each pair multiplied into every tile of x while it stays in L1. With tiles of x the next
+// pair is prefetched: two rows read side by side hid the stream from the hardware's prefetcher
+// (the 41 MB Q8_0 lm_head of m1-130m at T = 8 took 1.8x as long without). A single row of x
+// reads the pair's rows one after the other, and decoded no faster with it.
+template <class F>
+void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
+  constexpr int64_t B = F::kElements;
+  const int64_t T = p.rows, K = p.in_features, blocks = K / B, row_bytes = blocks * F::kBytes;
+  const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
+  const auto put = [&](int64_t t, int64_t m, float total) {
+    p.out[t * p.out_stride_row + m] = p.bias != nullptr ? total + p.bias[m] : total;
+  };
+  for (int64_t m = m_begin; m < m_end; m += kPairRows) {
+    const int64_t pair = std::min(kPairRows, m_end - m);
+    const uint8_t* w = weight + m * row_bytes;
+    const char* next = reinterpret_cast<const char*>(w + pair * row_bytes);
+    const int64_t next_bytes = std::min(kPairRows, m_end - m - pair) * row_bytes;
+    if (T > 1) {
+      for (int64_t i = 0; i < next_bytes; i += 64) __builtin_prefetch(next + i, /*rw=*/0, 2);
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += xq.tile) {
+      if (!xq.InColumnTile(t0)) {
+        for (int64_t t = t0; t < std::min(T, t0 + xq.tile); ++t) {
+          const int8_t* x = xq.q8.data() + xq.BlockOffset(t, 0);  // (K)
+          const float* xs = xq.scale.data() + t * blocks;         // (blocks)
+          for (int64_t r = 0; r < pair; ++r) {
+            put(t, m + r, RowTotal<F>(w + r * row_bytes, blocks, x, xs));
+          }
+        }
+        continue;
+      }
+      const int8_t* x = xq.q8.data() + t0 * K;               // (blocks, 8, 8, 4)
+      const float* xs = xq.scale.data() + t0 * blocks;       // (blocks, 8)
+      const int32_t* start = xq.start.data() + t0 * blocks;  // (blocks, 8)
+      alignas(32) float totals[kPairRows][8];
+      __m256 total[kPairRows];
+      if (pair == kPairRows) {
+        ColumnTotals<F, kPairRows>(w, row_bytes, blocks, x, xs, start, total);
+      } else {
+        ColumnTotals<F, 1>(w, row_bytes, blocks, x, xs, start, total);
+      }
+      for (int64_t r = 0; r < pair; ++r) {
+        _mm256_store_ps(totals[r], total[r]);
+        for (int64_t t = t0; t < std::min(T, t0 + 8); ++t) put(t, m + r, totals[r][t - t0]);
+      }
+    }
+  }
+}
+
+// Quantized row t's block b (levels (B), its scale) stored into its column tile: each quad of 4
+// levels at the row's place among the tile's 8, and the block's start.
+HWY_INLINE void StoreColumnBlock(QuantizedRows* xq, int64_t t, int64_t b, const int8_t* levels,
+                                 float scale) {
+  const int64_t t0 = xq->TileStart(t), blocks = xq->cols / xq->block, r = t - t0;
+  int8_t* tile = xq->q8.data() + t0 * xq->cols + b * 8 * xq->block;  // (8 quads, 8 rows, 4)
+  int32_t sum = 0;
+  for (int q = 0; q < 8; ++q) {
+    std::memcpy(tile + 32 * q + 4 * r, levels + 4 * q, 4);
+    for (int i = 0; i < 4; ++i) sum += levels[4 * q + i];
+  }
+  xq->scale[t0 * blocks + 8 * b + r] = scale;
+  xq->start[t0 * blocks + 8 * b + r] = -128 * sum;
+}
+
+}  // namespace i8
+}  // namespace
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+#endif  // SSMKIT_QUANT_DOT_VNNI
+
+#endif  // include guard
