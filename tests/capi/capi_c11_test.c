@@ -708,9 +708,15 @@ static ssmkit_tensor row(ssmkit_tensor t, int64_t r) {
   t.shape[0] = 1;
   return t;
 }
+/* A NaN on either side is an infinite difference (fmax would drop it; its reduction also
+ * crashed Debian 12's aarch64 gcc). */
 static double max_abs_diff(const Arr* a, const Arr* b) {
   double m = 0;
-  for (int64_t i = 0; i < a->n; ++i) m = fmax(m, fabs((double)a->data[i] - b->data[i]));
+  for (int64_t i = 0; i < a->n; ++i) {
+    const double d = fabs((double)a->data[i] - b->data[i]);
+    if (isnan(d)) return INFINITY;
+    if (d > m) m = d;
+  }
   return m;
 }
 

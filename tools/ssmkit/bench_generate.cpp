@@ -62,9 +62,16 @@ constexpr int kDefaultRepetitions = 3;
 // Decode steps per bandwidth probe: 64 probes per repetition. Tuned for run time only.
 constexpr int64_t kProbeEvery = 4;
 
+// The bandwidth probe's sum compiled for the widest x86 vectors the CPU runs (one build serves
+// every x86 CPU); other architectures take the compiler's own choice.
+#if defined(__x86_64__) || defined(__i386__)
+#define SSMKIT_WIDEST_X86_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SSMKIT_WIDEST_X86_CLONES
+#endif
+
 // Sums n floats with 64 independent partial sums (vectorised; no reassociation needed).
-__attribute__((target_clones("avx512f", "avx2", "default"))) float SumFloats(const float* p,
-                                                                             int64_t n) {
+SSMKIT_WIDEST_X86_CLONES float SumFloats(const float* p, int64_t n) {
   float acc[64] = {};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
