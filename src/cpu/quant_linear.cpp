@@ -390,8 +390,9 @@ void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, i
   const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
   for (int64_t m = m_begin; m < m_end; ++m) {
-    if (row_bytes >= kPrefetchNextRowBytes && m + 1 < m_end) {
-      const char* next = reinterpret_cast<const char*>(weight + (m + 1) * row_bytes);
+    if (row_bytes >= kPrefetchNextRowBytes && m + kPrefetchRowsAhead < m_end) {
+      const char* next =
+          reinterpret_cast<const char*>(weight + (m + kPrefetchRowsAhead) * row_bytes);
       for (int64_t i = 0; i < row_bytes; i += 64) __builtin_prefetch(next + i, /*rw=*/0, 2);
     }
     alignas(64) float acc[hn::MaxLanes(DF())];

@@ -36,10 +36,13 @@ namespace ssmkit::cpu {
 // (blocks, 8, 8, 4), the rows past the tile's last zero (the last tile is padded to 8 rows);
 // scale and start (-128 times the sum of the block's levels) (blocks, 8). A shorter tile keeps
 // each of its rows row-major, (n, blocks, B), scale (n, blocks).
-// Weight rows at least this long have the next one prefetched into L2 while they are
-// multiplied, beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB) decoded 3-6%
-// faster, the 130M ones' (0.4-1.6 KB) did not gain. Tuned for speed only.
+// Weight rows at least this long have a later one (kPrefetchRowsAhead on) prefetched into L2
+// while they are multiplied, beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB)
+// decoded 3-6% faster with the next row, the 130M ones' (0.4-1.6 KB) did not gain. Three rows
+// ahead rather than one: Q4_K's one-row product, 5120 x 2560 from memory on 2 threads, streamed
+// 20-22 GB/s with the next row and 26-32 with the second or fourth (Zen 4). Tuned for speed only.
 constexpr int64_t kPrefetchNextRowBytes = 1024;
+constexpr int64_t kPrefetchRowsAhead = 3;
 
 // The fewest rows a tile stored by columns has: below, its 8-lane kernel wastes more lanes than
 // the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
