@@ -120,7 +120,7 @@ struct Format32 {
     float m;
   };
   static HWY_INLINE Scales Prepare(const uint8_t* b) {
-    Scales s{BroadcastF16(b + offsetof(Block, d)), 0.0f};
+    Scales s{BroadcastF16(b + kScaleOffset), 0.0f};
     if constexpr (kMin) {
       uint16_t bits;
       std::memcpy(&bits, b + offsetof(Block, m), sizeof bits);

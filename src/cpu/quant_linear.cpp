@@ -501,17 +501,32 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
   }
 }
 
+// The signed formats of 32 (Q8_0, Q4_0, Q5_0): with VNNI, by columns (x stored so:
+// QuantizedRows::columns is set for exactly these).
+template <class F, bool kVnni>
+void SignedRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
+#if SSMKIT_QUANT_DOT_VNNI
+  if constexpr (kVnni) {
+    return i8::ColumnsOf<F>(p, xq, m_begin, m_end);
+  } else {
+    return RowsOf<F, false>(p, xq, m_begin, m_end);
+  }
+#else
+  return RowsOf<F, kVnni>(p, xq, m_begin, m_end);
+#endif
+}
+
 template <bool kVnni>
 void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   switch (p.weight_dtype) {
     case DType::kQ8_0:
-      return RowsOf<formats::Q8_0, kVnni>(p, xq, m_begin, m_end);
+      return SignedRowsOf<formats::Q8_0, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ4_0:
-      return RowsOf<formats::Q4_0, kVnni>(p, xq, m_begin, m_end);
+      return SignedRowsOf<formats::Q4_0, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ4_1:
       return RowsOf<formats::Q4_1, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ5_0:
-      return RowsOf<formats::Q5_0, kVnni>(p, xq, m_begin, m_end);
+      return SignedRowsOf<formats::Q5_0, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ5_1:
       return RowsOf<formats::Q5_1, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ4_K:
@@ -525,29 +540,11 @@ void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin
   }
 }
 
-#if SSMKIT_QUANT_DOT_VNNI
-// The signed formats of 32 by columns (QuantizedRows::columns).
-void ColumnsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
-                    int64_t m_end) {
-  switch (p.weight_dtype) {
-    case DType::kQ8_0:
-      return i8::ColumnsOf<i8::Q8_0>(p, xq, m_begin, m_end);
-    case DType::kQ4_0:
-      return i8::ColumnsOf<i8::Q4_0>(p, xq, m_begin, m_end);
-    case DType::kQ5_0:
-      return i8::ColumnsOf<i8::Q5_0>(p, xq, m_begin, m_end);
-    default:
-      return;  // Reserve sets columns for these only
-  }
-}
-#endif
-
 }  // namespace
 
 void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                          int64_t m_end) {
 #if SSMKIT_QUANT_DOT_VNNI
-  if (xq.columns) return ColumnsOfDType(p, xq, m_begin, m_end);
   if (xq.vnni) return RowsOfDType<true>(p, xq, m_begin, m_end);
 #endif
   RowsOfDType<false>(p, xq, m_begin, m_end);

@@ -12,6 +12,18 @@
 
 namespace ssmkit::cpu {
 
+// Weight rows at least this long have a later one (kPrefetchRowsAhead on) prefetched into L2
+// while they are multiplied, beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB)
+// decoded 3-6% faster with the next row, the 130M ones' (0.4-1.6 KB) did not gain. Three rows
+// ahead rather than one: Q4_K's one-row product, 5120 x 2560 from memory on 2 threads, streamed
+// 20-22 GB/s with the next row and 26-32 with the second or fourth (Zen 4). Tuned for speed only.
+constexpr int64_t kPrefetchNextRowBytes = 1024;
+constexpr int64_t kPrefetchRowsAhead = 3;
+
+// The fewest rows a tile stored by columns has: below, its 8-lane kernel wastes more lanes than
+// the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
+constexpr int64_t kColumnTileMinRows = 4;
+
 // T rows of x quantized for the product with a weight of one dtype: per block of B elements
 // (the weight's block: 32 for Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1, 256 for the K-quants, like GGML's
 // Q8_0 and Q8_K activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127],
@@ -36,18 +48,6 @@ namespace ssmkit::cpu {
 // (blocks, 8, 8, 4), the rows past the tile's last zero (the last tile is padded to 8 rows);
 // scale and start (-128 times the sum of the block's levels) (blocks, 8). A shorter tile keeps
 // each of its rows row-major, (n, blocks, B), scale (n, blocks).
-// Weight rows at least this long have a later one (kPrefetchRowsAhead on) prefetched into L2
-// while they are multiplied, beside the hardware's stream: the 2.8B shapes' rows (1.4-5.4 KB)
-// decoded 3-6% faster with the next row, the 130M ones' (0.4-1.6 KB) did not gain. Three rows
-// ahead rather than one: Q4_K's one-row product, 5120 x 2560 from memory on 2 threads, streamed
-// 20-22 GB/s with the next row and 26-32 with the second or fourth (Zen 4). Tuned for speed only.
-constexpr int64_t kPrefetchNextRowBytes = 1024;
-constexpr int64_t kPrefetchRowsAhead = 3;
-
-// The fewest rows a tile stored by columns has: below, its 8-lane kernel wastes more lanes than
-// the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
-constexpr int64_t kColumnTileMinRows = 4;
-
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
