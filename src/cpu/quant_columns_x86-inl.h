@@ -9,8 +9,9 @@
 // levels of each of the 8 rows, and a quad of the weight row broadcast to every lane multiplies
 // all 8 at once, so the f32 work of a block is shared by the 8 rows (a convert, a scale, an add
 // per block instead of per row and block). vpdpbusd multiplies unsigned bytes by signed ones:
-// the weight's levels w go in as w + 128 (a flipped top bit), and each row's sum starts at
-// -128 times the sum of its block's levels (QuantizedRows::start), which x's quantization forms.
+// the weight's levels w go in as w + c (UnsignedLevelOffset c: Q8_0's levels with a flipped top
+// bit, Q4_0's and Q5_0's as stored, before their offset), and each row's sum starts at -c times
+// the sum of its block's levels (QuantizedRows::start), which x's quantization forms.
 //
 // The order of each output's sum, the same for a row alone or in a tile: block b's exact integer
 // sum S_b, converted to f32, times the f32 product (x's scale of b) (weight's d of b), is added
@@ -74,42 +75,64 @@ HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
     sum[r] = AddQuadProducts(sum[r], _mm256_shuffle_epi32(half[r], kPick), x);
 }
 
-// One row of x (row-major levels x (K) and scales xs (K / B)) times weight row w (K / B blocks):
-// the sum before the bias, in the order above. Per 8 blocks their partial vectors (|w| times x
-// with w's sign) are reduced to one vector of 8 sums, converted and scaled at once; the blocks
-// past the row's last take no part (their lanes masked off).
+// acc plus blocks [0, n) of a group of 8 (w: the first block; x, xs, start: its levels, scale
+// and start) as lanes 0..n-1: their partial vectors (w + c times x) reduced to one vector of 8
+// sums, started, converted and scaled at once; lanes n..7 take no part (masked off). kFull: n
+// is 8, and the group needs no masks or tests.
+template <class F, bool kFull>
+HWY_INLINE __m256 AddRowGroup(const uint8_t* HWY_RESTRICT w, int64_t n,
+                              const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
+                              const int32_t* HWY_RESTRICT start, __m256 acc) {
+  __m256i partial[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    partial[j] = _mm256_setzero_si256();
+    if (kFull || j < n) {
+      partial[j] = AddQuadProducts(partial[j], F::UnsignedLevels(w + j * F::kBytes),
+                                   Load32(x + j * F::kElements));
+    }
+  }
+  // The 8 blocks' f16 d packed in general registers (idle here; a gather cost a third more).
+  uint64_t d_bits[2] = {0, 0};
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    if (kFull || j < n) {
+      uint16_t bits;
+      std::memcpy(&bits, w + j * F::kBytes + F::kScaleOffset, sizeof bits);
+      d_bits[j / 4] |= uint64_t{bits} << (16 * (j % 4));
+    }
+  }
+  const __m256 d = _mm256_cvtph_ps(
+      _mm_set_epi64x(static_cast<int64_t>(d_bits[1]), static_cast<int64_t>(d_bits[0])));
+  __m256i sums;
+  __m256 x_scale;
+  if constexpr (kFull) {
+    sums = _mm256_add_epi32(LaneTotals(partial), Load32(start));
+    x_scale = _mm256_loadu_ps(xs);
+  } else {
+    const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    sums = _mm256_add_epi32(LaneTotals(partial), _mm256_maskload_epi32(start, valid));
+    x_scale = _mm256_maskload_ps(xs, valid);
+  }
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(x_scale, d), acc);
+}
+
+// One row of x (row-major levels x (K), scales xs and starts (K / B)) times weight row w (K / B
+// blocks): the sum before the bias, in the order above, 8 blocks at a time (AddRowGroup).
 template <class F>
 HWY_INLINE float RowTotal(const uint8_t* HWY_RESTRICT w, int64_t blocks,
-                          const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                          const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
+                          const int32_t* HWY_RESTRICT start) {
   __m256 acc = _mm256_setzero_ps();
-  for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
-    const int64_t n = std::min<int64_t>(8, blocks - b0);
-    __m256i partial[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      partial[j] = _mm256_setzero_si256();
-      if (j < n) {
-        const __m256i levels = F::Levels(w + (b0 + j) * F::kBytes);
-        partial[j] = AddQuadProducts(partial[j], _mm256_abs_epi8(levels),
-                                     _mm256_sign_epi8(Load32(x + (b0 + j) * F::kElements), levels));
-      }
-    }
-    const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), lane);
-    // The 8 blocks' f16 d packed in general registers (idle here; a gather cost a third more).
-    uint64_t d_bits[2] = {0, 0};
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      if (j < n) {
-        uint16_t bits;
-        std::memcpy(&bits, w + (b0 + j) * F::kBytes + F::kScaleOffset, sizeof bits);
-        d_bits[j / 4] |= uint64_t{bits} << (16 * (j % 4));
-      }
-    }
-    const __m256 d = _mm256_cvtph_ps(
-        _mm_set_epi64x(static_cast<int64_t>(d_bits[1]), static_cast<int64_t>(d_bits[0])));
-    const __m256 scale = _mm256_mul_ps(_mm256_maskload_ps(xs + b0, valid), d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LaneTotals(partial)), scale, acc);
+  int64_t b0 = 0;
+  for (; b0 + 8 <= blocks; b0 += 8) {
+    acc = AddRowGroup<F, true>(w + b0 * F::kBytes, 8, x + b0 * F::kElements, xs + b0, start + b0,
+                               acc);
+  }
+  if (b0 < blocks) {
+    acc = AddRowGroup<F, false>(w + b0 * F::kBytes, blocks - b0, x + b0 * F::kElements, xs + b0,
+                                start + b0, acc);
   }
   return TotalOfLanes(acc);
 }
@@ -121,11 +144,11 @@ HWY_INLINE void AddColumnBlock(const uint8_t* HWY_RESTRICT w, int64_t row_bytes,
                                const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                                const int32_t* HWY_RESTRICT start, __m256* acc) {
   const int8_t* xb = x + b * 8 * F::kElements;  // (8 quads, 8 rows, 4)
-  // Weight row r's levels + 128, each 128-bit half in both halves (for vpshufd's quads), and
+  // Weight row r's levels + c, each 128-bit half in both halves (for vpshufd's quads), and
   // two sums per row (even and odd quads) for two chains of dependent vpdpbusd.
   __m256i low[kR], high[kR], even[kR], odd[kR];
   for (int r = 0; r < kR; ++r) {
-    const __m256i u = _mm256_xor_si256(F::Levels(w + r * row_bytes + b * F::kBytes), Bytes(-128));
+    const __m256i u = F::UnsignedLevels(w + r * row_bytes + b * F::kBytes);
     low[r] = _mm256_permute2x128_si256(u, u, 0x00);
     high[r] = _mm256_permute2x128_si256(u, u, 0x11);
     even[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * b));
@@ -203,8 +226,9 @@ void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
         for (int64_t t = t0; t < std::min(T, t0 + xq.tile); ++t) {
           const int8_t* x = xq.q8.data() + xq.BlockOffset(t, 0);  // (K)
           const float* xs = xq.scale.data() + t * blocks;         // (blocks)
+          const int32_t* start = xq.start.data() + t * blocks;    // (blocks)
           for (int64_t r = 0; r < pair; ++r) {
-            put(t, m + r, RowTotal<F>(w + r * row_bytes, blocks, x, xs));
+            put(t, m + r, RowTotal<F>(w + r * row_bytes, blocks, x, xs, start));
           }
         }
         continue;
@@ -227,19 +251,15 @@ void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
   }
 }
 
-// Quantized row t's block b (levels (B), its scale) stored into its column tile: each quad of 4
-// levels at the row's place among the tile's 8, and the block's start.
+// Quantized row t's block b (levels (B), its scale and start) stored into its column tile: each
+// quad of 4 levels at the row's place among the tile's 8.
 HWY_INLINE void StoreColumnBlock(QuantizedRows* xq, int64_t t, int64_t b, const int8_t* levels,
-                                 float scale) {
+                                 float scale, int32_t start) {
   const int64_t t0 = xq->TileStart(t), blocks = xq->cols / xq->block, r = t - t0;
   int8_t* tile = xq->q8.data() + t0 * xq->cols + b * 8 * xq->block;  // (8 quads, 8 rows, 4)
-  int32_t sum = 0;
-  for (int q = 0; q < 8; ++q) {
-    std::memcpy(tile + 32 * q + 4 * r, levels + 4 * q, 4);
-    for (int i = 0; i < 4; ++i) sum += levels[4 * q + i];
-  }
+  for (int q = 0; q < 8; ++q) std::memcpy(tile + 32 * q + 4 * r, levels + 4 * q, 4);
   xq->scale[t0 * blocks + 8 * b + r] = scale;
-  xq->start[t0 * blocks + 8 * b + r] = -128 * sum;
+  xq->start[t0 * blocks + 8 * b + r] = start;
 }
 
 }  // namespace i8

@@ -140,6 +140,11 @@ struct Q8_0 : Format32<quant::BlockQ8_0, false> {
   static HWY_INLINE __m256i Levels(const uint8_t* b) {
     return Load32(b + offsetof(quant::BlockQ8_0, qs));
   }
+  // The levels plus kUnsignedOffset as unsigned bytes (the VNNI kernels, UnsignedLevelOffset).
+  static constexpr int32_t kUnsignedOffset = 128;
+  static HWY_INLINE __m256i UnsignedLevels(const uint8_t* b) {
+    return _mm256_xor_si256(Levels(b), Bytes(-128));
+  }
 };
 
 // Bytes 0-15 the low nibbles of qs (elements 0-15), bytes 16-31 the high ones.
@@ -164,9 +169,14 @@ HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
 template <class Block, bool kFifthBit, int kOffset, bool kMin>
 struct Q32 : Format32<Block, kMin> {
   static HWY_INLINE __m256i Levels(const uint8_t* b) {
-    __m256i q = Nibbles(b + offsetof(Block, qs));
-    if constexpr (kFifthBit) q = _mm256_or_si256(q, FifthBits(b + offsetof(Block, qh)));
-    if constexpr (kOffset != 0) q = _mm256_sub_epi8(q, Bytes(kOffset));
+    const __m256i q = UnsignedLevels(b);
+    return kOffset != 0 ? _mm256_sub_epi8(q, Bytes(kOffset)) : q;
+  }
+  // The levels as stored, before the offset: the levels plus kUnsignedOffset.
+  static constexpr int32_t kUnsignedOffset = kOffset;
+  static HWY_INLINE __m256i UnsignedLevels(const uint8_t* b) {
+    const __m256i q = Nibbles(b + offsetof(Block, qs));
+    if constexpr (kFifthBit) return _mm256_or_si256(q, FifthBits(b + offsetof(Block, qh)));
     return q;
   }
 };
@@ -174,6 +184,9 @@ using Q4_0 = Q32<quant::BlockQ4_0, false, 8, false>;
 using Q4_1 = Q32<quant::BlockQ4_1, false, 0, true>;
 using Q5_0 = Q32<quant::BlockQ5_0, true, 16, false>;
 using Q5_1 = Q32<quant::BlockQ5_1, true, 0, true>;
+static_assert(Q8_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ8_0) &&
+              Q4_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ4_0) &&
+              Q5_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ5_0));
 
 // The K-quants: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
 // bytes once for all the nibbles and bits they hold; PairOf gives the group's elements

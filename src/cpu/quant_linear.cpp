@@ -492,11 +492,15 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
           sum = hn::Zero(d32);
         }
       }
+      if (xq->columns) {  // a signed format of 32 (no sums): `sum` is the block's
+        const int32_t start = -xq->unsigned_offset * hn::GetLane(hn::SumOfLanes(d32, sum));
 #if SSMKIT_QUANT_DOT_VNNI
-      if constexpr (sizeof(Level) == 1) {
-        if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale);
-      }
+        if constexpr (sizeof(Level) == 1) {
+          if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale, start);
+        }
 #endif
+        if (!by_columns) xq->start[offset / B] = start;
+      }
     }
   }
 }
@@ -619,6 +623,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   // The signed formats of 32 go by columns with VNNI, at every T: each row's sum in one order.
   columns = vnni && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
                      weight_dtype == DType::kQ5_0);
+  unsigned_offset = columns ? UnsignedLevelOffset(weight_dtype) : 0;
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "params/linear_params.hpp"
 
 namespace ssmkit::cpu {
@@ -19,6 +20,15 @@ namespace ssmkit::cpu {
 // 20-22 GB/s with the next row and 26-32 with the second or fourth (Zen 4). Tuned for speed only.
 constexpr int64_t kPrefetchNextRowBytes = 1024;
 constexpr int64_t kPrefetchRowsAhead = 3;
+
+// The VNNI kernels of the signed formats of 32 multiply each weight level w as the unsigned byte
+// w + UnsignedLevelOffset (vpdpbusd takes unsigned bytes): Q8_0's levels with their top bit
+// flipped, Q4_0's and Q5_0's nibbles (with the fifth bit) as stored, before their offset. Each
+// block's sum of products then starts at -UnsignedLevelOffset times the sum of x's levels over
+// the block (QuantizedRows::start).
+constexpr int32_t UnsignedLevelOffset(DType weight_dtype) {
+  return weight_dtype == DType::kQ4_0 ? 8 : weight_dtype == DType::kQ5_0 ? 16 : 128;
+}
 
 // The fewest rows a tile stored by columns has: below, its 8-lane kernel wastes more lanes than
 // the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
@@ -46,8 +56,8 @@ constexpr int64_t kColumnTileMinRows = 4;
 // a tile of kColumnTileMinRows rows or more is stored for a kernel whose vector lanes are its
 // 8 rows: per block, its 8 quads (4 consecutive elements) each as the 8 rows' 4 levels,
 // (blocks, 8, 8, 4), the rows past the tile's last zero (the last tile is padded to 8 rows);
-// scale and start (-128 times the sum of the block's levels) (blocks, 8). A shorter tile keeps
-// each of its rows row-major, (n, blocks, B), scale (n, blocks).
+// scale and start (-UnsignedLevelOffset times the sum of the block's levels) (blocks, 8). A
+// shorter tile keeps each of its rows row-major, (n, blocks, B), scale and start (n, blocks).
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
@@ -60,6 +70,7 @@ struct QuantizedRows {
   bool with_sums = false;                 // the weight's kernel takes sums
   std::vector<int16_t> sums;              // T K / 16 when with_sums
   std::vector<int32_t> start;             // T K / B when columns (padded as q8)
+  int32_t unsigned_offset = 0;            // UnsignedLevelOffset of the weight, when columns
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
