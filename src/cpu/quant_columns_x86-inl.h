@@ -75,23 +75,54 @@ HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
     sum[r] = AddQuadProducts(sum[r], _mm256_shuffle_epi32(half[r], kPick), x);
 }
 
+// Lane j < n: block j's sum of w + c times x over a group of 8 blocks (w: the first; x: its
+// levels in the lone rows' order), lanes past n zero or unspecified. kFull: n is 8.
+template <class F, bool kFull>
+HWY_INLINE __m256i GroupSums(const uint8_t* HWY_RESTRICT w, int64_t n,
+                             const int8_t* HWY_RESTRICT x) {
+  if constexpr (F::kPairedRow) {
+    // p[k]: block 2k's 4 partial sums in the low half, 2k + 1's in the high half.
+    __m256i p[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      p[k] = _mm256_setzero_si256();
+      const uint8_t* a = w + 2 * k * F::kBytes;
+      if (kFull || 2 * k + 1 < n) {
+        const Interleaved pair = F::UnsignedPair(a, a + F::kBytes);
+        p[k] = AddQuadProducts(p[k], pair.low, Load32(x + 64 * k));
+        p[k] = AddQuadProducts(p[k], pair.high, Load32(x + 64 * k + 32));
+      } else if (2 * k < n) {  // a last odd block, its levels as they are
+        const __m256i s = AddQuadProducts(p[k], F::UnsignedLevels(a), Load32(x + 64 * k));
+        p[k] = _mm256_zextsi128_si256(
+            _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+      }
+    }
+    // Halves: blocks 0 2 4 6 and 1 3 5 7, then in order.
+    const __m256i h =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  } else {
+    __m256i partial[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      partial[j] = _mm256_setzero_si256();
+      if (kFull || j < n) {
+        partial[j] = AddQuadProducts(partial[j], F::UnsignedLevels(w + j * F::kBytes),
+                                     Load32(x + j * F::kElements));
+      }
+    }
+    return LaneTotals(partial);
+  }
+}
+
 // acc plus blocks [0, n) of a group of 8 (w: the first block; x, xs, start: its levels, scale
-// and start) as lanes 0..n-1: their partial vectors (w + c times x) reduced to one vector of 8
-// sums, started, converted and scaled at once; lanes n..7 take no part (masked off). kFull: n
-// is 8, and the group needs no masks or tests.
+// and start) as lanes 0..n-1: their sums (GroupSums), started, converted and scaled at once;
+// lanes n..7 take no part (masked off). kFull: n is 8, and the group needs no masks or tests.
 template <class F, bool kFull>
 HWY_INLINE __m256 AddRowGroup(const uint8_t* HWY_RESTRICT w, int64_t n,
                               const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                               const int32_t* HWY_RESTRICT start, __m256 acc) {
-  __m256i partial[8];
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    partial[j] = _mm256_setzero_si256();
-    if (kFull || j < n) {
-      partial[j] = AddQuadProducts(partial[j], F::UnsignedLevels(w + j * F::kBytes),
-                                   Load32(x + j * F::kElements));
-    }
-  }
+  const __m256i block_sums = GroupSums<F, kFull>(w, n, x);
   // The 8 blocks' f16 d packed in general registers (idle here; a gather cost a third more).
   uint64_t d_bits[2] = {0, 0};
 #pragma GCC unroll 8
@@ -107,12 +138,12 @@ HWY_INLINE __m256 AddRowGroup(const uint8_t* HWY_RESTRICT w, int64_t n,
   __m256i sums;
   __m256 x_scale;
   if constexpr (kFull) {
-    sums = _mm256_add_epi32(LaneTotals(partial), Load32(start));
+    sums = _mm256_add_epi32(block_sums, Load32(start));
     x_scale = _mm256_loadu_ps(xs);
   } else {
     const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)),
                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    sums = _mm256_add_epi32(LaneTotals(partial), _mm256_maskload_epi32(start, valid));
+    sums = _mm256_add_epi32(block_sums, _mm256_maskload_epi32(start, valid));
     x_scale = _mm256_maskload_ps(xs, valid);
   }
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(x_scale, d), acc);

@@ -142,6 +142,7 @@ struct Q8_0 : Format32<quant::BlockQ8_0, false> {
   }
   // The levels plus kUnsignedOffset as unsigned bytes (the VNNI kernels, UnsignedLevelOffset).
   static constexpr int32_t kUnsignedOffset = 128;
+  static constexpr bool kPairedRow = false;  // PairedLoneRows
   static HWY_INLINE __m256i UnsignedLevels(const uint8_t* b) {
     return _mm256_xor_si256(Levels(b), Bytes(-128));
   }
@@ -179,6 +180,22 @@ struct Q32 : Format32<Block, kMin> {
     if constexpr (kFifthBit) return _mm256_or_si256(q, FifthBits(b + offsetof(Block, qh)));
     return q;
   }
+  // Two blocks a, b as PairedLoneRows orders them: low a 0-15, b 0-15, high a 16-31, b 16-31.
+  static constexpr bool kPairedRow = !kMin;
+  static HWY_INLINE Interleaved UnsignedPair(const uint8_t* a, const uint8_t* b) {
+    const __m256i qs =
+        _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs)),
+                            reinterpret_cast<const __m128i*>(a + offsetof(Block, qs)));
+    __m256i low = _mm256_and_si256(qs, Bytes(0xF));
+    __m256i high = _mm256_and_si256(_mm256_srli_epi16(qs, 4), Bytes(0xF));
+    if constexpr (kFifthBit) {
+      const __m256i fa = FifthBits(a + offsetof(Block, qh)),
+                    fb = FifthBits(b + offsetof(Block, qh));
+      low = _mm256_or_si256(low, _mm256_permute2x128_si256(fa, fb, 0x20));
+      high = _mm256_or_si256(high, _mm256_permute2x128_si256(fa, fb, 0x31));
+    }
+    return {low, high};
+  }
 };
 using Q4_0 = Q32<quant::BlockQ4_0, false, 8, false>;
 using Q4_1 = Q32<quant::BlockQ4_1, false, 0, true>;
@@ -187,6 +204,9 @@ using Q5_1 = Q32<quant::BlockQ5_1, true, 0, true>;
 static_assert(Q8_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ8_0) &&
               Q4_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ4_0) &&
               Q5_0::kUnsignedOffset == UnsignedLevelOffset(DType::kQ5_0));
+static_assert(Q8_0::kPairedRow == PairedLoneRows(DType::kQ8_0) &&
+              Q4_0::kPairedRow == PairedLoneRows(DType::kQ4_0) &&
+              Q5_0::kPairedRow == PairedLoneRows(DType::kQ5_0));
 
 // The K-quants: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
 // bytes once for all the nibbles and bits they hold; PairOf gives the group's elements

@@ -501,6 +501,10 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
 #endif
         if (!by_columns) xq->start[offset / B] = start;
       }
+      if (xq->paired && !by_columns && b % 2 == 1) {  // blocks b - 1, b: a 0-15, b 0-15, ...
+        Level* pair = levels + offset - B;
+        std::swap_ranges(pair + B / 2, pair + B, pair + B);
+      }
     }
   }
 }
@@ -624,6 +628,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   columns = vnni && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
                      weight_dtype == DType::kQ5_0);
   unsigned_offset = columns ? UnsignedLevelOffset(weight_dtype) : 0;
+  paired = columns && PairedLoneRows(weight_dtype);
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };

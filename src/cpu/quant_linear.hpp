@@ -30,6 +30,13 @@ constexpr int32_t UnsignedLevelOffset(DType weight_dtype) {
   return weight_dtype == DType::kQ4_0 ? 8 : weight_dtype == DType::kQ5_0 ? 16 : 128;
 }
 
+// The VNNI kernels' lone rows (QuantizedRows::paired) of Q4_0 and Q5_0 multiply two blocks per
+// vector: x's levels go in pairs of blocks a, b as a 0-15, b 0-15, a 16-31, b 16-31, the order of
+// their weights' low and high nibbles when the two blocks' 16 bytes are loaded side by side.
+constexpr bool PairedLoneRows(DType weight_dtype) {
+  return weight_dtype == DType::kQ4_0 || weight_dtype == DType::kQ5_0;
+}
+
 // The fewest rows a tile stored by columns has: below, its 8-lane kernel wastes more lanes than
 // the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
 constexpr int64_t kColumnTileMinRows = 4;
@@ -57,7 +64,9 @@ constexpr int64_t kColumnTileMinRows = 4;
 // 8 rows: per block, its 8 quads (4 consecutive elements) each as the 8 rows' 4 levels,
 // (blocks, 8, 8, 4), the rows past the tile's last zero (the last tile is padded to 8 rows);
 // scale and start (-UnsignedLevelOffset times the sum of the block's levels) (blocks, 8). A
-// shorter tile keeps each of its rows row-major, (n, blocks, B), scale and start (n, blocks).
+// shorter tile keeps each of its rows row-major, (n, blocks, B), scale and start (n, blocks),
+// for Q4_0 and Q5_0 (`paired`) each pair of blocks 2k, 2k + 1 in the order PairedLoneRows
+// gives (a last odd block as it is).
 struct QuantizedRows {
   int64_t rows = 0, cols = 0, block = 0;  // T, K, B
   int64_t level_bytes = 0;                // 1: the levels are in q8; 2: in q
@@ -71,6 +80,7 @@ struct QuantizedRows {
   std::vector<int16_t> sums;              // T K / 16 when with_sums
   std::vector<int32_t> start;             // T K / B when columns (padded as q8)
   int32_t unsigned_offset = 0;            // UnsignedLevelOffset of the weight, when columns
+  bool paired = false;                    // lone rows in pairs of blocks (PairedLoneRows)
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
