@@ -293,9 +293,30 @@ TEST(QuantLinear, ThreadCountsAndDeterminism) {
   }
 }
 
-// A row's outputs do not depend on the other rows of the batch (T = 1 to 64): a server's
-// sequences keep their bits as others join or leave. For the formats of 32, also a K of 25
-// blocks (not a whole number of 8: the by-columns kernels' last group of blocks).
+// Row 0's outputs for T = 1 to 64 rows of x (the same row 0): the first, and every T's
+// compared with it.
+std::vector<float> RowZeroAtEveryBatch(Weight& w, const std::vector<float>& x, int64_t K,
+                                       const std::vector<float>& bias) {
+  const int64_t M = static_cast<int64_t>(bias.size());
+  std::vector<float> first;
+  for (int64_t T = 1; T <= kLinearGemvMaxRows; ++T) {
+    std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
+    const Status s = LinearForward({Tensor::Contiguous(x.data(), DType::kF32, {T, K}), w.view(),
+                                    Tensor::Contiguous(bias.data(), DType::kF32, {M})},
+                                   Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (first.empty()) first.assign(out.begin(), out.begin() + M);
+    EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
+        << "row 0 at T=" << T << " differs from T=1";
+  }
+  return first;
+}
+
+// A row's outputs do not depend on the other rows of the batch (T = 1 to 64), on every kernel:
+// a server's sequences keep their bits as others join or leave. For the formats of 32, also a
+// K of 25 blocks (not a whole number of 8: the by-columns kernels' last group of blocks, and an
+// odd last block for Q4_0 / Q5_0's pairs). The signed formats of 32 sum in one order with VNNI
+// and without (quant_columns_x86-inl.h): the same bits on both byte kernels.
 TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
@@ -307,17 +328,15 @@ TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
       SCOPED_TRACE(std::string(DTypeName(dtype)) + " K=" + std::to_string(K));
       Weight w(dtype, M, K, rng);
       const std::vector<float> x = RandomX(kLinearGemvMaxRows, K, rng);
-      std::vector<float> bias(static_cast<size_t>(M), 0.25f);
-      std::vector<float> first;
-      for (int64_t T = 1; T <= kLinearGemvMaxRows; ++T) {
-        std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
-        const Status s = LinearForward({Tensor::Contiguous(x.data(), DType::kF32, {T, K}), w.view(),
-                                        Tensor::Contiguous(bias.data(), DType::kF32, {M})},
-                                       Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
-        ASSERT_TRUE(s.ok()) << s.message();
-        if (first.empty()) first.assign(out.begin(), out.begin() + M);
-        EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
-            << "row 0 at T=" << T << " differs from T=1";
+      const std::vector<float> bias(static_cast<size_t>(M), 0.25f);
+      ForEachKernel([&] { RowZeroAtEveryBatch(w, x, K, bias); });
+      const bool signed32 = dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ5_0;
+      if (signed32 && cpu::QuantDotVnni()) {
+        const std::vector<float> with = RowZeroAtEveryBatch(w, x, K, bias);
+        cpu::SetQuantDotVnni(false);
+        const std::vector<float> without = RowZeroAtEveryBatch(w, x, K, bias);
+        cpu::SetQuantDotVnni(true);
+        EXPECT_EQ(with, without) << "VNNI on and off";
       }
     }
   }

@@ -1,6 +1,7 @@
-// The VNNI products of the signed weight formats of 32 elements (Q8_0, Q4_0, Q5_0) with few rows
-// of x (quant_linear.cpp), summed in one order for every row whatever the batch. Dimension
-// legend: T rows of x, K input features, B = 32 elements per block, 8 rows per tile of x.
+// The byte products of the signed weight formats of 32 elements (Q8_0, Q4_0, Q5_0) with few
+// rows of x (quant_linear.cpp) on x86 (AVX2, and AVX-512 with or without VNNI), summed in one
+// order for every row whatever the batch. Dimension legend: T rows of x, K input features,
+// B = 32 elements per block, 8 rows per tile of x.
 //
 // The byte kernels of quant_dot_x86-inl.h give each row of x its own vector of partial sums:
 // per row and block of 32 weights one vpdpbusd and three f32 operations (convert, scale, add),
@@ -8,20 +9,23 @@
 // tile of 8 rows is stored by columns (QuantizedRows::columns): one vector holds a quad of 4
 // levels of each of the 8 rows, and a quad of the weight row broadcast to every lane multiplies
 // all 8 at once, so the f32 work of a block is shared by the 8 rows (a convert, a scale, an add
-// per block instead of per row and block). vpdpbusd multiplies unsigned bytes by signed ones:
-// the weight's levels w go in as w + c (UnsignedLevelOffset c: Q8_0's levels with a flipped top
-// bit, Q4_0's and Q5_0's as stored, before their offset), and each row's sum starts at -c times
-// the sum of its block's levels (QuantizedRows::start), which x's quantization forms.
+// per block instead of per row and block). The byte multiplies take unsigned bytes times signed
+// ones: with VNNI (kVnni) the weight's levels w go in as w + c (UnsignedLevelOffset c: Q8_0's
+// levels with a flipped top bit, Q4_0's and Q5_0's as stored, before their offset), and each
+// row's sum starts at -c times the sum of its block's levels (QuantizedRows::start), which x's
+// quantization forms. Without VNNI, vpmaddubsw (sums of 2 products in int16, saturating) then
+// vpmaddwd by 1: Q4_0's and Q5_0's levels go in the same way (at most 31: 4 pairs of products
+// sum below 2^15), Q8_0's as |w| times x with w's sign (c = 0, no start).
 //
-// The order of each output's sum, the same for a row alone or in a tile: block b's exact integer
-// sum S_b, converted to f32, times the f32 product (x's scale of b) (weight's d of b), is added
-// into accumulator b % 8 (blocks in order); then ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-// A tile by columns keeps the 8 accumulators as 8 vectors over its rows; a row alone (RowTotal)
-// keeps them as the 8 lanes of one vector, each 8 blocks' sums reduced from their partial
-// vectors at once.
+// The order of each output's sum, the same for a row alone or in a tile, with or without VNNI:
+// block b's exact integer sum S_b, converted to f32, times the f32 product (x's scale of b)
+// (weight's d of b), is added into accumulator b % 8 (blocks in order); then
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). A tile by columns keeps the 8 accumulators
+// as 8 vectors over its rows; a row alone (RowTotal) keeps them as the 8 lanes of one vector,
+// each 8 blocks' sums reduced from their partial vectors at once.
 //
 // A Highway "-inl.h" included once per target from quant_linear.cpp after quant_dot_x86-inl.h;
-// defines i8::ColumnsOf where SSMKIT_QUANT_DOT_VNNI is 1.
+// defines i8::ColumnsOf where SSMKIT_QUANT_DOT_BYTES is 1.
 #if defined(SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_
 #undef SSMKIT_CPU_QUANT_COLUMNS_X86_INL_H_
@@ -37,7 +41,7 @@
 #include "hwy/highway.h"
 #include "params/linear_params.hpp"
 
-#if SSMKIT_QUANT_DOT_VNNI
+#if SSMKIT_QUANT_DOT_BYTES
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
 namespace {
@@ -66,18 +70,32 @@ HWY_INLINE __m256i LaneTotals(const __m256i* p) {
                           _mm256_permute2x128_si256(low, high, 0x31));
 }
 
-// sum[r] plus weight row r's quad q (kPick: its place in the 128-bit half, vpshufd's pattern,
-// half[r] holding that half in both) times the 8 rows' quad q of x (xq, (8 rows, 4)).
-template <int kR, int kPick>
-HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
-  const __m256i x = Load32(xq);
-  for (int r = 0; r < kR; ++r)
-    sum[r] = AddQuadProducts(sum[r], _mm256_shuffle_epi32(half[r], kPick), x);
+// The int32 sums of 4 adjacent products of unsigned bytes u and signed bytes v: vpdpbusd
+// (kVnni), or vpmaddubsw then vpmaddwd by 1, u at most 128 there (no pair of products saturates).
+template <bool kVnni>
+HWY_INLINE __m256i FourProductSums(__m256i u, __m256i v) {
+#if SSMKIT_QUANT_DOT_VNNI
+  if constexpr (kVnni) return AddQuadProducts(_mm256_setzero_si256(), u, v);
+#endif
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1));
+}
+
+// Block j's 32 weight levels times x's 32 (x's order) as 8 int32 partial sums, plus c times
+// x's sum (the block's start takes that off): w + c by x, or without VNNI for Q8_0 (c = 0) |w|
+// by x with w's sign.
+template <class F, bool kVnni>
+HWY_INLINE __m256i BlockPartials(const uint8_t* w, const int8_t* x) {
+  if constexpr (!kVnni && F::kUnsignedOffset == 128) {
+    const __m256i levels = F::Levels(w);
+    return FourProductSums<false>(_mm256_abs_epi8(levels), _mm256_sign_epi8(Load32(x), levels));
+  } else {
+    return FourProductSums<kVnni>(F::UnsignedLevels(w), Load32(x));
+  }
 }
 
 // Lane j < n: block j's sum of w + c times x over a group of 8 blocks (w: the first; x: its
 // levels in the lone rows' order), lanes past n zero or unspecified. kFull: n is 8.
-template <class F, bool kFull>
+template <class F, bool kFull, bool kVnni>
 HWY_INLINE __m256i GroupSums(const uint8_t* HWY_RESTRICT w, int64_t n,
                              const int8_t* HWY_RESTRICT x) {
   if constexpr (F::kPairedRow) {
@@ -89,10 +107,20 @@ HWY_INLINE __m256i GroupSums(const uint8_t* HWY_RESTRICT w, int64_t n,
       const uint8_t* a = w + 2 * k * F::kBytes;
       if (kFull || 2 * k + 1 < n) {
         const Interleaved pair = F::UnsignedPair(a, a + F::kBytes);
-        p[k] = AddQuadProducts(p[k], pair.low, Load32(x + 64 * k));
-        p[k] = AddQuadProducts(p[k], pair.high, Load32(x + 64 * k + 32));
+#if SSMKIT_QUANT_DOT_VNNI
+        if constexpr (kVnni) {
+          p[k] = AddQuadProducts(p[k], pair.low, Load32(x + 64 * k));
+          p[k] = AddQuadProducts(p[k], pair.high, Load32(x + 64 * k + 32));
+          continue;
+        }
+#endif
+        // Levels at most 31: the two int16 pair sums add below 2^15.
+        p[k] = _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(pair.low, Load32(x + 64 * k)),
+                             _mm256_maddubs_epi16(pair.high, Load32(x + 64 * k + 32))),
+            _mm256_set1_epi16(1));
       } else if (2 * k < n) {  // a last odd block, its levels as they are
-        const __m256i s = AddQuadProducts(p[k], F::UnsignedLevels(a), Load32(x + 64 * k));
+        const __m256i s = BlockPartials<F, kVnni>(a, x + 64 * k);
         p[k] = _mm256_zextsi128_si256(
             _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
       }
@@ -106,10 +134,7 @@ HWY_INLINE __m256i GroupSums(const uint8_t* HWY_RESTRICT w, int64_t n,
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       partial[j] = _mm256_setzero_si256();
-      if (kFull || j < n) {
-        partial[j] = AddQuadProducts(partial[j], F::UnsignedLevels(w + j * F::kBytes),
-                                     Load32(x + j * F::kElements));
-      }
+      if (kFull || j < n) partial[j] = BlockPartials<F, kVnni>(w + j * F::kBytes, x + j * 32);
     }
     return LaneTotals(partial);
   }
@@ -118,11 +143,11 @@ HWY_INLINE __m256i GroupSums(const uint8_t* HWY_RESTRICT w, int64_t n,
 // acc plus blocks [0, n) of a group of 8 (w: the first block; x, xs, start: its levels, scale
 // and start) as lanes 0..n-1: their sums (GroupSums), started, converted and scaled at once;
 // lanes n..7 take no part (masked off). kFull: n is 8, and the group needs no masks or tests.
-template <class F, bool kFull>
+template <class F, bool kFull, bool kVnni>
 HWY_INLINE __m256 AddRowGroup(const uint8_t* HWY_RESTRICT w, int64_t n,
                               const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                               const int32_t* HWY_RESTRICT start, __m256 acc) {
-  const __m256i block_sums = GroupSums<F, kFull>(w, n, x);
+  const __m256i block_sums = GroupSums<F, kFull, kVnni>(w, n, x);
   // The 8 blocks' f16 d packed in general registers (idle here; a gather cost a third more).
   uint64_t d_bits[2] = {0, 0};
 #pragma GCC unroll 8
@@ -151,59 +176,123 @@ HWY_INLINE __m256 AddRowGroup(const uint8_t* HWY_RESTRICT w, int64_t n,
 
 // One row of x (row-major levels x (K), scales xs and starts (K / B)) times weight row w (K / B
 // blocks): the sum before the bias, in the order above, 8 blocks at a time (AddRowGroup).
-template <class F>
+template <class F, bool kVnni>
 HWY_INLINE float RowTotal(const uint8_t* HWY_RESTRICT w, int64_t blocks,
                           const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                           const int32_t* HWY_RESTRICT start) {
   __m256 acc = _mm256_setzero_ps();
   int64_t b0 = 0;
   for (; b0 + 8 <= blocks; b0 += 8) {
-    acc = AddRowGroup<F, true>(w + b0 * F::kBytes, 8, x + b0 * F::kElements, xs + b0, start + b0,
-                               acc);
+    acc = AddRowGroup<F, true, kVnni>(w + b0 * F::kBytes, 8, x + b0 * F::kElements, xs + b0,
+                                      start + b0, acc);
   }
   if (b0 < blocks) {
-    acc = AddRowGroup<F, false>(w + b0 * F::kBytes, blocks - b0, x + b0 * F::kElements, xs + b0,
-                                start + b0, acc);
+    acc = AddRowGroup<F, false, kVnni>(w + b0 * F::kBytes, blocks - b0, x + b0 * F::kElements,
+                                       xs + b0, start + b0, acc);
   }
   return TotalOfLanes(acc);
 }
 
+// sum[r] plus weight row r's quad q (kPick: its place in the 128-bit half, vpshufd's pattern,
+// half[r] holding that half in both) times the 8 rows' quad q of x (xq, (8 rows, 4)): int32
+// lanes with VNNI, else int16 pairs (vpmaddubsw; the caller keeps them below 2^15).
+template <int kR, int kPick, bool kVnni>
+HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
+  const __m256i x = Load32(xq);
+  for (int r = 0; r < kR; ++r) {
+    const __m256i u = _mm256_shuffle_epi32(half[r], kPick);
+#if SSMKIT_QUANT_DOT_VNNI
+    if constexpr (kVnni) {
+      sum[r] = AddQuadProducts(sum[r], u, x);
+      continue;
+    }
+#endif
+    sum[r] = _mm256_add_epi16(sum[r], _mm256_maddubs_epi16(u, x));
+  }
+}
+
+// The same without VNNI for Q8_0: |w| times x with w's sign (sign[r]: w's half as half[r]),
+// each quad's pairs widened to int32 at once (one pair can reach 2^15 - 256).
+template <int kR, int kPick>
+HWY_INLINE void AddSignedQuad(const int8_t* xq, const __m256i* half, const __m256i* sign,
+                              __m256i* sum) {
+  const __m256i x = Load32(xq);
+  for (int r = 0; r < kR; ++r) {
+    const __m256i v = _mm256_sign_epi8(x, _mm256_shuffle_epi32(sign[r], kPick));
+    sum[r] =
+        _mm256_add_epi32(sum[r], FourProductSums<false>(_mm256_shuffle_epi32(half[r], kPick), v));
+  }
+}
+
 // Block b of kR weight rows (w, row_bytes apart) times a tile of 8 rows by columns (x
 // (blocks, 8, 8, 4) levels, xs and start (blocks, 8)), added into acc[r] (lanes: the rows).
-template <class F, int kR>
+template <class F, int kR, bool kVnni>
 HWY_INLINE void AddColumnBlock(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, int64_t b,
                                const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                                const int32_t* HWY_RESTRICT start, __m256* acc) {
   const int8_t* xb = x + b * 8 * F::kElements;  // (8 quads, 8 rows, 4)
-  // Weight row r's levels + c, each 128-bit half in both halves (for vpshufd's quads), and
-  // two sums per row (even and odd quads) for two chains of dependent vpdpbusd.
-  __m256i low[kR], high[kR], even[kR], odd[kR];
-  for (int r = 0; r < kR; ++r) {
-    const __m256i u = F::UnsignedLevels(w + r * row_bytes + b * F::kBytes);
-    low[r] = _mm256_permute2x128_si256(u, u, 0x00);
-    high[r] = _mm256_permute2x128_si256(u, u, 0x11);
-    even[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * b));
-    odd[r] = _mm256_setzero_si256();
+  const __m256i block_start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * b));
+  // Weight row r's levels (+ c, or |w|), each 128-bit half in both halves (for vpshufd's
+  // quads), and two sums per row (even and odd quads) for two chains of dependent products.
+  __m256i low[kR], high[kR], even[kR], odd[kR], total[kR];
+  constexpr bool kSignedQuads = !kVnni && F::kUnsignedOffset == 128;
+  if constexpr (kSignedQuads) {
+    __m256i low_sign[kR], high_sign[kR];
+    for (int r = 0; r < kR; ++r) {
+      const __m256i levels = F::Levels(w + r * row_bytes + b * F::kBytes);
+      const __m256i u = _mm256_abs_epi8(levels);
+      low[r] = _mm256_permute2x128_si256(u, u, 0x00);
+      high[r] = _mm256_permute2x128_si256(u, u, 0x11);
+      low_sign[r] = _mm256_permute2x128_si256(levels, levels, 0x00);
+      high_sign[r] = _mm256_permute2x128_si256(levels, levels, 0x11);
+      even[r] = block_start;
+      odd[r] = _mm256_setzero_si256();
+    }
+    AddSignedQuad<kR, 0x00>(xb, low, low_sign, even);
+    AddSignedQuad<kR, 0x55>(xb + 32, low, low_sign, odd);
+    AddSignedQuad<kR, 0xAA>(xb + 64, low, low_sign, even);
+    AddSignedQuad<kR, 0xFF>(xb + 96, low, low_sign, odd);
+    AddSignedQuad<kR, 0x00>(xb + 128, high, high_sign, even);
+    AddSignedQuad<kR, 0x55>(xb + 160, high, high_sign, odd);
+    AddSignedQuad<kR, 0xAA>(xb + 192, high, high_sign, even);
+    AddSignedQuad<kR, 0xFF>(xb + 224, high, high_sign, odd);
+    for (int r = 0; r < kR; ++r) total[r] = _mm256_add_epi32(even[r], odd[r]);
+  } else {
+    for (int r = 0; r < kR; ++r) {
+      const __m256i u = F::UnsignedLevels(w + r * row_bytes + b * F::kBytes);
+      low[r] = _mm256_permute2x128_si256(u, u, 0x00);
+      high[r] = _mm256_permute2x128_si256(u, u, 0x11);
+      even[r] = kVnni ? block_start : _mm256_setzero_si256();
+      odd[r] = _mm256_setzero_si256();
+    }
+    AddQuad<kR, 0x00, kVnni>(xb, low, even);
+    AddQuad<kR, 0x55, kVnni>(xb + 32, low, odd);
+    AddQuad<kR, 0xAA, kVnni>(xb + 64, low, even);
+    AddQuad<kR, 0xFF, kVnni>(xb + 96, low, odd);
+    AddQuad<kR, 0x00, kVnni>(xb + 128, high, even);
+    AddQuad<kR, 0x55, kVnni>(xb + 160, high, odd);
+    AddQuad<kR, 0xAA, kVnni>(xb + 192, high, even);
+    AddQuad<kR, 0xFF, kVnni>(xb + 224, high, odd);
+    for (int r = 0; r < kR; ++r) {
+      if constexpr (kVnni) {
+        total[r] = _mm256_add_epi32(even[r], odd[r]);
+      } else {  // 4 quads of pairs of levels at most 31 each: below 2^15
+        const __m256i one = _mm256_set1_epi16(1);
+        total[r] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(even[r], one), block_start),
+                                    _mm256_madd_epi16(odd[r], one));
+      }
+    }
   }
-  AddQuad<kR, 0x00>(xb, low, even);
-  AddQuad<kR, 0x55>(xb + 32, low, odd);
-  AddQuad<kR, 0xAA>(xb + 64, low, even);
-  AddQuad<kR, 0xFF>(xb + 96, low, odd);
-  AddQuad<kR, 0x00>(xb + 128, high, even);
-  AddQuad<kR, 0x55>(xb + 160, high, odd);
-  AddQuad<kR, 0xAA>(xb + 192, high, even);
-  AddQuad<kR, 0xFF>(xb + 224, high, odd);
   const __m256 x_scale = _mm256_loadu_ps(xs + 8 * b);
   for (int r = 0; r < kR; ++r) {
     const __m256 d = BroadcastF16(w + r * row_bytes + b * F::kBytes + F::kScaleOffset);
-    const __m256 sum = _mm256_cvtepi32_ps(_mm256_add_epi32(even[r], odd[r]));
-    acc[r] = _mm256_fmadd_ps(sum, _mm256_mul_ps(x_scale, d), acc[r]);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total[r]), _mm256_mul_ps(x_scale, d), acc[r]);
   }
 }
 
 // The tile times kR weight rows of K / B blocks each: total[r] lane t is row t's sum with
 // weight row r before the bias. Blocks 8 at a time, so that accumulator b % 8 is a register.
-template <class F, int kR>
+template <class F, int kR, bool kVnni>
 HWY_INLINE void ColumnTotals(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, int64_t blocks,
                              const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                              const int32_t* HWY_RESTRICT start, __m256* total) {
@@ -214,7 +303,9 @@ HWY_INLINE void ColumnTotals(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, i
   for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      if (b0 + j < blocks) AddColumnBlock<F, kR>(w, row_bytes, b0 + j, x, xs, start, acc[j]);
+      if (b0 + j < blocks) {
+        AddColumnBlock<F, kR, kVnni>(w, row_bytes, b0 + j, x, xs, start, acc[j]);
+      }
     }
   }
   for (int r = 0; r < kR; ++r) {
@@ -224,9 +315,9 @@ HWY_INLINE void ColumnTotals(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, i
   }
 }
 
-// Weight rows multiplied at once by ColumnsOf: each quad of x loaded once for both. Tuned for
-// speed only.
-constexpr int64_t kPairRows = 2;
+// Weight rows multiplied at once by ColumnsOf: each quad of x loaded once for both, where the
+// target has 32 vector registers for their 8 accumulators each (AVX-512). Tuned for speed only.
+constexpr int64_t kPairRows = HWY_TARGET <= HWY_AVX3 ? 2 : 1;
 
 // out[t, m] for every row t of x and m in [m_begin, m_end) (QuantLinearRows), with the
 // weights of F (signed levels, 32 per block) and xq stored by columns: weight rows kPairRows at a
@@ -236,7 +327,7 @@ constexpr int64_t kPairRows = 2;
 // reads the pair's rows one after the other and is left to the hardware: prefetching the next
 // pair made the 130M shapes' batch-1 decode slower, and the byte kernels' kPrefetchRowsAhead
 // made m1-2.8b's Q8_0 batch-1 decode 7.9-8.8 tokens/s against 11.1-11.5 without (Zen 4).
-template <class F>
+template <class F, bool kVnni>
 void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   constexpr int64_t B = F::kElements;
   const int64_t T = p.rows, K = p.in_features, blocks = K / B, row_bytes = blocks * F::kBytes;
@@ -259,7 +350,7 @@ void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
           const float* xs = xq.scale.data() + t * blocks;         // (blocks)
           const int32_t* start = xq.start.data() + t * blocks;    // (blocks)
           for (int64_t r = 0; r < pair; ++r) {
-            put(t, m + r, RowTotal<F>(w + r * row_bytes, blocks, x, xs, start));
+            put(t, m + r, RowTotal<F, kVnni>(w + r * row_bytes, blocks, x, xs, start));
           }
         }
         continue;
@@ -270,9 +361,9 @@ void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
       alignas(32) float totals[kPairRows][8];
       __m256 total[kPairRows];
       if (pair == kPairRows) {
-        ColumnTotals<F, kPairRows>(w, row_bytes, blocks, x, xs, start, total);
+        ColumnTotals<F, kPairRows, kVnni>(w, row_bytes, blocks, x, xs, start, total);
       } else {
-        ColumnTotals<F, 1>(w, row_bytes, blocks, x, xs, start, total);
+        ColumnTotals<F, 1, kVnni>(w, row_bytes, blocks, x, xs, start, total);
       }
       for (int64_t r = 0; r < pair; ++r) {
         _mm256_store_ps(totals[r], total[r]);
@@ -297,6 +388,6 @@ HWY_INLINE void StoreColumnBlock(QuantizedRows* xq, int64_t t, int64_t b, const 
 }  // namespace
 }  // namespace ssmkit::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-#endif  // SSMKIT_QUANT_DOT_VNNI
+#endif  // SSMKIT_QUANT_DOT_BYTES
 
 #endif  // include guard

@@ -5,14 +5,13 @@
 //
 // Weights are unpacked to bytes, 32 at a time, and multiplied by 32 levels of x with vpmaddubsw
 // (u8 x s8, adjacent products summed into 16 int16 lanes); vpmaddwd then widens to int32,
-// multiplying by the sub-block scales of the K-quants (by 1 for Q8_0 / Q4_0). On an AVX-512 CPU
+// multiplying by the sub-block scales of the K-quants (by 1 for Q4_1 / Q5_1). On an AVX-512 CPU
 // with VNNI (kVnni) vpdpbusd sums 4 byte products straight into int32 and vpdpwssd takes the
 // scales' vpmaddwd + vpaddd: the same sums, one instruction fewer. vpmaddubsw saturates its
 // int16 sums, so every bound below keeps |x's levels| <= 127:
-// - Q8_0, Q4_0 and Q5_0 (signed levels w): |w| times x with w's sign (vpsignb), at most
-//   2 * 128 * 127 = 32512 (Q8_0's -128); one vpmaddwd by 1 per block of 32. Q4_1 and Q5_1
-//   (unsigned levels, at most 31) multiply x as it is; their min m adds m times the sum of
-//   the block's x levels.
+// - Q4_1 and Q5_1 (unsigned levels, at most 31) multiply x as it is; their min m adds m times
+//   the sum of the block's x levels. The signed formats Q8_0, Q4_0 and Q5_0 have their own
+//   kernels (quant_columns_x86-inl.h); their levels are defined here.
 // - The K-quants' levels are unsigned (Q4_K / Q5_K's q, Q6_K's q before its offset 32, at most
 //   63). Two chunks of 32 elements (two sub-blocks of Q4_K / Q5_K, four of Q6_K) go in
 //   interleaved in 16-bit units, the pairs of sub-block A in the even int16 lanes, B in the odd
@@ -108,12 +107,12 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
 // offset or mins taken off with the block's sums of 16 x levels (kSums).
 //
 // The formats of 32 elements (kPaired false): Levels gives the block's 32 levels as bytes,
-// signed (kSigned: Q8_0, Q4_0, Q5_0) or unsigned (Q4_1, Q5_1, whose min m adds m times the
-// sum of x's levels over the block).
+// signed (Q8_0, Q4_0, Q5_0: their products are quant_columns_x86-inl.h's) or unsigned (Q4_1,
+// Q5_1, whose min m adds m times the sum of x's levels over the block).
 template <class Block, bool kMin>
 struct Format32 {
   static constexpr int kElements = 32, kBytes = sizeof(Block);
-  static constexpr bool kPaired = false, kSigned = !kMin, kSums = kMin;
+  static constexpr bool kPaired = false, kSums = kMin;
   static constexpr size_t kScaleOffset = offsetof(Block, d);  // the block's f16 d
   struct Scales {
     __m256 d;
@@ -128,7 +127,7 @@ struct Format32 {
     }
     return s;
   }
-  // The formats with a min (kSums); the others' blocks are scaled in DotSpan.
+  // The formats with a min (kSums).
   static HWY_INLINE __m256 BlockValue(const Scales& s, __m256i sum, const int16_t* sums) {
     const float min_term = s.m * static_cast<float>(sums[0] + sums[1]);  // m S in lane 0
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), s.d,
@@ -244,7 +243,7 @@ HWY_INLINE __m128i ScalesMinsK4Bytes(const uint8_t* p) {
 template <class Block, bool kFifthBit>
 struct K4K5 {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
-  static constexpr bool kPaired = true, kSigned = false, kSums = true;
+  static constexpr bool kPaired = true, kSums = true;
   struct Scales {
     __m256 d, dmin;
     __m256i mins;      // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
@@ -295,7 +294,7 @@ using Q5_K = K4K5<quant::BlockQ5_K, true>;
 struct Q6_K {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 128,
                        kBytes = sizeof(quant::BlockQ6_K);
-  static constexpr bool kPaired = true, kSigned = false, kSums = true;
+  static constexpr bool kPaired = true, kSums = true;
   struct Scales {
     __m256 d;
     __m256i offset;       // int16 lane j: 32 sc_j
@@ -396,16 +395,12 @@ HWY_INLINE __m256i AddPairSums(__m256i acc, __m256i a, __m256i b) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 }
 
-// sum[t] = the block's int32 sums with row t of x (x: (kT, kElements) levels), the formats of
-// 32: signed levels as |w| times x with w's sign, unsigned ones as they are.
+// sum[t] = the block's int32 sums with row t of x (x: (kT, kElements) levels), the unsigned
+// formats of 32.
 template <class F, int kT, bool kVnni>
 HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* x, __m256i* sum) {
-  const __m256i w = F::Levels(block);
-  const __m256i u = F::kSigned ? _mm256_abs_epi8(w) : w;
-  for (int t = 0; t < kT; ++t) {
-    const __m256i xt = Load32(x + 32 * t);
-    sum[t] = QuadSums<kVnni>(u, F::kSigned ? _mm256_sign_epi8(xt, w) : xt);
-  }
+  const __m256i u = F::Levels(block);
+  for (int t = 0; t < kT; ++t) sum[t] = QuadSums<kVnni>(u, Load32(x + 32 * t));
 }
 
 // Group g of a K-quant block times kT rows of x ((kT, kElements) levels), pair by pair of
@@ -457,8 +452,8 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
   const int64_t K = xq.cols;
   const int8_t* x = xq.q8.data() + t0 * K;           // (blocks, kT, B)
   const float* xs = xq.scale.data() + t0 * (K / B);  // (blocks, kT)
-  const int16_t* xsum =
-      F::kSums ? xq.sums.data() + t0 * (K / 16) : nullptr;  // (blocks, kT, B / 16)
+  static_assert(F::kSums, "the signed formats of 32 go by quant_columns_x86-inl.h");
+  const int16_t* xsum = xq.sums.data() + t0 * (K / 16);  // (blocks, kT, B / 16)
   __m256 a[kT];
   for (int t = 0; t < kT; ++t) a[t] = _mm256_loadu_ps(acc + 8 * t);
   for (int64_t b = b0; b < b1; ++b) {
@@ -471,17 +466,10 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
     } else {
       PairedBlockSums<F, kT, kVnni>(block, s, xb, sum);
     }
-    if constexpr (F::kSums) {
-      for (int t = 0; t < kT; ++t) {
-        const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
-        a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
-                               _mm256_broadcast_ss(xs + b * kT + t), a[t]);
-      }
-    } else {
-      for (int t = 0; t < kT; ++t) {
-        const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(xs + b * kT + t), s.d);
-        a[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), scale, a[t]);
-      }
+    for (int t = 0; t < kT; ++t) {
+      const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
+      a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
+                             _mm256_broadcast_ss(xs + b * kT + t), a[t]);
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);

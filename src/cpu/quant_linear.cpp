@@ -13,9 +13,10 @@
 //   (quant_dot_x86-inl.h, namespace i8): x's levels stored as int8, the weight's unpacked to
 //   bytes, vpmaddubsw then vpmaddwd, 32 weights per instruction pair; the sub-block scales,
 //   Q6_K's offset and the Q4_K / Q5_K mins applied per block as in llama.cpp's AVX2 kernels;
-//   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni), and for
-//   the signed formats of 32 (Q8_0, Q4_0, Q5_0) the kernels by columns of
-//   quant_columns_x86-inl.h, which share a block's f32 work among a tile's 8 rows.
+//   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni). The
+//   signed formats of 32 (Q8_0, Q4_0, Q5_0) take the kernels by columns of
+//   quant_columns_x86-inl.h instead, which share a block's f32 work among a tile's 8 rows and
+//   sum every row in one order, with VNNI or without.
 // - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
 //   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
@@ -53,7 +54,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // After highway.h: the 8-bit kernels (namespace i8) on x86 with AVX2, SSMKIT_QUANT_DOT_BYTES,
-// and those of the signed formats of 32 by columns with VNNI (i8::ColumnsOf).
+// and those of the signed formats of 32 by columns (i8::ColumnsOf).
 #include "cpu/quant_dot_x86-inl.h"
 #include "cpu/quant_columns_x86-inl.h"
 
@@ -494,10 +495,8 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
       }
       if (xq->columns) {  // a signed format of 32 (no sums): `sum` is the block's
         const int32_t start = -xq->unsigned_offset * hn::GetLane(hn::SumOfLanes(d32, sum));
-#if SSMKIT_QUANT_DOT_VNNI
-        if constexpr (sizeof(Level) == 1) {
-          if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale, start);
-        }
+#if SSMKIT_QUANT_DOT_BYTES
+        if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale, start);
 #endif
         if (!by_columns) xq->start[offset / B] = start;
       }
@@ -509,16 +508,12 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
   }
 }
 
-// The signed formats of 32 (Q8_0, Q4_0, Q5_0): with VNNI, by columns (x stored so:
+// The signed formats of 32 (Q8_0, Q4_0, Q5_0): with the byte kernels, by columns (x stored so:
 // QuantizedRows::columns is set for exactly these).
 template <class F, bool kVnni>
 void SignedRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
-#if SSMKIT_QUANT_DOT_VNNI
-  if constexpr (kVnni) {
-    return i8::ColumnsOf<F>(p, xq, m_begin, m_end);
-  } else {
-    return RowsOf<F, false>(p, xq, m_begin, m_end);
-  }
+#if SSMKIT_QUANT_DOT_BYTES
+  return i8::ColumnsOf<F, kVnni>(p, xq, m_begin, m_end);
 #else
   return RowsOf<F, kVnni>(p, xq, m_begin, m_end);
 #endif
@@ -624,10 +619,12 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   level_bytes = HWY_DYNAMIC_DISPATCH(LevelBytesImpl)();
   tile = HWY_DYNAMIC_DISPATCH(TileRowsImpl)();
   vnni = HWY_DYNAMIC_DISPATCH(VnniKernelsImpl)();
-  // The signed formats of 32 go by columns with VNNI, at every T: each row's sum in one order.
-  columns = vnni && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
-                     weight_dtype == DType::kQ5_0);
-  unsigned_offset = columns ? UnsignedLevelOffset(weight_dtype) : 0;
+  // The signed formats of 32 go by columns with the byte kernels, at every T: each row's sum
+  // in one order. Without VNNI Q8_0 multiplies signed levels (no offset).
+  columns = level_bytes == 1 && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
+                                 weight_dtype == DType::kQ5_0);
+  unsigned_offset =
+      columns && (vnni || PairedLoneRows(weight_dtype)) ? UnsignedLevelOffset(weight_dtype) : 0;
   paired = columns && PairedLoneRows(weight_dtype);
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));

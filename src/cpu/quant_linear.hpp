@@ -21,16 +21,16 @@ namespace ssmkit::cpu {
 constexpr int64_t kPrefetchNextRowBytes = 1024;
 constexpr int64_t kPrefetchRowsAhead = 3;
 
-// The VNNI kernels of the signed formats of 32 multiply each weight level w as the unsigned byte
-// w + UnsignedLevelOffset (vpdpbusd takes unsigned bytes): Q8_0's levels with their top bit
-// flipped, Q4_0's and Q5_0's nibbles (with the fifth bit) as stored, before their offset. Each
-// block's sum of products then starts at -UnsignedLevelOffset times the sum of x's levels over
-// the block (QuantizedRows::start).
+// The byte kernels of the signed formats of 32 (quant_columns_x86-inl.h) multiply each weight
+// level w as the unsigned byte w + UnsignedLevelOffset: Q8_0's levels with their top bit flipped
+// (with VNNI; without, |w| times x with w's sign and no offset), Q4_0's and Q5_0's nibbles (with
+// the fifth bit) as stored, before their offset. Each block's sum of products then starts at
+// -UnsignedLevelOffset times the sum of x's levels over the block (QuantizedRows::start).
 constexpr int32_t UnsignedLevelOffset(DType weight_dtype) {
   return weight_dtype == DType::kQ4_0 ? 8 : weight_dtype == DType::kQ5_0 ? 16 : 128;
 }
 
-// The VNNI kernels' lone rows (QuantizedRows::paired) of Q4_0 and Q5_0 multiply two blocks per
+// The byte kernels' lone rows (QuantizedRows::paired) of Q4_0 and Q5_0 multiply two blocks per
 // vector: x's levels go in pairs of blocks a, b as a 0-15, b 0-15, a 16-31, b 16-31, the order of
 // their weights' low and high nibbles when the two blocks' 16 bytes are loaded side by side.
 constexpr bool PairedLoneRows(DType weight_dtype) {
@@ -59,7 +59,7 @@ constexpr int64_t kColumnTileMinRows = 4;
 // where its first row t would start in row-major order (t K levels, t K / B scales, t K / 16
 // sums), and a tile of one row (T = 1) is row-major.
 //
-// By columns (`columns`: the VNNI kernels of the signed formats of 32, quant_columns_x86-inl.h),
+// By columns (`columns`: the byte kernels of the signed formats of 32, quant_columns_x86-inl.h),
 // a tile of kColumnTileMinRows rows or more is stored for a kernel whose vector lanes are its
 // 8 rows: per block, its 8 quads (4 consecutive elements) each as the 8 rows' 4 levels,
 // (blocks, 8, 8, 4), the rows past the tile's last zero (the last tile is padded to 8 rows);
@@ -79,7 +79,7 @@ struct QuantizedRows {
   bool with_sums = false;                 // the weight's kernel takes sums
   std::vector<int16_t> sums;              // T K / 16 when with_sums
   std::vector<int32_t> start;             // T K / B when columns (padded as q8)
-  int32_t unsigned_offset = 0;            // UnsignedLevelOffset of the weight, when columns
+  int32_t unsigned_offset = 0;            // the weight's level offset (UnsignedLevelOffset or 0)
   bool paired = false;                    // lone rows in pairs of blocks (PairedLoneRows)
 
   // The rows of the tile that row t falls in, and its first row.
