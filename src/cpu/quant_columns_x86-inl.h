@@ -70,16 +70,6 @@ HWY_INLINE __m256i LaneTotals(const __m256i* p) {
                           _mm256_permute2x128_si256(low, high, 0x31));
 }
 
-// The int32 sums of 4 adjacent products of unsigned bytes u and signed bytes v: vpdpbusd
-// (kVnni), or vpmaddubsw then vpmaddwd by 1, u at most 128 there (no pair of products saturates).
-template <bool kVnni>
-HWY_INLINE __m256i FourProductSums(__m256i u, __m256i v) {
-#if SSMKIT_QUANT_DOT_VNNI
-  if constexpr (kVnni) return AddQuadProducts(_mm256_setzero_si256(), u, v);
-#endif
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1));
-}
-
 // Block j's 32 weight levels times x's 32 (x's order) as 8 int32 partial sums, plus c times
 // x's sum (the block's start takes that off): w + c by x, or without VNNI for Q8_0 (c = 0) |w|
 // by x with w's sign.
@@ -87,9 +77,9 @@ template <class F, bool kVnni>
 HWY_INLINE __m256i BlockPartials(const uint8_t* w, const int8_t* x) {
   if constexpr (!kVnni && F::kUnsignedOffset == 128) {
     const __m256i levels = F::Levels(w);
-    return FourProductSums<false>(_mm256_abs_epi8(levels), _mm256_sign_epi8(Load32(x), levels));
+    return QuadSums<false>(_mm256_abs_epi8(levels), _mm256_sign_epi8(Load32(x), levels));
   } else {
-    return FourProductSums<kVnni>(F::UnsignedLevels(w), Load32(x));
+    return QuadSums<kVnni>(F::UnsignedLevels(w), Load32(x));
   }
 }
 
@@ -219,8 +209,7 @@ HWY_INLINE void AddSignedQuad(const int8_t* xq, const __m256i* half, const __m25
   const __m256i x = Load32(xq);
   for (int r = 0; r < kR; ++r) {
     const __m256i v = _mm256_sign_epi8(x, _mm256_shuffle_epi32(sign[r], kPick));
-    sum[r] =
-        _mm256_add_epi32(sum[r], FourProductSums<false>(_mm256_shuffle_epi32(half[r], kPick), v));
+    sum[r] = _mm256_add_epi32(sum[r], QuadSums<false>(_mm256_shuffle_epi32(half[r], kPick), v));
   }
 }
 

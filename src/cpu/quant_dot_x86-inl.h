@@ -375,8 +375,9 @@ HWY_INLINE __m256i AddPairProducts(__m256i acc, __m256i a, __m256i b) {
 #endif
 
 // The int32 sums of 4 adjacent products of unsigned bytes u and signed bytes v, at most
-// 2 * 32512 in magnitude here. Without VNNI: vpmaddubsw (pairs, in int16: the bounds above keep
-// them from saturating) then vpmaddwd by 1; with VNNI (kVnni), vpdpbusd, the same sums.
+// 2 * 32512 in magnitude here and in quant_columns_x86-inl.h. Without VNNI: vpmaddubsw (pairs,
+// in int16: the bounds above keep them from saturating) then vpmaddwd by 1; with VNNI (kVnni),
+// vpdpbusd, the same sums.
 template <bool kVnni>
 HWY_INLINE __m256i QuadSums(__m256i u, __m256i v) {
 #if SSMKIT_QUANT_DOT_VNNI
