@@ -342,5 +342,51 @@ TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
   }
 }
 
+// A NaN or an infinity in one row of x reaches every output of that row (the few-rows kernels
+// quantize x per block: a NaN must not be lost in the block's maximum), on every kernel, and
+// the other rows keep their bits.
+TEST(QuantLinear, NanAndInfinityInXReachTheirRow) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const int64_t M = 9, K = 512;
+  for (DType dtype : kQuantized) {
+    Weight w(dtype, M, K, rng);
+    for (int64_t T : {1, 3, 8, 11}) {
+      for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+        const int64_t row = T / 2, k = static_cast<int64_t>(rng.Uniform(0.0, K - 1.0));
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " T=" + std::to_string(T) +
+                     " row=" + std::to_string(row) + " k=" + std::to_string(k) +
+                     " value=" + std::to_string(bad));
+        const std::vector<float> clean = RandomX(T, K, rng);
+        std::vector<float> x = clean;
+        x[row * K + k] = bad;
+        const auto run = [&](const std::vector<float>& in) {
+          std::vector<float> out(static_cast<size_t>(T * M), 0.5f);
+          const Status s = LinearForward(
+              {Tensor::Contiguous(in.data(), DType::kF32, {T, K}), w.view(), Tensor{}},
+              Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
+          EXPECT_TRUE(s.ok()) << s.message();
+          return out;
+        };
+        ForEachKernel([&] {
+          const std::vector<float> expected = run(clean), out = run(x);
+          for (int64_t t = 0; t < T; ++t) {
+            for (int64_t m = 0; m < M; ++m) {
+              const float v = out[t * M + m];
+              if (t == row) {
+                EXPECT_FALSE(std::isfinite(v)) << "row " << t << " output " << m << ": " << v;
+              } else {
+                EXPECT_EQ(std::memcmp(&v, &expected[t * M + m], sizeof v), 0)
+                    << "row " << t << " output " << m;
+              }
+            }
+          }
+        });
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ssmkit::testing

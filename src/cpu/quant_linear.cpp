@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
@@ -478,9 +479,16 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
       Level own[32];
       const int64_t offset = by_columns ? 0 : xq->BlockOffset(t, b);
       Level* q = by_columns ? own : levels + offset;  // (B)
+      // A NaN makes the block's scale NaN, and so every output of the row: Max may drop it.
       VF vmax = hn::Zero(df);
-      for (int64_t i = 0; i < B; i += W) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
-      const float scale = hn::GetLane(hn::MaxOfLanes(df, vmax)) / 127.0f;
+      auto nan = hn::FirstN(df, 0);
+      for (int64_t i = 0; i < B; i += W) {
+        const VF v = hn::LoadU(df, xb + i);
+        vmax = hn::Max(vmax, hn::Abs(v));
+        nan = hn::Or(nan, hn::IsNaN(v));
+      }
+      const float scale = hn::AllFalse(df, nan) ? hn::GetLane(hn::MaxOfLanes(df, vmax)) / 127.0f
+                                                : std::numeric_limits<float>::quiet_NaN();
       if (!by_columns) xq->scale[offset / B] = scale;
       const VF inverse = hn::Set(df, scale > 0.0f ? 1.0f / scale : 0.0f);
       V32 sum = hn::Zero(d32);
@@ -493,8 +501,10 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
           sum = hn::Zero(d32);
         }
       }
-      if (xq->columns) {  // a signed format of 32 (no sums): `sum` is the block's
-        const int32_t start = -xq->unsigned_offset * hn::GetLane(hn::SumOfLanes(d32, sum));
+      if (xq->columns) {  // a signed format of 32: the levels as stored (a NaN's saturated)
+        int32_t level_sum = 0;
+        for (int64_t i = 0; i < B; ++i) level_sum += q[i];
+        const int32_t start = -xq->unsigned_offset * level_sum;
 #if SSMKIT_QUANT_DOT_BYTES
         if (by_columns) i8::StoreColumnBlock(xq, t, b, own, scale, start);
 #endif
