@@ -70,12 +70,17 @@ HWY_INLINE __m256i LaneTotals(const __m256i* p) {
                           _mm256_permute2x128_si256(low, high, 0x31));
 }
 
+// Whether format F's levels go in as |w| times x with w's sign (c = 0): Q8_0 without VNNI, whose
+// w + 128 would saturate vpmaddubsw's pair sums.
+template <class F, bool kVnni>
+constexpr bool kSignedProducts = !kVnni && F::kUnsignedOffset == 128;
+
 // Block j's 32 weight levels times x's 32 (x's order) as 8 int32 partial sums, plus c times
-// x's sum (the block's start takes that off): w + c by x, or without VNNI for Q8_0 (c = 0) |w|
-// by x with w's sign.
+// x's sum (the block's start takes that off): w + c by x, or |w| by x with w's sign
+// (kSignedProducts).
 template <class F, bool kVnni>
 HWY_INLINE __m256i BlockPartials(const uint8_t* w, const int8_t* x) {
-  if constexpr (!kVnni && F::kUnsignedOffset == 128) {
+  if constexpr (kSignedProducts<F, kVnni>) {
     const __m256i levels = F::Levels(w);
     return QuadSums<false>(_mm256_abs_epi8(levels), _mm256_sign_epi8(Load32(x), levels));
   } else {
@@ -184,13 +189,20 @@ HWY_INLINE float RowTotal(const uint8_t* HWY_RESTRICT w, int64_t blocks,
 }
 
 // sum[r] plus weight row r's quad q (kPick: its place in the 128-bit half, vpshufd's pattern,
-// half[r] holding that half in both) times the 8 rows' quad q of x (xq, (8 rows, 4)): int32
-// lanes with VNNI, else int16 pairs (vpmaddubsw; the caller keeps them below 2^15).
-template <int kR, int kPick, bool kVnni>
-HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
+// half[r] holding that half in both) times the 8 rows' quad q of x (xq, (8 rows, 4)): with
+// VNNI, or with kSigned (|w| in half, w's half in sign for x's sign; one pair can reach
+// 2^15 - 256, so each quad is widened at once), int32 lanes; else int16 pairs (vpmaddubsw; the
+// caller keeps them below 2^15).
+template <int kR, int kPick, bool kVnni, bool kSigned>
+HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, const __m256i* sign, __m256i* sum) {
   const __m256i x = Load32(xq);
   for (int r = 0; r < kR; ++r) {
     const __m256i u = _mm256_shuffle_epi32(half[r], kPick);
+    if constexpr (kSigned) {
+      const __m256i v = _mm256_sign_epi8(x, _mm256_shuffle_epi32(sign[r], kPick));
+      sum[r] = _mm256_add_epi32(sum[r], QuadSums<false>(u, v));
+      continue;
+    }
 #if SSMKIT_QUANT_DOT_VNNI
     if constexpr (kVnni) {
       sum[r] = AddQuadProducts(sum[r], u, x);
@@ -201,81 +213,51 @@ HWY_INLINE void AddQuad(const int8_t* xq, const __m256i* half, __m256i* sum) {
   }
 }
 
-// The same without VNNI for Q8_0: |w| times x with w's sign (sign[r]: w's half as half[r]),
-// each quad's pairs widened to int32 at once (one pair can reach 2^15 - 256).
-template <int kR, int kPick>
-HWY_INLINE void AddSignedQuad(const int8_t* xq, const __m256i* half, const __m256i* sign,
-                              __m256i* sum) {
-  const __m256i x = Load32(xq);
-  for (int r = 0; r < kR; ++r) {
-    const __m256i v = _mm256_sign_epi8(x, _mm256_shuffle_epi32(sign[r], kPick));
-    sum[r] = _mm256_add_epi32(sum[r], QuadSums<false>(_mm256_shuffle_epi32(half[r], kPick), v));
-  }
-}
-
 // Block b of kR weight rows (w, row_bytes apart) times a tile of 8 rows by columns (x
 // (blocks, 8, 8, 4) levels, xs and start (blocks, 8)), added into acc[r] (lanes: the rows).
 template <class F, int kR, bool kVnni>
 HWY_INLINE void AddColumnBlock(const uint8_t* HWY_RESTRICT w, int64_t row_bytes, int64_t b,
                                const int8_t* HWY_RESTRICT x, const float* HWY_RESTRICT xs,
                                const int32_t* HWY_RESTRICT start, __m256* acc) {
+  constexpr bool kSigned = kSignedProducts<F, kVnni>;
+  // Sums in int16 pairs until the block's end: the levels of Q4_0 / Q5_0 without VNNI.
+  constexpr bool kPairs16 = !kVnni && !kSigned;
   const int8_t* xb = x + b * 8 * F::kElements;  // (8 quads, 8 rows, 4)
   const __m256i block_start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * b));
-  // Weight row r's levels (+ c, or |w|), each 128-bit half in both halves (for vpshufd's
+  // Weight row r's levels (+ c, or |w| and w), each 128-bit half in both halves (for vpshufd's
   // quads), and two sums per row (even and odd quads) for two chains of dependent products.
-  __m256i low[kR], high[kR], even[kR], odd[kR], total[kR];
-  constexpr bool kSignedQuads = !kVnni && F::kUnsignedOffset == 128;
-  if constexpr (kSignedQuads) {
-    __m256i low_sign[kR], high_sign[kR];
-    for (int r = 0; r < kR; ++r) {
-      const __m256i levels = F::Levels(w + r * row_bytes + b * F::kBytes);
-      const __m256i u = _mm256_abs_epi8(levels);
-      low[r] = _mm256_permute2x128_si256(u, u, 0x00);
-      high[r] = _mm256_permute2x128_si256(u, u, 0x11);
+  __m256i low[kR], high[kR], low_sign[kR], high_sign[kR], even[kR], odd[kR];
+  for (int r = 0; r < kR; ++r) {
+    const uint8_t* block = w + r * row_bytes + b * F::kBytes;
+    const __m256i levels = kSigned ? F::Levels(block) : F::UnsignedLevels(block);
+    const __m256i u = kSigned ? _mm256_abs_epi8(levels) : levels;
+    low[r] = _mm256_permute2x128_si256(u, u, 0x00);
+    high[r] = _mm256_permute2x128_si256(u, u, 0x11);
+    if constexpr (kSigned) {
       low_sign[r] = _mm256_permute2x128_si256(levels, levels, 0x00);
       high_sign[r] = _mm256_permute2x128_si256(levels, levels, 0x11);
-      even[r] = block_start;
-      odd[r] = _mm256_setzero_si256();
     }
-    AddSignedQuad<kR, 0x00>(xb, low, low_sign, even);
-    AddSignedQuad<kR, 0x55>(xb + 32, low, low_sign, odd);
-    AddSignedQuad<kR, 0xAA>(xb + 64, low, low_sign, even);
-    AddSignedQuad<kR, 0xFF>(xb + 96, low, low_sign, odd);
-    AddSignedQuad<kR, 0x00>(xb + 128, high, high_sign, even);
-    AddSignedQuad<kR, 0x55>(xb + 160, high, high_sign, odd);
-    AddSignedQuad<kR, 0xAA>(xb + 192, high, high_sign, even);
-    AddSignedQuad<kR, 0xFF>(xb + 224, high, high_sign, odd);
-    for (int r = 0; r < kR; ++r) total[r] = _mm256_add_epi32(even[r], odd[r]);
-  } else {
-    for (int r = 0; r < kR; ++r) {
-      const __m256i u = F::UnsignedLevels(w + r * row_bytes + b * F::kBytes);
-      low[r] = _mm256_permute2x128_si256(u, u, 0x00);
-      high[r] = _mm256_permute2x128_si256(u, u, 0x11);
-      even[r] = kVnni ? block_start : _mm256_setzero_si256();
-      odd[r] = _mm256_setzero_si256();
-    }
-    AddQuad<kR, 0x00, kVnni>(xb, low, even);
-    AddQuad<kR, 0x55, kVnni>(xb + 32, low, odd);
-    AddQuad<kR, 0xAA, kVnni>(xb + 64, low, even);
-    AddQuad<kR, 0xFF, kVnni>(xb + 96, low, odd);
-    AddQuad<kR, 0x00, kVnni>(xb + 128, high, even);
-    AddQuad<kR, 0x55, kVnni>(xb + 160, high, odd);
-    AddQuad<kR, 0xAA, kVnni>(xb + 192, high, even);
-    AddQuad<kR, 0xFF, kVnni>(xb + 224, high, odd);
-    for (int r = 0; r < kR; ++r) {
-      if constexpr (kVnni) {
-        total[r] = _mm256_add_epi32(even[r], odd[r]);
-      } else {  // 4 quads of pairs of levels at most 31 each: below 2^15
-        const __m256i one = _mm256_set1_epi16(1);
-        total[r] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(even[r], one), block_start),
-                                    _mm256_madd_epi16(odd[r], one));
-      }
-    }
+    even[r] = kPairs16 ? _mm256_setzero_si256() : block_start;
+    odd[r] = _mm256_setzero_si256();
   }
+  AddQuad<kR, 0x00, kVnni, kSigned>(xb, low, low_sign, even);
+  AddQuad<kR, 0x55, kVnni, kSigned>(xb + 32, low, low_sign, odd);
+  AddQuad<kR, 0xAA, kVnni, kSigned>(xb + 64, low, low_sign, even);
+  AddQuad<kR, 0xFF, kVnni, kSigned>(xb + 96, low, low_sign, odd);
+  AddQuad<kR, 0x00, kVnni, kSigned>(xb + 128, high, high_sign, even);
+  AddQuad<kR, 0x55, kVnni, kSigned>(xb + 160, high, high_sign, odd);
+  AddQuad<kR, 0xAA, kVnni, kSigned>(xb + 192, high, high_sign, even);
+  AddQuad<kR, 0xFF, kVnni, kSigned>(xb + 224, high, high_sign, odd);
   const __m256 x_scale = _mm256_loadu_ps(xs + 8 * b);
   for (int r = 0; r < kR; ++r) {
+    // kPairs16: 4 quads of pairs of levels at most 31 each, below 2^15, widened here.
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i total =
+        kPairs16 ? _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(even[r], one), block_start),
+                                    _mm256_madd_epi16(odd[r], one))
+                 : _mm256_add_epi32(even[r], odd[r]);
     const __m256 d = BroadcastF16(w + r * row_bytes + b * F::kBytes + F::kScaleOffset);
-    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total[r]), _mm256_mul_ps(x_scale, d), acc[r]);
+    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(x_scale, d), acc[r]);
   }
 }
 
