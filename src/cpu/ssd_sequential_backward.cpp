@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/aligned_floats.hpp"
 #include "core/dtype.hpp"
 #include "cpu/ssd_backward_driver.hpp"
 #include "cpu/ssd_common.hpp"
@@ -261,7 +262,7 @@ void BwdTilesAnyShape(const BwdTileArgs& a, int kV, float* pbuf, const RowPrefet
 struct BwdHead {
   std::vector<float> dt, dt_grad, decay, fmult, alpha, amult, beta, cdc, xg;  // (L)
   std::vector<float> skip, dD;     // (Pr): D[h, p] (0 without D), the dD sums
-  std::vector<float> S;            // (Pr, Nn): the state, then the adjoint state
+  AlignedFloats S;                 // (Pr, Nn): the state, then the adjoint state
   std::vector<float> checkpoints;  // (L / K, Pr, Nn) from Checkpoint(): h before each checkpoint
   std::vector<double> dlog_a_at;   // (L / K + 1): exact dLoss/dlog(a) there
   double final_term = 0.0;         // <dfinal, h_{L-1}>
@@ -274,9 +275,13 @@ float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) {
   return reinterpret_cast<float*>((base + 63) / 64 * 64) + c * size;
 }
 
+// The buffers the tiles load and store vectors from start on cache lines (AlignedFloats): in a
+// std::vector (16-byte aligned) vectors straddle two lines, at a cost that depends on where the
+// allocator put them (the forward's note).
 struct BwdScratch {
   std::vector<BwdHead> heads;
-  std::vector<float> scale, xs, dy, dys, nbuf, pbuf, pvec, row;  // one time block
+  std::vector<float> scale, row;             // one time block
+  AlignedFloats xs, dy, dys, nbuf, pbuf, pvec;  // one time block
 };
 
 // Steps between the backward's state checkpoints: kCheckpointSteps, stretched so that a
@@ -331,12 +336,12 @@ void SizeBlockScratch(const BwdRun& r, BwdScratch& s) {
   const int64_t T = kBwdBlock, Pr = r.Pr, lanes = static_cast<int64_t>(hn::Lanes(DF()));
   if (static_cast<int64_t>(s.heads.size()) < r.h1 - r.h0) s.heads.resize(r.h1 - r.h0);
   s.scale.resize(T);
-  s.xs.resize(T * Pr);
-  s.dy.resize(T * Pr);
-  s.dys.resize(T * Pr);
-  s.nbuf.resize(T * r.Nn);
-  s.pbuf.resize(T * Pr);
-  s.pvec.resize(T * r.kP * lanes);
+  s.xs.Grow(T * Pr);
+  s.dy.Grow(T * Pr);
+  s.dys.Grow(T * Pr);
+  s.nbuf.Grow(T * r.Nn);
+  s.pbuf.Grow(T * Pr);
+  s.pvec.Grow(T * r.kP * lanes);
   s.row.resize(Pr);
 }
 
@@ -355,7 +360,7 @@ void StartHead(const BwdRun& r, int64_t h, BwdHead& hd) {
     hd.skip[i] = p.D.data[h * p.D.stride_head + (p.d_per_channel ? i * p.D.stride_p : 0)];
   }
   hd.dD.assign(Pr, 0.0f);
-  hd.S.assign(Pr * Nn, 0.0f);
+  hd.S.Assign(Pr * Nn);
   hd.checkpoints.resize(checkpoints * Pr * Nn + 16);
   hd.dlog_a_at.assign(checkpoints + 1, 0.0);
   ssd::DtRow(p, r.b, h, 0, L, hd.dt.data(), hd.dt_grad.data(), hd.decay.data());
@@ -414,7 +419,7 @@ void StoreHeadDz(const BwdRun& r, int64_t h, int64_t t0, int64_t Tn, const BwdHe
     const float al = hd.alpha[t0 + t];
     RowToF32(p.x.data, p.x.dtype, p.x.Offset(r.b, t0 + t, h), P, s.row.data());
     for (int64_t i = 0; i < P; ++i)
-      s.pbuf[t * Pr + i] = al * s.pbuf[t * Pr + i] + hd.skip[i] * s.row[i];
+      s.pbuf.data()[t * Pr + i] = al * s.pbuf.data()[t * Pr + i] + hd.skip[i] * s.row[i];
   }
   ssd::StoreDz(p, r.b, h, t0, Tn, s.pbuf.data(), Pr);
 }
@@ -475,7 +480,7 @@ void StartAdjointState(const BwdRun& r, int64_t h, BwdHead& hd) {
       hd.final_term += DotF64(df, src + i * v.stride_p, hd.S.data() + i * Nn, N);
     hd.final_term *= hd.alpha[r.L - 1];
   }
-  std::fill(hd.S.begin(), hd.S.end(), 0.0f);
+  std::fill(hd.S.data(), hd.S.data() + hd.S.size(), 0.0f);
   if (p.dfinal_states.data) {
     const SsdStateView& v = p.dfinal_states;
     const float* src = v.data + r.b * v.stride_batch + h * v.stride_head;
@@ -579,7 +584,7 @@ void StoreDinitialState(const BwdRun& r, int64_t h, const BwdHead& hd) {
   float* dst = v.data + r.b * v.stride_batch + h * v.stride_head;
   const float scale = hd.decay[0] * hd.beta[0];
   for (int64_t i = 0; i < r.P; ++i)
-    for (int64_t n = 0; n < r.N; ++n) dst[i * v.stride_p + n] = scale * hd.S[i * r.Nn + n];
+    for (int64_t n = 0; n < r.N; ++n) dst[i * v.stride_p + n] = scale * hd.S.data()[i * r.Nn + n];
 }
 
 // ddt of head h (written) and its sums dA, ddt_bias over the sequence, through
