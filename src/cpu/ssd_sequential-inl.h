@@ -72,6 +72,16 @@ inline void ForwardScales(const SsdParams& p, int64_t b, const float* decay, flo
   }
 }
 
+// The steps t of [0, T) whose state is rescaled first (mult[t] != 1), ascending, into steps;
+// returns how many. The tiles run the steps between two of them without a test per step.
+inline int64_t RescaleSteps(const float* mult, int64_t T, int64_t* steps) {
+  int64_t count = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    if (mult[t] != 1.0f) steps[count++] = t;
+  }
+  return count;
+}
+
 // *dst = v (first) or *dst + v.
 HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
   const DF df;

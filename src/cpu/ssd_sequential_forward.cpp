@@ -189,11 +189,8 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
         }
         rows_of = g;
       }
-      int64_t rescales = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
-        if (hd.mult[t0 + t] != 1.0f) s.rescale[rescales++] = t;
-      }
+      for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
+      const int64_t rescales = RescaleSteps(hd.mult.data() + t0, T, s.rescale.data());
       ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xy.data(), 2 * Pp, Pp);
       const RowPrefetch next =
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
