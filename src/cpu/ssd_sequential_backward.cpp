@@ -142,11 +142,17 @@ HWY_INLINE void BwdAdjointSteps(const BwdTileArgs& a, int64_t t, int64_t stop, i
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t Pr = a.Pr, Nn = a.Nn, dy_off = a.dy_off;
-  for (int64_t u = t; u > stop; --u) {
-    const float* HWY_RESTRICT bc = a.bc + u * 2 * Nn + n0;
-    const float* HWY_RESTRICT xt = a.x + u * Pr + p0;
-    float* HWY_RESTRICT nt = a.nbuf + u * Nn + n0;
-    float* HWY_RESTRICT pv = a.pvec + u * kP * lanes;
+  // At step t + 1 (at most one past the block's rows), stepped back before each step so that
+  // they never point before the block.
+  const float* HWY_RESTRICT bc = a.bc + (t + 1) * 2 * Nn + n0;
+  const float* HWY_RESTRICT xt = a.x + (t + 1) * Pr + p0;
+  float* HWY_RESTRICT nt = a.nbuf + (t + 1) * Nn + n0;
+  float* HWY_RESTRICT pv = a.pvec + (t + 1) * kP * lanes;
+  for (int64_t k = t - stop; k > 0; --k) {
+    bc -= 2 * Nn;
+    xt -= Pr;
+    nt -= Nn;
+    pv -= kP * lanes;
     VF bv[kV], cv[kV], db[kV];
     for (int j = 0; j < kV; ++j) {
       bv[j] = hn::LoadU(df, bc + j * lanes);
