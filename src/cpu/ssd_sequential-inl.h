@@ -82,6 +82,31 @@ inline int64_t RescaleSteps(const float* mult, int64_t T, int64_t* steps) {
   return count;
 }
 
+// A tile of kR x kC state vectors in registers: rows `ld` floats apart from `at`.
+template <int kR, int kC>
+HWY_INLINE void LoadTile(const float* at, int64_t ld, VF (&v)[kR][kC]) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int i = 0; i < kR; ++i)
+    for (int j = 0; j < kC; ++j) v[i][j] = hn::LoadU(df, at + i * ld + j * lanes);
+}
+
+template <int kR, int kC>
+HWY_INLINE void StoreTile(const VF (&v)[kR][kC], int64_t ld, float* at) {
+  const DF df;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  for (int i = 0; i < kR; ++i)
+    for (int j = 0; j < kC; ++j) hn::StoreU(v[i][j], df, at + i * ld + j * lanes);
+}
+
+// The tile times m (a rescale: ScaleStep's mult).
+template <int kR, int kC>
+HWY_INLINE void ScaleTile(float m, VF (&v)[kR][kC]) {
+  const VF mv = hn::Set(DF(), m);
+  for (int i = 0; i < kR; ++i)
+    for (int j = 0; j < kC; ++j) v[i][j] = hn::Mul(v[i][j], mv);
+}
+
 // *dst = v (first) or *dst + v.
 HWY_INLINE void StoreOrAdd(VF v, bool first, float* dst) {
   const DF df;

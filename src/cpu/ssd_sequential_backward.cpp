@@ -189,34 +189,11 @@ HWY_INLINE void WithFirstFlags(BwdTileFirst first, const Steps& steps) {
   }
 }
 
-template <int kP, int kV>
-HWY_INLINE void ScaleTile(float m, VF (&S)[kP][kV]) {
-  const VF mv = hn::Set(DF(), m);
-  for (int i = 0; i < kP; ++i)
-    for (int j = 0; j < kV; ++j) S[i][j] = hn::Mul(S[i][j], mv);
-}
-
-template <int kP, int kV>
-HWY_INLINE void LoadTile(const BwdTileArgs& a, int64_t p0, int64_t n0, VF (&S)[kP][kV]) {
-  const DF df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  for (int i = 0; i < kP; ++i)
-    for (int j = 0; j < kV; ++j) S[i][j] = hn::LoadU(df, a.S + (p0 + i) * a.Nn + n0 + j * lanes);
-}
-
-template <int kP, int kV>
-HWY_INLINE void StoreTile(const VF (&S)[kP][kV], const BwdTileArgs& a, int64_t p0, int64_t n0) {
-  const DF df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  for (int i = 0; i < kP; ++i)
-    for (int j = 0; j < kV; ++j) hn::StoreU(S[i][j], df, a.S + (p0 + i) * a.Nn + n0 + j * lanes);
-}
-
 // Forward sweep of one tile through the block, in runs of steps between rescales.
 template <int kP, int kV, bool kY>
 HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, BwdTileFirst first) {
   VF S[kP][kV];
-  LoadTile(a, p0, n0, S);
+  LoadTile(a.S + p0 * a.Nn + n0, a.Nn, S);
   int64_t t = 0;
   for (int64_t k = 0;; ++k) {
     const int64_t stop = k < a.rescales ? a.rescale[k] : a.T;
@@ -227,7 +204,7 @@ HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
     ScaleTile(a.mult[stop], S);
     t = stop;
   }
-  StoreTile(S, a, p0, n0);
+  StoreTile(S, a.Nn, a.S + p0 * a.Nn + n0);
 }
 
 // Adjoint sweep of one tile back through the block, in runs of steps between rescales (the
@@ -235,7 +212,7 @@ HWY_NOINLINE void BwdForwardTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
 template <int kP, int kV>
 HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0, BwdTileFirst first) {
   VF G[kP][kV];
-  LoadTile(a, p0, n0, G);
+  LoadTile(a.S + p0 * a.Nn + n0, a.Nn, G);
   int64_t t = a.T - 1;
   for (int64_t k = a.rescales;; --k) {
     // Steps (stop, t] need no rescale; step stop, when there is one, is rescaled first.
@@ -247,7 +224,7 @@ HWY_NOINLINE void BwdAdjointTile(const BwdTileArgs& a, int64_t p0, int64_t n0, B
     ScaleTile(a.mult[stop], G);
     t = stop;
   }
-  StoreTile(G, a, p0, n0);
+  StoreTile(G, a.Nn, a.S + p0 * a.Nn + n0);
 }
 
 // The tile shape of the backward: kV vectors of n (TileVectors of Nn / lanes) and

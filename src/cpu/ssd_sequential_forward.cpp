@@ -91,12 +91,9 @@ HWY_INLINE void FwdSteps(const float* HWY_RESTRICT bc, float* HWY_RESTRICT xy, i
 // of a column (first) stores y, the others add to it.
 template <int kN, int kPV>
 HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool first) {
-  const DF df;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
   const int64_t Nn = a.Nn, Pp = a.Pp;
   VF S[kN][kPV];
-  for (int i = 0; i < kN; ++i)
-    for (int j = 0; j < kPV; ++j) S[i][j] = hn::LoadU(df, a.S + (n0 + i) * Pp + p0 + j * lanes);
+  LoadTile(a.S + n0 * Pp + p0, Pp, S);
   int64_t t = 0;
   for (int64_t k = 0;; ++k) {  // runs of steps between rescales
     const int64_t stop = k < a.rescales ? a.rescale[k] : a.T;
@@ -108,13 +105,10 @@ HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool fir
       FwdSteps<kN, kPV, false>(bc, xy, stop - t, Nn, Pp, S);
     }
     if (k == a.rescales) break;
-    const VF mv = hn::Set(df, a.mult[stop]);
-    for (int i = 0; i < kN; ++i)
-      for (int j = 0; j < kPV; ++j) S[i][j] = hn::Mul(S[i][j], mv);
+    ScaleTile(a.mult[stop], S);
     t = stop;
   }
-  for (int i = 0; i < kN; ++i)
-    for (int j = 0; j < kPV; ++j) hn::StoreU(S[i][j], df, a.S + (n0 + i) * Pp + p0 + j * lanes);
+  StoreTile(S, Pp, a.S + n0 * Pp + p0);
 }
 
 template <int kPV>
