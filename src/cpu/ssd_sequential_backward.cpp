@@ -85,9 +85,9 @@ void AdjointScales(const SsdParams& p, int64_t b, const float* decay, float* mul
 // from 18.4 to ~13.3 cycles a step (12 for its 24 FMAs).
 
 struct BwdTileArgs {
-  const float* bc;  // (T, 2 Nn): B's row (Nn), then C's
-  const float* x;   // (T, Pr): x scaled (forward sweep) or plain (adjoint sweep)
-  int64_t dy_off;   // x + dy_off: (T, Pr) dy (forward sweep) or dy / beta (adjoint sweep)
+  const float* bc;         // (T, 2 Nn): B's row (Nn), then C's
+  const float* x;          // (T, Pr): x scaled (forward sweep) or plain (adjoint sweep)
+  int64_t dy_off;          // x + dy_off: (T, Pr) dy (forward sweep) or dy / beta (adjoint sweep)
   const float* mult;       // (T)
   const int64_t* rescale;  // the steps t with mult[t] != 1, ascending
   int64_t rescales;
@@ -311,11 +311,11 @@ float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) {
 // allocator put them (the forward's note).
 struct BwdScratch {
   std::vector<BwdHead> heads;
-  std::vector<float> scale, row;        // one time block
-  std::vector<int64_t> rescale;         // one time block: RescaleSteps
-  AlignedFloats bc;                     // (T, 2 Nn): B and C rows of the block (BwdTileArgs)
-  AlignedFloats rows;                   // xs, dy, dys: (T, Pr) each, at kXs, kDy, kDys
-  AlignedFloats nbuf, pbuf, pvec;       // one time block
+  std::vector<float> scale, row;   // one time block
+  std::vector<int64_t> rescale;    // one time block: RescaleSteps
+  AlignedFloats bc;                // (T, 2 Nn): B and C rows of the block (BwdTileArgs)
+  AlignedFloats rows;              // xs, dy, dys: (T, Pr) each, at kXs, kDy, kDys
+  AlignedFloats nbuf, pbuf, pvec;  // one time block
   // The (T, Pr) row buffers of a block, one allocation so that the tiles reach x and dy
   // through one pointer (BwdTileArgs::dy_off).
   static constexpr int kXs = 0, kDy = 1, kDys = 2;

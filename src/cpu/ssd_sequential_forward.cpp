@@ -53,9 +53,9 @@ constexpr int64_t kShortSequence = 8;
 // to AVX2, with every operand in L1: 8.8 cycles a step against 11.0 before (8 for the FMAs).
 
 struct FwdTileArgs {
-  const float* bc;  // (T, 2 Nn): B's row (Nn), then C's
-  float* xy;        // (T, 2 Pp): xs (Pp), then y (Pp), accumulated over the tiles of a column
-  const float* mult;      // (T)
+  const float* bc;    // (T, 2 Nn): B's row (Nn), then C's
+  float* xy;          // (T, 2 Pp): xs (Pp), then y (Pp), accumulated over the tiles of a column
+  const float* mult;  // (T)
   const int64_t* rescale;  // the steps t with mult[t] != 1, ascending
   int64_t rescales;
   float* S;  // (Nn, Pp)
@@ -139,9 +139,9 @@ struct FwdHead {
 
 struct FwdScratch {
   std::vector<FwdHead> heads;
-  std::vector<float> scale;  // (T)
-  AlignedFloats bc, xy;      // (T, 2 Nn), (T, 2 Pp): FwdTileArgs' rows
-  std::vector<int64_t> rescale;      // (<= T)
+  std::vector<float> scale;      // (T)
+  AlignedFloats bc, xy;          // (T, 2 Nn), (T, 2 Pp): FwdTileArgs' rows
+  std::vector<int64_t> rescale;  // (<= T)
 };
 
 // Heads [h0, h1) of batch row b.
@@ -178,8 +178,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       if (g != rows_of) {
         for (int64_t t = 0; t < T; ++t) {
           std::copy(Bp.Row(b, g, t0 + t), Bp.Row(b, g, t0 + t) + Nn, s.bc.data() + t * 2 * Nn);
-          std::copy(Cp.Row(b, g, t0 + t), Cp.Row(b, g, t0 + t) + Nn,
-                    s.bc.data() + t * 2 * Nn + Nn);
+          std::copy(Cp.Row(b, g, t0 + t), Cp.Row(b, g, t0 + t) + Nn, s.bc.data() + t * 2 * Nn + Nn);
         }
         rows_of = g;
       }
@@ -188,9 +187,9 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xy.data(), 2 * Pp, Pp);
       const RowPrefetch next =
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
-      const FwdTileArgs a{s.bc.data(),      s.xy.data(), hd.mult.data() + t0, s.rescale.data(),
-                          rescales,         hd.S.data(), T,                   Nn,
-                          Pp};
+      const FwdTileArgs a{
+          s.bc.data(), s.xy.data(), hd.mult.data() + t0, s.rescale.data(), rescales, hd.S.data(), T,
+          Nn,          Pp};
       const int kPV = TileVectors(nPV, kFwdTileVectors);
       if (kPV == 4) {
         FwdTiles<4>(a, next);
