@@ -153,16 +153,24 @@ HWY_INLINE __m256i Nibbles(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), Bytes(0xF));
 }
 
-// 0x10 in byte i where bit i of the little-endian uint32 at qh is set, else 0: byte i takes
-// qh's byte i / 8, keeps bit i % 8 and compares.
-HWY_INLINE __m256i FifthBits(const uint8_t* qh) {
-  int32_t word;
-  std::memcpy(&word, qh, sizeof word);
-  const __m256i byte_of =
-      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(word), byte_of);
+// The nibbles (bytes < 16) with 0x10 added where their fifth bit is set: byte j is set when
+// bit j % 8 of byte byte_of[j] of `words` (within its 128-bit lane) is. On AVX-512 a bit test
+// into a mask and a masked add, elsewhere and, compare, and, or.
+HWY_INLINE __m256i AddFifthBits(__m256i nibbles, __m256i words, __m256i byte_of) {
+  const __m256i bytes = _mm256_shuffle_epi8(words, byte_of);
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), Bytes(0x10));
+#if HWY_TARGET <= HWY_AVX3
+  return _mm256_mask_add_epi8(nibbles, _mm256_test_epi8_mask(bytes, bit), nibbles, Bytes(0x10));
+#else
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_or_si256(nibbles, _mm256_and_si256(set, Bytes(0x10)));
+#endif
+}
+
+HWY_INLINE uint32_t LoadWord(const uint8_t* p) {
+  uint32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return word;
 }
 
 // Q4_0, Q4_1, Q5_0 and Q5_1: the nibbles, the fifth bits from qh, minus kOffset.
@@ -176,8 +184,15 @@ struct Q32 : Format32<Block, kMin> {
   static constexpr int32_t kUnsignedOffset = kOffset;
   static HWY_INLINE __m256i UnsignedLevels(const uint8_t* b) {
     const __m256i q = Nibbles(b + offsetof(Block, qs));
-    if constexpr (kFifthBit) return _mm256_or_si256(q, FifthBits(b + offsetof(Block, qh)));
-    return q;
+    if constexpr (kFifthBit) {
+      // Elements 0-15 take qh's bytes 0 and 1, elements 16-31 bytes 2 and 3.
+      const uint32_t qh = LoadWord(b + offsetof(Block, qh));
+      return AddFifthBits(
+          q, _mm256_set1_epi32(static_cast<int32_t>(qh)),
+          _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    } else {
+      return q;
+    }
   }
   // Two blocks a, b as PairedLoneRows orders them: low a 0-15, b 0-15, high a 16-31, b 16-31.
   static constexpr bool kPairedRow = !kMin;
@@ -185,15 +200,23 @@ struct Q32 : Format32<Block, kMin> {
     const __m256i qs =
         _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(b + offsetof(Block, qs)),
                             reinterpret_cast<const __m128i*>(a + offsetof(Block, qs)));
-    __m256i low = _mm256_and_si256(qs, Bytes(0xF));
-    __m256i high = _mm256_and_si256(_mm256_srli_epi16(qs, 4), Bytes(0xF));
+    const __m256i low = _mm256_and_si256(qs, Bytes(0xF));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qs, 4), Bytes(0xF));
     if constexpr (kFifthBit) {
-      const __m256i fa = FifthBits(a + offsetof(Block, qh)),
-                    fb = FifthBits(b + offsetof(Block, qh));
-      low = _mm256_or_si256(low, _mm256_permute2x128_si256(fa, fb, 0x20));
-      high = _mm256_or_si256(high, _mm256_permute2x128_si256(fa, fb, 0x31));
+      // One broadcast of both qh words (bytes 0-3 of each qword a's, 4-7 b's): the low half's
+      // lanes take a's then b's bytes 0 and 1, the high half's their bytes 2 and 3.
+      const uint64_t qh = LoadWord(a + offsetof(Block, qh)) |
+                          static_cast<uint64_t>(LoadWord(b + offsetof(Block, qh))) << 32;
+      const __m256i words = _mm256_set1_epi64x(static_cast<int64_t>(qh));
+      return {AddFifthBits(low, words,
+                           _mm256_setr_epi64x(0, 0x0101010101010101, 0x0404040404040404,
+                                              0x0505050505050505)),
+              AddFifthBits(high, words,
+                           _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303,
+                                              0x0606060606060606, 0x0707070707070707))};
+    } else {
+      return {low, high};
     }
-    return {low, high};
   }
 };
 using Q4_0 = Q32<quant::BlockQ4_0, false, 8, false>;
