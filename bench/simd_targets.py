@@ -57,7 +57,7 @@ def rows_for(args, target):
 
 
 def peer(r):
-    if "peer_ms" not in r or "this run" not in r.get("peer", ""):
+    if "peer_ms" not in r or "measured in this run" not in r.get("peer", ""):
         return "-", "-"
     return f"{r['peer_ms']:.3f}", f"{r['peer_ms'] / r['ms']:.1f}x"
 
