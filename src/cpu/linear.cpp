@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
-#include <vector>
 
+#include "core/cache_line_vector.hpp"
 #include "core/dtype.hpp"
 #include "core/parallel.hpp"
 #include "core/transpose.hpp"
@@ -140,7 +140,7 @@ bool QuantGemv(const LinearParams& p) {
 // the workers read it through the pointer. nullptr when it could not be allocated. Row-major x
 // only: the products pack a feature-major x from its own f32 columns.
 const uint16_t* RoundedRows(const LinearParams& p) {
-  thread_local std::vector<uint16_t> buffer;  // (T, K)
+  thread_local CacheLineVector<uint16_t> buffer;  // (T, K)
   try {
     buffer.resize(static_cast<size_t>(p.rows * p.in_features));
   } catch (const std::bad_alloc&) {
@@ -156,7 +156,7 @@ const uint16_t* RoundedRows(const LinearParams& p) {
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   if (TakesBf16Products(p)) {
     // Called per block of rows by a caller's own parallel loop: each thread rounds x itself.
-    thread_local std::vector<uint16_t> xb;
+    thread_local CacheLineVector<uint16_t> xb;
     if (p.x_row_major()) {
       xb.resize(static_cast<size_t>(p.rows * p.in_features));
       RoundRowsToBf16(p, 0, p.rows, xb.data());
@@ -185,7 +185,7 @@ namespace {
 Status LinearThroughRows(const LinearParams& p) {
   const int64_t T = p.rows, K = p.in_features, M = p.out_features;
   // The calling thread's (kept between calls); the workers read them through q's pointers.
-  thread_local std::vector<float> x_rows, out_rows;  // (T, K), (T, M)
+  thread_local CacheLineVector<float> x_rows, out_rows;  // (T, K), (T, M)
   LinearParams q = p;
   try {
     if (!p.x_row_major()) x_rows.resize(static_cast<size_t>(T * K));

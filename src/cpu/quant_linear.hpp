@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
+#include "core/cache_line_vector.hpp"
 #include "core/dtype.hpp"
 #include "params/linear_params.hpp"
 
@@ -73,14 +73,15 @@ struct QuantizedRows {
   int64_t tile = 0;                       // rows per tile
   bool vnni = false;                      // for the AVX-512 kernels with VNNI (QuantDotVnni)
   bool columns = false;                   // the tiles of kColumnTileMinRows rows by columns
-  std::vector<int8_t> q8;                 // T K levels, as above, when level_bytes is 1
-  std::vector<int16_t> q;                 // T K levels, as above, when level_bytes is 2
-  std::vector<float> scale;               // T K / B
-  bool with_sums = false;                 // the weight's kernel takes sums
-  std::vector<int16_t> sums;              // T K / 16 when with_sums
-  std::vector<int32_t> start;             // T K / B when columns (padded as q8)
-  int32_t unsigned_offset = 0;            // the weight's level offset (UnsignedLevelOffset or 0)
-  bool paired = false;                    // lone rows in pairs of blocks (PairedLoneRows)
+  // On cache lines: the kernels load x's levels in 32-byte vectors.
+  CacheLineVector<int8_t> q8;      // T K levels, as above, when level_bytes is 1
+  CacheLineVector<int16_t> q;      // T K levels, as above, when level_bytes is 2
+  CacheLineVector<float> scale;    // T K / B
+  bool with_sums = false;          // the weight's kernel takes sums
+  CacheLineVector<int16_t> sums;   // T K / 16 when with_sums
+  CacheLineVector<int32_t> start;  // T K / B when columns (padded as q8)
+  int32_t unsigned_offset = 0;     // the weight's level offset (UnsignedLevelOffset or 0)
+  bool paired = false;             // lone rows in pairs of blocks (PairedLoneRows)
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
