@@ -247,7 +247,15 @@ void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
       v[k] = k < n ? hn::LoadU(df, a.pvec + (first + k) * lanes) : hn::Zero(df);
     hn::Store(SumLanesOfEach(df, v), df, sums);
     // Item (t, i) goes to pbuf[t][p0 + i]: runs of up to kP consecutive floats (an index
-    // computed per item had the compiler emit a scatter).
+    // computed per item had the compiler emit a scatter). A whole batch of whole rows (the
+    // usual case: kP divides the lanes) takes copies of kP floats, a size the compiler knows.
+    if (n == lanes && lanes % kP == 0) {
+      for (int64_t g = 0; g < lanes / kP; ++g) {
+        float* HWY_RESTRICT dst = pbuf + (first / kP + g) * a.Pr + p0;
+        for (int i = 0; i < kP; ++i) dst[i] = sums[g * kP + i];
+      }
+      continue;
+    }
     for (int64_t k = 0; k < n;) {
       const int64_t item = first + k, i = item % kP, run = std::min(kP - i, n - k);
       std::copy(sums + k, sums + k + run, pbuf + (item / kP) * a.Pr + p0 + i);
