@@ -20,6 +20,7 @@
 #define SSMKIT_CPU_SSD_SEQUENTIAL_INL_H_
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -80,6 +81,18 @@ inline int64_t RescaleSteps(const float* mult, int64_t T, int64_t* steps) {
     if (mult[t] != 1.0f) steps[count++] = t;
   }
   return count;
+}
+
+// The B and C rows of group g of batch row b over steps [t0, t0 + T) into bc (T, 2 Nn): row t
+// holds B's Nn floats, then C's, so that a tile reaches both through one pointer.
+inline void CopyBlockBC(const ssd::PackedBC& Bp, const ssd::PackedBC& Cp, int64_t b, int64_t g,
+                        int64_t t0, int64_t T, int64_t Nn, float* bc) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float* B = Bp.Row(b, g, t0 + t);
+    const float* C = Cp.Row(b, g, t0 + t);
+    std::copy(B, B + Nn, bc + t * 2 * Nn);
+    std::copy(C, C + Nn, bc + t * 2 * Nn + Nn);
+  }
 }
 
 // A tile of kR x kC state vectors in registers: rows `ld` floats apart from `at`.

@@ -300,19 +300,16 @@ void BwdTilesAnyShape(const BwdTileArgs& a, int kV, float* pbuf, const RowPrefet
 // Per-head state of the backward, kept across time blocks.
 struct BwdHead {
   std::vector<float> dt, dt_grad, decay, fmult, alpha, amult, beta, cdc, xg;  // (L)
-  std::vector<float> skip, dD;     // (Pr): D[h, p] (0 without D), the dD sums
-  AlignedFloats S;                 // (Pr, Nn): the state, then the adjoint state
-  std::vector<float> checkpoints;  // (L / K, Pr, Nn) from Checkpoint(): h before each checkpoint
-  std::vector<double> dlog_a_at;   // (L / K + 1): exact dLoss/dlog(a) there
-  double final_term = 0.0;         // <dfinal, h_{L-1}>
+  std::vector<float> skip, dD;    // (Pr): D[h, p] (0 without D), the dD sums
+  AlignedFloats S;                // (Pr, Nn): the state, then the adjoint state
+  AlignedFloats checkpoints;      // (L / K, Pr, Nn) from Checkpoint(): h before each checkpoint
+  std::vector<double> dlog_a_at;  // (L / K + 1): exact dLoss/dlog(a) there
+  double final_term = 0.0;        // <dfinal, h_{L-1}>
 };
 
 // Checkpoint c of a head, 64-byte aligned for streaming stores (Pr * Nn is a multiple of 16
-// floats; the vector holds 16 floats of slack).
-float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) {
-  const uintptr_t base = reinterpret_cast<uintptr_t>(hd.checkpoints.data());
-  return reinterpret_cast<float*>((base + 63) / 64 * 64) + c * size;
-}
+// floats, the buffer starts on a cache line).
+float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) { return hd.checkpoints.data() + c * size; }
 
 // The buffers the tiles load and store vectors from start on cache lines (AlignedFloats): in a
 // std::vector (16-byte aligned) vectors straddle two lines, at a cost that depends on where the
@@ -410,7 +407,7 @@ void StartHead(const BwdRun& r, int64_t h, BwdHead& hd) {
   }
   hd.dD.assign(Pr, 0.0f);
   hd.S.Assign(Pr * Nn);
-  hd.checkpoints.resize(checkpoints * Pr * Nn + 16);
+  hd.checkpoints.Grow(checkpoints * Pr * Nn);
   hd.dlog_a_at.assign(checkpoints + 1, 0.0);
   ssd::DtRow(p, r.b, h, 0, L, hd.dt.data(), hd.dt_grad.data(), hd.decay.data());
   ForwardScales(p, r.b, hd.decay.data(), hd.fmult.data(), hd.alpha.data());
@@ -676,17 +673,6 @@ void FinishHead(const BwdRun& r, int64_t h, const BwdHead& hd, const ssd::TaskGr
   grads.ddt_bias[bh] = static_cast<float>(ddt_bias);
 }
 
-// The B and C rows of the run's group over the time block at t0 into s.bc.
-void LoadBlockBC(const BwdRun& r, int64_t t0, BwdScratch& s) {
-  const int64_t Tn = std::min(kBwdBlock, r.L - t0), Nn = r.Nn;
-  for (int64_t t = 0; t < Tn; ++t) {
-    const float* B = r.Bp.Row(r.b, r.g, t0 + t);
-    const float* C = r.Cp.Row(r.b, r.g, t0 + t);
-    std::copy(B, B + Nn, s.bc.data() + t * 2 * Nn);
-    std::copy(C, C + Nn, s.bc.data() + t * 2 * Nn + Nn);
-  }
-}
-
 // Heads [r.h0, r.h1) of batch row r.b (one group), time block by time block: accumulates
 // their dB, dC into the task partials and writes their dx, ddt, dz, dinitial_states and
 // their dA, ddt_bias, dD partials.
@@ -695,12 +681,12 @@ void BackwardHeads(const BwdRun& r, const ssd::TaskGrads& grads, BwdScratch& s) 
   SizeBlockScratch(r, s);
   for (int64_t h = r.h0; h < r.h1; ++h) StartHead(r, h, s.heads[h - r.h0]);
   for (int64_t t0 = 0; t0 < L; t0 += T) {
-    LoadBlockBC(r, t0, s);
+    CopyBlockBC(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, s.bc.data());
     for (int64_t h = r.h0; h < r.h1; ++h) ForwardSweepBlock(r, h, t0, grads.dC, s);
   }
   for (int64_t h = r.h0; h < r.h1; ++h) StartAdjointState(r, h, s.heads[h - r.h0]);
   for (int64_t t0 = (L - 1) / T * T; t0 >= 0; t0 -= T) {
-    LoadBlockBC(r, t0, s);
+    CopyBlockBC(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, s.bc.data());
     for (int64_t h = r.h0; h < r.h1; ++h) AdjointSweepBlock(r, h, t0, grads.dB, s);
   }
   for (int64_t h = r.h0; h < r.h1; ++h) FinishHead(r, h, s.heads[h - r.h0], grads);

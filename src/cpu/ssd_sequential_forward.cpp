@@ -176,10 +176,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       FwdHead& hd = s.heads[h - h0];
       const int64_t g = h / p.heads_per_group();
       if (g != rows_of) {
-        for (int64_t t = 0; t < T; ++t) {
-          std::copy(Bp.Row(b, g, t0 + t), Bp.Row(b, g, t0 + t) + Nn, s.bc.data() + t * 2 * Nn);
-          std::copy(Cp.Row(b, g, t0 + t), Cp.Row(b, g, t0 + t) + Nn, s.bc.data() + t * 2 * Nn + Nn);
-        }
+        CopyBlockBC(Bp, Cp, b, g, t0, T, Nn, s.bc.data());
         rows_of = g;
       }
       for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
