@@ -495,8 +495,9 @@ void QuantizeRowsTo(const LinearParams& p, int64_t t_begin, int64_t t_end, Quant
       for (int64_t i = 0; i < B; i += W) {
         const V32 level = hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inverse));
         hn::StoreU(hn::DemoteTo(dl, level), dl, q + i);
+        if (!xq->with_sums) continue;
         sum = hn::Add(sum, level);
-        if (xq->with_sums && (i + W) % 16 == 0) {
+        if ((i + W) % 16 == 0) {
           xq->sums[(offset + i) / 16] = static_cast<int16_t>(hn::GetLane(hn::SumOfLanes(d32, sum)));
           sum = hn::Zero(d32);
         }
