@@ -47,9 +47,14 @@ HWY_INLINE V FastExp(D d, V x) {
 // the recurrence accumulates the relative error of a - 1, not of a. Result within 1e-7
 // relative. AVX-512 gets f in one instruction (VREDUCEPS) and multiplies by 2^k in one
 // (VSCALEFPS, with IEEE overflow to inf and underflow to 0): 9 ops in all. Elsewhere x is
-// clamped to [-127, 127] and 2^k built in the exponent bits: below 2^-126 the result is 0,
-// above 2^127 it saturates there.
-template <class D, class V>
+// clamped to [-126, 127] and k added to 2^f's exponent bits: above 2^127 the result saturates
+// there, and below 2^-125 it is some value in [0, 2^-125] (2^-126 for x <= -126), never
+// negative or NaN.
+//
+// Exp2Fast<true> is for callers whose x is never above 127 (a decay's exponent, e^-|x|, an
+// input already clamped): it skips the upper clamp, one instruction of ~11 off AVX2, with the
+// same result.
+template <bool kAtMost127 = false, class D, class V>
 HWY_INLINE V Exp2Fast(D d, V x) {
   const auto poly = [d](V f) {  // 1 + f q(f)
     V q = hn::MulAdd(hn::Set(d, 1.3378662e-3f), f, hn::Set(d, 9.6653188e-3f));
@@ -65,10 +70,19 @@ HWY_INLINE V Exp2Fast(D d, V x) {
   }
 #endif
   const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -127.0f)), hn::Set(d, 127.0f));
-  const V k = hn::Round(x);
-  const auto scale = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, k), hn::Set(di, 127)));
-  return hn::Mul(poly(hn::Sub(x, k)), hn::BitCast(d, scale));
+  x = hn::Max(x, hn::Set(d, -126.0f));
+  if constexpr (!kAtMost127) x = hn::Min(x, hn::Set(d, 127.0f));
+  // k = round(x) without a rounding or a conversion instruction (on AVX2 those are 2 ops plus
+  // 3 that fix up the conversion's overflow): t = x + 1.5 * 2^23 lies in [2^23, 2^24), where
+  // floats are the integers, so the add rounds x to nearest even as Round does, and t's bits
+  // are 0x4B400000 + k. Shifted left by 23 the constant's bits leave the word: k << 23, which
+  // an integer add puts into 2^f's exponent field (2^f in [2^-0.5, 2^0.5] has field 126 or
+  // 127, so k >= -126 never takes it below 0).
+  const V shifter = hn::Set(d, 12582912.0f);
+  const V t = hn::Add(x, shifter);
+  const V k = hn::Sub(t, shifter);
+  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, t));
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, poly(hn::Sub(x, k))), exponent));
 }
 
 // log(1 + e^x), and x itself above 20 (mamba_ssm's threshold: there the two differ by
@@ -119,7 +133,7 @@ HWY_INLINE V SigmoidNoDiv(D d, V x) {
 // e -> 0, so softplus of a very negative x keeps its digits.
 template <class D, class V>
 HWY_INLINE V SoftplusFast(D d, V x) {
-  const V e = Exp2Fast(d, hn::Mul(hn::Abs(x), hn::Set(d, -1.44269504088896341f)));
+  const V e = Exp2Fast<true>(d, hn::Mul(hn::Abs(x), hn::Set(d, -1.44269504088896341f)));
   const V s = hn::Mul(e, ReciprocalNewton(d, hn::Add(e, hn::Set(d, 2.0f))));
   const V w = hn::Mul(s, s);
   V poly = hn::MulAdd(hn::Set(d, 0.28178334f), w, hn::Set(d, 0.27960601f));
@@ -136,7 +150,7 @@ HWY_INLINE V SoftplusFast(D d, V x) {
 template <class D, class V>
 HWY_INLINE V SigmoidFast(D d, V x) {
   const V t = hn::Mul(x, hn::Set(d, -1.44269504088896341f));
-  const V e = Exp2Fast(d, hn::Min(hn::Max(t, hn::Set(d, -126.0f)), hn::Set(d, 126.0f)));
+  const V e = Exp2Fast<true>(d, hn::Min(hn::Max(t, hn::Set(d, -126.0f)), hn::Set(d, 126.0f)));
   return ReciprocalNewton(d, hn::Add(e, hn::Set(d, 1.0f)));
 }
 
