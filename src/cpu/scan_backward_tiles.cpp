@@ -52,51 +52,11 @@ namespace {
 constexpr int64_t W = kBlockWidth;
 constexpr float kLn2 = 0.693147180559945309f;
 
-// Cache lines to request a few at a time while a kernel computes. Chunk-major order visits
-// each row in runs of Q steps, too short for the hardware prefetcher to pick up, so the next
-// (tile, chunk)'s rows are requested during this one; a burst of hundreds of prefetches would
-// stall on the line-fill buffers instead of overlapping with the arithmetic.
-struct PrefetchQueue {
-  std::vector<const char*> lines;
-  size_t next = 0, per_step = 0;
-  void Clear() {
-    lines.clear();
-    next = 0;
-  }
-  // Rows d0 .. d0 + count - 1 of v over steps [l0, l0 + len).
-  void AddRows(const SeqView& v, int64_t b, int64_t d0, int64_t count, int64_t l0, int64_t len) {
-    if (!v.data) return;
-    const int64_t size = DTypeSize(v.dtype);
-    const char* first =
-        static_cast<const char*>(v.data) + (b * v.stride_batch + d0 * v.stride_dim + l0) * size;
-    for (int64_t j = 0; j < count; ++j) {
-      const char* row = first + j * v.stride_dim * size;
-      const char* end = row + len * size;
-      for (const char* line = row; line < end; line += 64) lines.push_back(line);
-      if ((reinterpret_cast<uintptr_t>(end - 1) & ~uintptr_t{63}) !=
-          (reinterpret_cast<uintptr_t>(end - 64) & ~uintptr_t{63})) {
-        lines.push_back(end - 1);  // a row whose end straddles one more line
-      }
-    }
-  }
-  // Spreads what is queued over `steps` calls of Issue().
-  void Spread(int64_t steps) {
-    per_step = (lines.size() - next + steps - 1) / std::max<int64_t>(1, steps);
-  }
-  HWY_INLINE void Issue() {
-    const size_t end = std::min(lines.size(), next + per_step);
-    for (; next < end; ++next) __builtin_prefetch(lines[next]);
-  }
-  void Drain() {
-    for (; next < lines.size(); ++next) __builtin_prefetch(lines[next]);
-  }
-};
-
 // ---- step kernels: kN states in registers, lanes = channels ----
 
 // Phase 1: h = a h + dt u B over `len` steps, saving h into ckpt[(l0 + l) / Q] before every
 // step l0 + l that starts a chunk. ckpt points at state n0 of checkpoint 0 (stride Nq W).
-template <int kN>
+template <int kN, bool kDecays>
 HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
                                 int64_t Np, const float* HWY_RESTRICT dt,
                                 const float* HWY_RESTRICT u, float* HWY_RESTRICT h, int64_t l0,
@@ -116,7 +76,7 @@ HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_R
     const BlockVec dtu_l = hn::Mul(dt_l, hn::LoadU(df, u + l * W));
     HWY_UNROLL(16)
     for (int n = 0; n < kN; ++n) {
-      const BlockVec a = Exp2Fast(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
+      const BlockVec a = Exp2Fast<kDecays>(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
       state[n] = hn::MulAdd(a, state[n], hn::Mul(dtu_l, hn::Set(df, B[n])));
     }
   }
@@ -126,7 +86,7 @@ HWY_NOINLINE void AdvanceStates(const float* HWY_RESTRICT A2, const float* HWY_R
 
 // Phase 2a: from the chunk's entering state h_in, a_l and h_l for its `len` steps into
 // a_buf, h_buf ((len, Nq, W), pointed at state n0, step stride Nq W), and y_l += C_l . h_l.
-template <int kN>
+template <int kN, bool kDecays>
 HWY_NOINLINE void RecomputeStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
                                   const float* HWY_RESTRICT C, int64_t Np,
                                   const float* HWY_RESTRICT dt, const float* HWY_RESTRICT u,
@@ -146,7 +106,7 @@ HWY_NOINLINE void RecomputeStates(const float* HWY_RESTRICT A2, const float* HWY
     float* h_l = h_buf + l * stride;
     HWY_UNROLL(16)
     for (int n = 0; n < kN; ++n) {
-      const BlockVec a = Exp2Fast(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
+      const BlockVec a = Exp2Fast<kDecays>(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
       state[n] = hn::MulAdd(a, state[n], hn::Mul(dtu_l, hn::Set(df, B[n])));
       hn::StoreU(a, df, a_l + n * W);
       hn::StoreU(state[n], df, h_l + n * W);
@@ -239,28 +199,6 @@ HWY_NOINLINE void AdjointStates(const float* HWY_RESTRICT A2, const float* HWY_R
   for (int n = 0; n < kN; ++n) {
     hn::StoreU(gr[n], df, g + n * W);
     hn::StoreU(dAr[n], df, dA + n * W);
-  }
-}
-
-// fn(n0, std::integral_constant<int, kN>) for each block of up to kMax (16 or 8) of the Nq
-// states (a multiple of 4).
-template <int kMax = 16, class Fn>
-HWY_INLINE void ForStateBlocks(int64_t Nq, Fn&& fn) {
-  for (int64_t n0 = 0; n0 < Nq; n0 += kMax) {
-    switch (std::min<int64_t>(kMax, Nq - n0)) {
-      case 4:
-        fn(n0, std::integral_constant<int, 4>());
-        break;
-      case 8:
-        fn(n0, std::integral_constant<int, 8>());
-        break;
-      case 12:
-        fn(n0, std::integral_constant<int, 12>());
-        break;
-      default:
-        fn(n0, std::integral_constant<int, kMax>());
-        break;
-    }
   }
 }
 
@@ -496,12 +434,13 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
     PrefetchQueue pf;
     std::vector<int64_t> spans;          // a chunk's span starts (local steps)
     std::vector<float> h_start(Nq * W);  // the state a span starts from, when not h_in
+    std::vector<char> decays(tiles);     // TileRefs::decays of each tile
     std::fill(cb.dB, cb.dB + 2 * std::min(L, Q) * NqW, 0.0f);  // dB and dC, adjacent
     for (int64_t k = 0; k < tiles; ++k) {
       const TileSlot t = slot(k);
       int64_t d0, count;
       layout.Locate(begin + k, &d0, &count);
-      PackTileDecay(A, Np, d0, count, Nq, t.A2);
+      decays[k] = PackTileDecay(A, Np, d0, count, Nq, t.A2) && p.delta_softplus;
       std::fill(t.dA, t.dA + NqW, 0.0f);
       std::fill(t.dD, t.dD + 2 * W * W, 0.0f);  // dD and dbias
       for (int64_t j = 0; j < W; ++j)
@@ -548,10 +487,12 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
                 LoadTileStates(init.view, init.index, d0, count, N, Nq, t.h);
               }
               const int64_t span = std::min(len - l, next_start - step);
-              ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-                AdvanceStates<decltype(kN)::value>(t.A2 + n0 * W, Bp + step * Np + n0, Np,
-                                                   fwd.dt + l * W, fwd.ut + l * W, t.h + n0 * W,
-                                                   step, span, Q, t.ckpt + n0 * W, NqW);
+              ForStateBlocks<kStepStates>(Nq, [&](int64_t n0, auto kN) {
+                WithDecays(decays[tile - begin], [&](auto kDecays) {
+                  AdvanceStates<decltype(kN)::value, decltype(kDecays)::value>(
+                      t.A2 + n0 * W, Bp + step * Np + n0, Np, fwd.dt + l * W, fwd.ut + l * W,
+                      t.h + n0 * W, step, span, Q, t.ckpt + n0 * W, NqW);
+                });
               });
               l += span;
             }
@@ -604,11 +545,13 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
               const int64_t q = spans[i];
               const int64_t span = (i + 1 < spans.size() ? spans[i + 1] : len) - q;
               const float* h_in = span_state(i);
-              ForStateBlocks(Nq, [&](int64_t n0, auto kN) {
-                RecomputeStates<decltype(kN)::value>(
-                    t.A2 + n0 * W, Bc + q * Np + n0, Cc + q * Np + n0, Np, cb.s.dt + q * W,
-                    cb.s.ut + q * W, h_in + n0 * W, span, cb.a + q * NqW + n0 * W,
-                    cb.h + q * NqW + n0 * W, NqW, cb.s.y + q * W, pf);
+              ForStateBlocks<kStepStates>(Nq, [&](int64_t n0, auto kN) {
+                WithDecays(decays[tile - begin], [&](auto kDecays) {
+                  RecomputeStates<decltype(kN)::value, decltype(kDecays)::value>(
+                      t.A2 + n0 * W, Bc + q * Np + n0, Cc + q * Np + n0, Np, cb.s.dt + q * W,
+                      cb.s.ut + q * W, h_in + n0 * W, span, cb.a + q * NqW + n0 * W,
+                      cb.h + q * NqW + n0 * W, NqW, cb.s.y + q * W, pf);
+                });
               });
             }
             for (size_t i = spans.size(); i-- > 0;) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -47,32 +48,77 @@ inline int64_t PaddedStates(int64_t dstate) { return RoundUp(dstate, 4); }
 // What a tile reads besides the per-step rows.
 struct TileRefs {
   const float* A2;  // (Nq, W) A[d0 + j, n] * log2(e), zero rows for n >= N
+  bool decays;      // every dt A2 <= 0 (dt a softplus, A2 <= 0): a decay's exponent is never
+                    // above 0
   const float* B;   // (L, Np) packed rows of the tile's (b, group)
   const float* C;   // (L, Np)
   int64_t Np, Nq;
 };
 
+// Cache lines to request a few at a time while a step loop computes: the rows the next
+// super-block (forward) or chunk (backward, whose chunk-major order visits each row in runs of
+// Q steps, too short for the hardware prefetcher) reads, so that their memory time overlaps
+// this one's arithmetic; a burst of hundreds of prefetches would stall on the line-fill
+// buffers instead.
+struct PrefetchQueue {
+  std::vector<const char*> lines;
+  size_t next = 0, per_step = 0;
+  void Clear() {
+    lines.clear();
+    next = 0;
+  }
+  // Rows d0 .. d0 + count - 1 of v over steps [l0, l0 + len).
+  void AddRows(const SeqView& v, int64_t b, int64_t d0, int64_t count, int64_t l0, int64_t len) {
+    if (!v.data) return;
+    const int64_t size = DTypeSize(v.dtype);
+    const char* first =
+        static_cast<const char*>(v.data) + (b * v.stride_batch + d0 * v.stride_dim + l0) * size;
+    for (int64_t j = 0; j < count; ++j) {
+      const char* row = first + j * v.stride_dim * size;
+      const char* end = row + len * size;
+      for (const char* line = row; line < end; line += 64) lines.push_back(line);
+      if ((reinterpret_cast<uintptr_t>(end - 1) & ~uintptr_t{63}) !=
+          (reinterpret_cast<uintptr_t>(end - 64) & ~uintptr_t{63})) {
+        lines.push_back(end - 1);  // a row whose end straddles one more line
+      }
+    }
+  }
+  // Spreads what is queued over `steps` calls of Issue().
+  void Spread(int64_t steps) {
+    per_step = (lines.size() - next + steps - 1) / std::max<int64_t>(1, steps);
+  }
+  HWY_INLINE void Issue() {
+    const size_t end = std::min(lines.size(), next + per_step);
+    for (; next < end; ++next) __builtin_prefetch(lines[next]);
+  }
+  void Drain() {
+    for (; next < lines.size(); ++next) __builtin_prefetch(lines[next]);
+  }
+};
+
 // kN states of the tile through `len` steps:
 //   a = 2^(dt A2[n]),  h[n] = a h[n] + dt u B_l[n],  y_l += sum_n C_l[n] h[n]
 // dt, u, y are (len, W) in step layout (lanes = channels); B, C point at step 0's rows
-// (stride Np), already offset to the first of the kN states; h is (kN, W).
-template <int kN>
+// (stride Np), already offset to the first of the kN states; h is (kN, W). Each step issues
+// pf's next prefetches. kDecays: TileRefs::decays.
+template <int kN, bool kDecays>
 HWY_INLINE void StepStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRICT B,
                            const float* HWY_RESTRICT C, int64_t Np, const float* HWY_RESTRICT dt,
                            const float* HWY_RESTRICT u, float* HWY_RESTRICT h, int64_t len,
-                           float* HWY_RESTRICT y) {
+                           float* HWY_RESTRICT y, PrefetchQueue& pf) {
   const BlockTag df;
   constexpr int64_t W = kBlockWidth;
   BlockVec state[kN];
   HWY_UNROLL(16)
   for (int n = 0; n < kN; ++n) state[n] = hn::LoadU(df, h + n * W);
   for (int64_t l = 0; l < len; ++l, B += Np, C += Np) {
+    pf.Issue();
     const BlockVec dt_l = hn::LoadU(df, dt + l * W);
     const BlockVec dtu_l = hn::Mul(dt_l, hn::LoadU(df, u + l * W));
     BlockVec acc0 = hn::LoadU(df, y + l * W), acc1 = hn::Zero(df);
     HWY_UNROLL(16)
     for (int n = 0; n < kN; ++n) {
-      const BlockVec a = Exp2Fast(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
+      const BlockVec a = Exp2Fast<kDecays>(df, hn::Mul(dt_l, hn::LoadU(df, A2 + n * W)));
       state[n] = hn::MulAdd(a, state[n], hn::Mul(dtu_l, hn::Set(df, B[n])));
       if (n % 2 == 0) {
         acc0 = hn::MulAdd(hn::Set(df, C[n]), state[n], acc0);
@@ -86,33 +132,61 @@ HWY_INLINE void StepStates(const float* HWY_RESTRICT A2, const float* HWY_RESTRI
   for (int n = 0; n < kN; ++n) hn::StoreU(state[n], df, h + n * W);
 }
 
+// fn(n0, std::integral_constant<int, kN>) for each block of up to kMax (16, 8 or 4) of the Nq
+// states (a multiple of 4).
+template <int kMax, class Fn>
+HWY_INLINE void ForStateBlocks(int64_t Nq, Fn&& fn) {
+  for (int64_t n0 = 0; n0 < Nq; n0 += kMax) {
+    switch (std::min<int64_t>(kMax, Nq - n0)) {
+      case 4:
+        fn(n0, std::integral_constant<int, 4>());
+        break;
+      case 8:
+        fn(n0, std::integral_constant<int, 8>());
+        break;
+      case 12:
+        fn(n0, std::integral_constant<int, 12>());
+        break;
+      default:
+        fn(n0, std::integral_constant<int, kMax>());
+        break;
+    }
+  }
+}
+
+// fn(std::bool_constant<decays>()): a step loop's kDecays (TileRefs::decays) as a template
+// argument.
+template <class Fn>
+HWY_INLINE void WithDecays(bool decays, Fn&& fn) {
+  if (decays) {
+    fn(std::true_type());
+  } else {
+    fn(std::false_type());
+  }
+}
+
+// States a step loop keeps in registers. On AVX2 (16 registers) the compiler stores and
+// reloads most of 16 states every step, yet blocks of 8 ran no faster alone in L1 (the loads
+// and stores issue beside the arithmetic, which bounds the loop) and re-read dt, u and y per
+// block. Tuned for speed, does not affect results.
+inline constexpr int kStepStates = 16;
+
 // All Nq states of the tile through `len` steps (B, C at the first step's rows), starting from
 // y_l = D u_l (skip: (W) per channel).
 HWY_INLINE void StepTile(const TileRefs& t, const float* B, const float* C, const float* dt,
-                         const float* u, const float* skip, float* h, int64_t len, float* y) {
+                         const float* u, const float* skip, float* h, int64_t len, float* y,
+                         PrefetchQueue& pf) {
   const BlockTag df;
   const BlockVec D = hn::LoadU(df, skip);
   for (int64_t l = 0; l < len; ++l) {
     hn::StoreU(hn::Mul(D, hn::LoadU(df, u + l * kBlockWidth)), df, y + l * kBlockWidth);
   }
-  for (int64_t n0 = 0; n0 < t.Nq; n0 += 16) {
-    const float* A2 = t.A2 + n0 * kBlockWidth;
-    float* hb = h + n0 * kBlockWidth;
-    switch (std::min<int64_t>(16, t.Nq - n0)) {
-      case 4:
-        StepStates<4>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
-        break;
-      case 8:
-        StepStates<8>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
-        break;
-      case 12:
-        StepStates<12>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
-        break;
-      default:
-        StepStates<16>(A2, B + n0, C + n0, t.Np, dt, u, hb, len, y);
-        break;
-    }
-  }
+  ForStateBlocks<kStepStates>(t.Nq, [&](int64_t n0, auto kN) {
+    WithDecays(t.decays, [&](auto decays) {
+      StepStates<decltype(kN)::value, decltype(decays)::value>(
+          t.A2 + n0 * kBlockWidth, B + n0, C + n0, t.Np, dt, u, h + n0 * kBlockWidth, len, y, pf);
+    });
+  });
 }
 
 // Steps per super-block: a tile's rows are prepared, scanned and finished this many steps at a
@@ -266,13 +340,20 @@ inline void StoreTileStates(const float* tile, const F32View& v, int64_t b, int6
   }
 }
 
-// A2 of channels d0 .. d0 + count - 1 from packed A (D, Np): (Nq, W), A * log2(e).
-inline void PackTileDecay(const float* A, int64_t Np, int64_t d0, int64_t count, int64_t Nq,
+// A2 of channels d0 .. d0 + count - 1 from packed A (D, Np): (Nq, W), A * log2(e). Returns
+// whether every entry is <= 0.
+inline bool PackTileDecay(const float* A, int64_t Np, int64_t d0, int64_t count, int64_t Nq,
                           float* A2) {
   std::fill(A2, A2 + Nq * kBlockWidth, 0.0f);
+  bool non_positive = true;
   for (int64_t j = 0; j < count; ++j) {
-    for (int64_t n = 0; n < Nq; ++n) A2[n * kBlockWidth + j] = A[(d0 + j) * Np + n] * kLog2E;
+    for (int64_t n = 0; n < Nq; ++n) {
+      const float a2 = A[(d0 + j) * Np + n] * kLog2E;
+      A2[n * kBlockWidth + j] = a2;
+      non_positive = non_positive && a2 <= 0.0f;
+    }
   }
+  return non_positive;
 }
 
 // How the channels split into tiles: each (b, group) has ceil(D / G / W) tiles, the last one

@@ -42,8 +42,9 @@ struct Scan {
   int64_t chunk = 0;  // options.chunk_length: kChunked's chunks, the backward's checkpoints
   // dt = softplus(delta + bias) log-uniform in [1e-3, dt_max]; A[d, n] = -exp(U(-1, 1)) *
   // (1 + a_slope n), weak to strong decay as in an S4D-real initialised layer; a share
-  // big_delta of the deltas past softplus' threshold of 20 (the identity branch).
-  double dt_max = 0.5, a_slope = 0.25, big_delta = 0.0;
+  // big_delta of the deltas past softplus' threshold of 20 (the identity branch); a share
+  // growth of the A entries positive, +exp(U(-1, 1)): states that grow.
+  double dt_max = 0.5, a_slope = 0.25, big_delta = 0.0, growth = 0.0;
 
   std::string Name() const {
     const char* forms = "cvg";
@@ -54,7 +55,8 @@ struct Scan {
            std::to_string(delta_bias) + std::to_string(h0) + std::to_string(softplus) +
            (final_state ? " final" : "") + (chunk_states ? " chunk_states" : "") + " " +
            DTypeName(dtype) + " pad=" + std::to_string(pad) + " chunk=" + std::to_string(chunk) +
-           (big_delta > 0 ? " big-delta" : "") + (a_slope == 0 ? " mild" : "");
+           (big_delta > 0 ? " big-delta" : "") + (a_slope == 0 ? " mild" : "") +
+           (growth > 0 ? " growth" : "");
   }
   SelectiveScanOptions Options() const { return {algorithm, chunk}; }
   int64_t ChunkCount() const { return SelectiveScanChunkCount(L, Options()); }
@@ -93,6 +95,9 @@ std::vector<double> Decays(const Scan& p, Rng& rng) {
   for (int64_t d = 0; d < p.D; ++d) {
     for (int64_t n = 0; n < p.N; ++n)
       a[d * p.N + n] = -std::exp(rng.Uniform(-1.0, 1.0)) * (1.0 + p.a_slope * n);
+  }
+  for (double& v : a) {
+    if (rng.Uniform(0, 1) < p.growth) v = std::exp(rng.Uniform(-1.0, 1.0));
   }
   return a;
 }
@@ -356,6 +361,16 @@ std::vector<Case<Scan>> ForwardCases() {
   big_step.big_delta = 0.5;
   identity.push_back(big_tiled);
   identity.push_back(big_step);
+  // A quarter of A positive (exp(dt A) up to ~e^1.4 a step), in channel tiles too: the tiled
+  // forward takes its decays-only path (no upper clamp of the exponent) only where every
+  // exponent is <= 0.
+  Scan growth = Dims(2, 32, 16, 8);
+  growth.growth = 0.25;
+  for (ScanAlgorithm a : kStable) {
+    Scan s = growth;
+    s.algorithm = a;
+    identity.push_back(s);
+  }
   // Chunk lengths dividing L or not, and longer than L.
   for (int64_t L : {37, 100}) {
     for (int64_t chunk : {1, 2, 3, 7, 16, 36, 37, 38, 63, 64, 99, 100, 101, 1000}) {
