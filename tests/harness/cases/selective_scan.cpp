@@ -246,14 +246,19 @@ Scan LogSpace(Scan s) {
   return s;
 }
 
-// `s` under each stable algorithm (chunk `chunk`), and under log-space (default chunk).
-void EveryAlgorithm(const Scan& s, int64_t chunk, std::vector<Scan>& out) {
+// `s` under each stable algorithm (chunk `chunk`).
+void EveryStableAlgorithm(const Scan& s, int64_t chunk, std::vector<Scan>& out) {
   for (ScanAlgorithm a : kStable) {
     Scan t = s;
     t.algorithm = a;
     t.chunk = chunk;
     out.push_back(t);
   }
+}
+
+// `s` under each stable algorithm (chunk `chunk`), and under log-space (default chunk).
+void EveryAlgorithm(const Scan& s, int64_t chunk, std::vector<Scan>& out) {
+  EveryStableAlgorithm(s, chunk, out);
   out.push_back(LogSpace(s));
 }
 
@@ -350,11 +355,7 @@ std::vector<Case<Scan>> ForwardCases() {
   // at L = 1.
   Scan big = Dims(2, 6, 40, 8);
   big.big_delta = 0.1;
-  for (ScanAlgorithm a : kStable) {
-    Scan s = big;
-    s.algorithm = a;
-    identity.push_back(s);
-  }
+  EveryStableAlgorithm(big, big.chunk, identity);
   Scan big_tiled = big, big_step = big;
   big_tiled.D = 32;
   big_step.L = 1;
@@ -366,11 +367,7 @@ std::vector<Case<Scan>> ForwardCases() {
   // exponent is <= 0.
   Scan growth = Dims(2, 32, 16, 8);
   growth.growth = 0.25;
-  for (ScanAlgorithm a : kStable) {
-    Scan s = growth;
-    s.algorithm = a;
-    identity.push_back(s);
-  }
+  EveryStableAlgorithm(growth, growth.chunk, identity);
   // Chunk lengths dividing L or not, and longer than L.
   for (int64_t L : {37, 100}) {
     for (int64_t chunk : {1, 2, 3, 7, 16, 36, 37, 38, 63, 64, 99, 100, 101, 1000}) {
