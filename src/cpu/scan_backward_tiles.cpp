@@ -440,7 +440,7 @@ Status ScanBackwardTilesImpl(const SelectiveScanBwdParams& p, const SelectiveSca
       const TileSlot t = slot(k);
       int64_t d0, count;
       layout.Locate(begin + k, &d0, &count);
-      decays[k] = PackTileDecay(A, Np, d0, count, Nq, t.A2) && p.delta_softplus;
+      decays[k] = PackTileDecay(A, Np, d0, count, Nq, p.delta_softplus, t.A2);
       std::fill(t.dA, t.dA + NqW, 0.0f);
       std::fill(t.dD, t.dD + 2 * W * W, 0.0f);  // dD and dbias
       for (int64_t j = 0; j < W; ++j)

@@ -341,9 +341,9 @@ inline void StoreTileStates(const float* tile, const F32View& v, int64_t b, int6
 }
 
 // A2 of channels d0 .. d0 + count - 1 from packed A (D, Np): (Nq, W), A * log2(e). Returns
-// whether every entry is <= 0.
+// TileRefs::decays: dt is a softplus (>= 0) and every entry is <= 0.
 inline bool PackTileDecay(const float* A, int64_t Np, int64_t d0, int64_t count, int64_t Nq,
-                          float* A2) {
+                          bool delta_softplus, float* A2) {
   std::fill(A2, A2 + Nq * kBlockWidth, 0.0f);
   bool non_positive = true;
   for (int64_t j = 0; j < count; ++j) {
@@ -353,7 +353,7 @@ inline bool PackTileDecay(const float* A, int64_t Np, int64_t d0, int64_t count,
       non_positive = non_positive && a2 <= 0.0f;
     }
   }
-  return non_positive;
+  return delta_softplus && non_positive;
 }
 
 // How the channels split into tiles: each (b, group) has ceil(D / G / W) tiles, the last one

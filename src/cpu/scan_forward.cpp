@@ -337,9 +337,8 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedSequences& seqs, con
     const int64_t row_bytes = p.batch * p.dim * L * 4 * int64_t{sizeof(float)};  // u, delta, z, out
     const bool prefetch = row_bytes > kPrefetchAboveBytes;
     // While block (item, l0)'s steps run: the z and out rows its FinishBlock reads and writes,
-    // and the u and
-    // delta rows the next block's PrepareBlock reads (this tile's next super-block, or the
-    // next tile's first).
+    // and the u and delta rows the next block's PrepareBlock reads (this tile's next
+    // super-block, or the next tile's first).
     auto queue_prefetches = [&](int64_t item, int64_t b, int64_t d0, int64_t count, int64_t l0,
                                 int64_t len) {
       pf.Clear();
@@ -361,7 +360,7 @@ void ForwardTiles(const SelectiveScanParams& p, const PackedSequences& seqs, con
       const int64_t b = item / layout.Count();
       int64_t d0, count;
       layout.Locate(item % layout.Count(), &d0, &count);
-      const bool decays = PackTileDecay(A, Np, d0, count, Nq, A2) && p.delta_softplus;
+      const bool decays = PackTileDecay(A, Np, d0, count, Nq, p.delta_softplus, A2);
       for (int64_t j = 0; j < kBlockWidth; ++j) {
         skip[j] = p.D.data && j < count ? p.D.data[(d0 + j) * p.D.stride_dim] : 0.0f;
       }
