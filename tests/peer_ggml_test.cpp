@@ -74,14 +74,13 @@ TEST(GgmlPerfOutput, LastLineWithoutNewline) {
 // The names must be exactly what the binary prints, or no case is selected or found.
 TEST(GgmlCaseNames, MatchTheRecordedOutput) {
   EXPECT_EQ(GgmlSsmScanCase(16, 1, 512, 1, 60, 1), kPolicyScan);
-  EXPECT_EQ(GgmlSsmConvCase(3328, 512, 1, 4, false), kPlainConv);
-  EXPECT_EQ(GgmlSsmConvCase(512, 60, 1, 4, true), kPolicyConv);
+  EXPECT_EQ(GgmlSsmConvCase(3328, 512, 1, 4), kPlainConv);
   EXPECT_EQ(
       GgmlSsmScanCase(128, 64, 24, 1, 2048, 1),
       "SSM_SCAN(type=f32,d_state=128,head_dim=64,n_head=24,n_group=1,n_seq_tokens=2048,n_seqs=1,"
       "xbc_overlap=0,K=1,weak_decay=0)");
-  EXPECT_EQ(GgmlSsmConvCase(512, 60, 256, 4, true),
-            "SSM_CONV_BIAS_SILU(type=f32,ne_a=[63,512,256,1],ne_b=[4,512,1,1],fuse_bias=1)");
+  EXPECT_EQ(GgmlSsmConvCase(512, 60, 256, 4),
+            "SSM_CONV(type=f32,ne_a=[63,512,256,1],ne_b=[4,512,1,1])");
 }
 
 TEST(ShellQuote, QuotesSpacesAndQuotes) {

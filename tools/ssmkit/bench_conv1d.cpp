@@ -76,11 +76,17 @@ double PerCallMs(const Options& options, const std::function<void()>& fn) {
          reps;
 }
 
-// ggml's SSM_CONV (+ bias + silu where the case has them), f32 only. For the update it is
-// one token's output from a (K, D) window; ggml does not shift the state in that op.
+// ggml's SSM_CONV, f32 only. For the update it is one token's output from a (K, D) window;
+// ggml does not shift the state in that op. Where our case adds a bias and applies silu the
+// peer is ggml's conv alone (peer_ggml.hpp says why), a lower bound on its three ops.
 std::string GgmlCase(const ConvCase& c) {
   if (c.dtype != DType::kF32) return "";
-  return GgmlSsmConvCase(c.D, c.L, c.B, c.K, c.bias_silu);
+  return GgmlSsmConvCase(c.D, c.L, c.B, c.K);
+}
+
+void ApplyPeer(const ConvCase& c, GgmlPeer& peer, double targets_ms, Result* r) {
+  peer.Apply(GgmlCase(c), targets_ms, kPeer, r);
+  if (c.bias_silu && r->peer_ms > 0) r->peer += ", its conv alone";
 }
 
 int RunSequence(const Options& options, const ConvCase& c, GgmlPeer& peer,
@@ -102,7 +108,7 @@ int RunSequence(const Options& options, const ConvCase& c, GgmlPeer& peer,
   }
   const double n = static_cast<double>(B * D * L), s = static_cast<double>(DTypeSize(c.dtype));
   Result fwd{"causal_conv1d", c.shape, c.variant, "fwd", fwd_ms, 2 * n * s, n, "elem"};
-  peer.Apply(GgmlCase(c), c.peer_ms, kPeer, &fwd);
+  ApplyPeer(c, peer, c.peer_ms, &fwd);
   results->push_back(fwd);
   const double both_ms = PerCallMs(options, [&] {
     status = CausalConv1dForward(in, out.view, Tensor{});
@@ -136,7 +142,7 @@ int RunUpdate(const Options& options, const ConvCase& c, GgmlPeer& peer,
   const double n = static_cast<double>(B * D), s = static_cast<double>(DTypeSize(c.dtype));
   const double bytes = 2 * n * s + 2 * 4.0 * n * (K - 1) + 4.0 * D * (K + 1);
   Result r{"conv1d_update", c.shape, c.variant, "fwd", ms, bytes, n, "channel"};
-  peer.Apply(GgmlCase(c), 0.0, kPeer, &r);
+  ApplyPeer(c, peer, 0.0, &r);
   results->push_back(r);
   return 0;
 }

@@ -18,13 +18,11 @@ std::string GgmlSsmScanCase(int64_t dstate, int64_t headdim, int64_t nheads, int
          ",n_seqs=" + std::to_string(batch) + ",xbc_overlap=0,K=1,weak_decay=0)";
 }
 
-std::string GgmlSsmConvCase(int64_t dim, int64_t seqlen, int64_t batch, int64_t width,
-                            bool bias_silu) {
+std::string GgmlSsmConvCase(int64_t dim, int64_t seqlen, int64_t batch, int64_t width) {
   const std::string ne_a = "[" + std::to_string(seqlen + width - 1) + "," + std::to_string(dim) +
                            "," + std::to_string(batch) + ",1]";
   const std::string ne_b = "[" + std::to_string(width) + "," + std::to_string(dim) + ",1,1]";
-  const std::string vars = "type=f32,ne_a=" + ne_a + ",ne_b=" + ne_b;
-  return bias_silu ? "SSM_CONV_BIAS_SILU(" + vars + ",fuse_bias=1)" : "SSM_CONV(" + vars + ")";
+  return "SSM_CONV(type=f32,ne_a=" + ne_a + ",ne_b=" + ne_b + ")";
 }
 
 std::map<std::string, double> ParseGgmlPerfOutput(std::string_view output) {
