@@ -14,8 +14,9 @@
 namespace ssmkit {
 
 // Runs body(ctx, block) for every block in [0, blocks) on the calling thread and the pool's
-// workers, and returns when all have finished. Which thread runs which block varies; the
-// blocks themselves do not, so results do not depend on it. A call made while the pool is
+// workers, and returns when all have finished. Each block has a home thread (block 0 the
+// caller, block w + 1 worker w) that runs it unless another thread, done early, got to it
+// first; results never depend on which thread ran a block. A call made while the pool is
 // serving another call (a second host thread, or a ParallelFor nested inside a block) runs its
 // blocks on the calling thread. body must not throw.
 void RunOnLibraryPool(int blocks, void (*body)(void* ctx, int block), void* ctx);
