@@ -166,7 +166,8 @@ class Pool {
   uint64_t last_generation_ = 0;  // written by the caller holding busy_
   std::atomic<uint64_t> job_{0};
   std::array<ClaimedBy, kMaxBlocks> claimed_{};
-  std::atomic<uint32_t> generation_{0};  // the futex idle workers sleep on: the generation's low 32 bits
+  // The futex idle workers sleep on: the generation's low 32 bits.
+  std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<uint32_t> done_{0};  // blocks of the current job finished
   std::atomic<bool> caller_sleeping_{false};
