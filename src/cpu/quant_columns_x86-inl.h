@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "cpu/quant_linear.hpp"
+#include "cpu/stream_prefetch.hpp"
 #include "hwy/highway.h"
 #include "params/linear_params.hpp"
 
@@ -297,12 +298,14 @@ constexpr int64_t kPairRows = HWY_TARGET <= HWY_AVX3 ? 2 : 1;
 // (the 41 MB Q8_0 lm_head of m1-130m at T = 8 took 1.8x as long without). A single row of x
 // reads the pair's rows one after the other and is left to the hardware: prefetching the next
 // pair made the 130M shapes' batch-1 decode slower, and the byte kernels' kPrefetchRowsAhead
-// made m1-2.8b's Q8_0 batch-1 decode 7.9-8.8 tokens/s against 11.1-11.5 without (Zen 4).
+// made m1-2.8b's Q8_0 batch-1 decode 7.9-8.8 tokens/s against 11.1-11.5 without (Zen 4);
+// except where StreamPrefetchBytes says otherwise (Intel).
 template <class F, bool kVnni>
 void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   constexpr int64_t B = F::kElements;
   const int64_t T = p.rows, K = p.in_features, blocks = K / B, row_bytes = blocks * F::kBytes;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
+  const int64_t ahead = StreamPrefetchBytes();
   const auto put = [&](int64_t t, int64_t m, float total) {
     p.out[t * p.out_stride_row + m] = p.bias != nullptr ? total + p.bias[m] : total;
   };
@@ -310,9 +313,9 @@ void ColumnsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
     const int64_t pair = std::min(kPairRows, m_end - m);
     const uint8_t* w = weight + m * row_bytes;
     if (T > 1) {
-      const char* next = reinterpret_cast<const char*>(w + pair * row_bytes);
-      const int64_t next_bytes = std::min(kPairRows, m_end - m - pair) * row_bytes;
-      for (int64_t i = 0; i < next_bytes; i += 64) __builtin_prefetch(next + i, /*rw=*/0, 2);
+      PrefetchLines(w + pair * row_bytes, std::min(kPairRows, m_end - m - pair) * row_bytes);
+    } else if (ahead != 0) {
+      PrefetchLines(w + ahead, pair * row_bytes);
     }
     for (int64_t t0 = 0; t0 < T; t0 += xq.tile) {
       if (!xq.InColumnTile(t0)) {

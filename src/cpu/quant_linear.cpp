@@ -48,6 +48,7 @@
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/quant_linear.hpp"
+#include "cpu/stream_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -391,11 +392,12 @@ void OneRowOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, i
   const DF df;
   const int64_t blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
+  const int64_t ahead = StreamPrefetchBytes();
   for (int64_t m = m_begin; m < m_end; ++m) {
-    if (row_bytes >= kPrefetchNextRowBytes && m + kPrefetchRowsAhead < m_end) {
-      const char* next =
-          reinterpret_cast<const char*>(weight + (m + kPrefetchRowsAhead) * row_bytes);
-      for (int64_t i = 0; i < row_bytes; i += 64) __builtin_prefetch(next + i, /*rw=*/0, 2);
+    if (ahead != 0) {
+      PrefetchLines(weight + m * row_bytes + ahead, row_bytes);
+    } else if (row_bytes >= kPrefetchNextRowBytes && m + kPrefetchRowsAhead < m_end) {
+      PrefetchLines(weight + (m + kPrefetchRowsAhead) * row_bytes, row_bytes);
     }
     alignas(64) float acc[hn::MaxLanes(DF())];
     float min_total = 0.0f;
