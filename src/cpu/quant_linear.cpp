@@ -431,8 +431,10 @@ void RowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int
   const int64_t floats = block_rows * T * (L + 1);
   float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc, floats);  // (block_rows, T, L)
   float* min_total = acc + block_rows * T * L;                       // (block_rows, T)
+  const int64_t ahead = interleave ? 0 : StreamPrefetchBytes();
   for (int64_t m0 = m_begin; m0 < m_end; m0 += block_rows) {
     const int64_t rows = std::min(block_rows, m_end - m0);
+    if (ahead != 0) PrefetchLines(weight + m0 * row_bytes + ahead, row_bytes);
     std::fill(acc, acc + floats, 0.0f);
     for (int64_t b0 = 0; b0 < blocks; b0 += span_blocks) {
       const int64_t b1 = std::min(b0 + span_blocks, blocks);
