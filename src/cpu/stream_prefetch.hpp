@@ -1,14 +1,16 @@
-// Software prefetch ahead of the single weight stream of the batch-1 products (one row of x:
-// each thread reads its rows front to back). Whether it pays depends on the CPU's own
-// prefetchers, so it is chosen per vendor at run time:
+// Software prefetch ahead of the single weight stream of the products that read one weight
+// row at a time (one row of x, and the row formats' few-rows kernel): each thread reads its
+// rows front to back. Whether it pays depends on the CPU's own prefetchers, so it is chosen
+// per vendor at run time:
 // - Intel: on the Xeon (AVX-512, 2 cores of a VM) the hardware prefetchers alone held the
 //   batch-1 bf16 decode of m2-130m at 58-61% of the read probe; with every line fetched into
-//   L2 (`prefetcht1`) 4 KiB ahead of the loads, 82-84% (2 KiB ahead 69-70%, 16 KiB 75%; the
-//   same 4 KiB as `prefetcht0` 66%, as `prefetchnta` 38%). docs/benchmarks.md has the runs.
-// - Elsewhere none: on the AMD Zen 4 the same decode ran at 85-90% of the probe without it, and
-//   a prefetch three rows ahead made m1-2.8b's Q8_0 decode 7.9-8.8 tokens/s against 11.1-11.5.
-// Tuned for speed only: prefetches change no result and never fault, so those past the end
-// of the weights are harmless.
+//   L2 (`prefetcht1`) 4 KiB ahead of the loads, 78-84% (2 KiB ahead 69-70%, 16 KiB 75%;
+//   `prefetcht0` 64-66%, `prefetchnta` 38%), and Q4_K's 39-51% became 86-93%.
+// - Elsewhere none: on AMD EPYCs the batch-1 decode ran at 80-94% of the probe without it,
+//   software prefetch in the bf16/f32 rows was 9-38% slower there, and a prefetch three rows
+//   ahead made m1-2.8b's Q8_0 decode 7.9-8.8 tokens/s against 11.1-11.5 (Zen 4).
+// docs/benchmarks.md has the runs. Tuned for speed only: prefetches change no result and never
+// fault, so those past the end of the weights are harmless.
 #pragma once
 
 #include <cstdint>
