@@ -42,7 +42,10 @@ using Body = void (*)(void* ctx, int block);
 constexpr int kBlockBits = 16;
 constexpr uint64_t kBlockMask = (uint64_t{1} << kBlockBits) - 1;
 constexpr int kMaxWorkers = 255;
-constexpr int kMaxBlocks = kMaxWorkers + 1;  // one per thread; more run on the caller alone
+// Blocks past kMaxWorkers + 1 have no home: whoever is free claims them. A call with more
+// blocks than this (a thread count above it) runs on the caller alone. Tuned for memory only
+// (one cache line per block).
+constexpr int kMaxBlocks = 1024;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
