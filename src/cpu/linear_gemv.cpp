@@ -211,8 +211,9 @@ void TiledRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 // accumulators. The weight row is read front to back, so a thread streams through its block of
 // W in address order (one sequential stream for the prefetchers), each step prefetching the
 // lines kAhead bytes ahead of its loads unless kAhead is 0 (stream_prefetch.hpp). The distance
-// is a template argument and the prefetch written out here: with a run-time distance, or
-// through PrefetchLines, GCC 12 emitted no prefetch in the bf16 loop (the f32 one kept them).
+// is a template argument and the prefetch written out here: as a run-time argument the bf16
+// decode of m1-130m ran 80 tokens/s against 90-94 (Intel Xeon, alternated), and through
+// PrefetchLines GCC 12 emitted no prefetch in the bf16 loop (the f32 one kept them).
 template <int kT, int kU, class WT, int64_t kAhead>
 HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int64_t m) {
   const DF df;
