@@ -216,11 +216,33 @@ TEST(QuantLinear, MatchesOracleOnEverySimdTarget) {
   }
 }
 
+// Random blocks with every byte but their f16 scales 0xff: each level at its format's largest
+// unsigned value (Q4_K's 15, Q5_K's 31, Q6_K's 63 ...), the 6-bit scales and mins 63, so that
+// every product of a block is as large as the format allows.
+std::vector<uint8_t> HighestLevelBlocks(DType dtype, int64_t blocks, Rng& rng) {
+  std::vector<uint8_t> v = RandomBlocks(dtype, blocks, rng);
+  const std::vector<uint8_t> scales = v;
+  std::fill(v.begin(), v.end(), uint8_t{0xff});
+  const int64_t bytes = DTypeBlockBytes(dtype);
+  const std::vector<int64_t> f16_offsets = dtype == DType::kQ6_K ? std::vector<int64_t>{208}
+                                           : dtype == DType::kQ4_1 || dtype == DType::kQ5_1 ||
+                                                   dtype == DType::kQ4_K || dtype == DType::kQ5_K
+                                               ? std::vector<int64_t>{0, 2}
+                                               : std::vector<int64_t>{0};
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t off : f16_offsets) {
+      std::memcpy(&v[b * bytes + off], &scales[b * bytes + off], 2);
+    }
+  }
+  return v;
+}
+
 // Weights of random bytes (every level, scale and min a block can store, the extremes
 // included: q8_0's -128, q6_k's 63 and its scale -128, the 6-bit scales' 63, q5_0's -16 and
-// q5_1's 31 beside any min) times rows of x
-// whose levels are all +-127: the products that bring the 8-bit kernels' int16 pair sums
-// closest to saturating. x's signs all +, all -, alternating, and those of a weight row (a
+// q5_1's 31 beside any min), and weights whose every level is its format's highest (a kernel
+// that sums several vectors of products in int16 before widening reaches its bound only there),
+// times rows of x whose levels are all +-127: the products that bring the 8-bit kernels' int16
+// sums closest to saturating. x's signs all +, all -, alternating, and those of a weight row (a
 // signed format's largest pair sums).
 TEST(QuantLinear, ExtremeLevelsOnEverySimdTarget) {
   const uint64_t seed = FreshSeed();
@@ -228,19 +250,23 @@ TEST(QuantLinear, ExtremeLevelsOnEverySimdTarget) {
   Rng rng(seed);
   const int64_t M = 5, T = 6;
   for (DType dtype : kQuantized) {
-    SCOPED_TRACE(DTypeName(dtype));
-    const int64_t B = DTypeBlockElements(dtype), K = B == 32 ? 800 : 768;
-    Weight w(dtype, M, K, RandomBlocks(dtype, M * K / B, rng));
-    std::vector<float> x(static_cast<size_t>(T * K));
-    for (int64_t k = 0; k < K; ++k) {
-      const auto sign_of = [&](int64_t m) { return w.values[m * K + k] >= 0.0 ? 1.0f : -1.0f; };
-      const float row[T] = {1.0f,       -1.0f,       k % 2 == 0 ? 1.0f : -1.0f,
-                            sign_of(0), -sign_of(1), sign_of(2)};
-      for (int64_t t = 0; t < T; ++t) x[t * K + k] = row[t];
+    for (bool highest : {false, true}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + (highest ? " highest levels" : " random bytes"));
+      const int64_t B = DTypeBlockElements(dtype), K = B == 32 ? 800 : 768;
+      Weight w(dtype, M, K,
+               highest ? HighestLevelBlocks(dtype, M * K / B, rng)
+                       : RandomBlocks(dtype, M * K / B, rng));
+      std::vector<float> x(static_cast<size_t>(T * K));
+      for (int64_t k = 0; k < K; ++k) {
+        const auto sign_of = [&](int64_t m) { return w.values[m * K + k] >= 0.0 ? 1.0f : -1.0f; };
+        const float row[T] = {1.0f,       -1.0f,       k % 2 == 0 ? 1.0f : -1.0f,
+                              sign_of(0), -sign_of(1), sign_of(2)};
+        for (int64_t t = 0; t < T; ++t) x[t * K + k] = row[t];
+      }
+      const std::vector<double> bias;
+      const Expected e = Oracle(w, x, T, bias);
+      EXPECT_GE(ForEachKernel([&] { RunAndCheck(w, x, T, bias, e); }), kMinSimdTargets);
     }
-    const std::vector<double> bias;
-    const Expected e = Oracle(w, x, T, bias);
-    EXPECT_GE(ForEachKernel([&] { RunAndCheck(w, x, T, bias, e); }), kMinSimdTargets);
   }
 }
 

@@ -13,14 +13,18 @@
 //   the sum of the block's x levels. The signed formats Q8_0, Q4_0 and Q5_0 have their own
 //   kernels (quant_columns_x86-inl.h); their levels are defined here.
 // - The K-quants' levels are unsigned (Q4_K / Q5_K's q, Q6_K's q before its offset 32, at most
-//   63). Two chunks of 32 elements (two sub-blocks of Q4_K / Q5_K, four of Q6_K) go in
-//   interleaved in 16-bit units, the pairs of sub-block A in the even int16 lanes, B in the odd
-//   ones, and their two vpmaddubsw sums are added in int16 (at most 4 * 63 * 127 = 32004) before
-//   one vpmaddwd by (scale A, scale B): 3 multiplies per 64 weights and row instead of 4. x's
-//   levels are stored in the same interleaved order for these formats (ArrangeLevels). Q6_K's
-//   offset (32 sc_j S_j over its sub-blocks of 16) and Q4_K / Q5_K's mins (m_j S_j over their
-//   sub-blocks of 32) come off per block with the sums of 16 levels of x kept with them, a
-//   vpmaddwd each. A block's int32 sums stay below 2^26 and are converted to f32 once.
+//   63). Q6_K, and Q4_K / Q5_K without VNNI: two chunks of 32 elements (two sub-blocks of Q4_K /
+//   Q5_K, four of Q6_K) go in interleaved in 16-bit units, the pairs of sub-block A in the even
+//   int16 lanes, B in the odd ones, and their two vpmaddubsw sums are added in int16 (at most
+//   4 * 63 * 127 = 32004) before one vpmaddwd by (scale A, scale B): 3 multiplies per 64 weights
+//   and row instead of 4; x's levels are stored in the same interleaved order (ArrangeLevels).
+//   Q6_K's offset (32 sc_j S_j over its sub-blocks of 16) and Q4_K / Q5_K's mins (m_j S_j over
+//   their sub-blocks of 32) come off per block with the sums of 16 levels of x kept with them, a
+//   vpmaddwd each. With VNNI, Q4_K and Q5_K go lane-mapped (K4K5LaneMapped): every vector of a
+//   block holds each sub-block in one fixed 32-bit lane, so a row's whole block sums into one
+//   vector, a vpdpbusd per 32 weights, scaled once by the f32 d sc_l of its lanes; their mins
+//   come off with x's scaled sums of levels over each sub-block of 32. A block's int32 sums stay
+//   below 2^26 and are converted to f32 once.
 //
 // The vectors are 256 bits on AVX-512 too (a tile of 8 rows of x fits AVX2's 16 registers).
 // A Highway "-inl.h": included once per target from quant_linear.cpp (foreach_target.h); it
@@ -36,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
@@ -102,6 +107,22 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
   }
 }
 
+// x's levels of one row (K, a multiple of 256) in the order of a lane-mapped block's levels
+// (K4K5::Levels): vector r = 2q + p of each block, lane l, the 4 levels of sub-block l from
+// element 4 (2q + (l % 2 ^ p)).
+HWY_INLINE void ArrangeLaneMapped(int8_t* row, int64_t K) {
+  for (int64_t k = 0; k < K; k += 256) {
+    int8_t natural[256];
+    std::memcpy(natural, row + k, sizeof natural);
+    for (int r = 0; r < 8; ++r) {
+      for (int l = 0; l < 8; ++l) {
+        const int word = 2 * (r / 2) + ((l % 2) ^ (r % 2));
+        std::memcpy(row + k + 32 * r + 4 * l, natural + 32 * l + 4 * word, 4);
+      }
+    }
+  }
+}
+
 // A weight format. Prepare reads a block's scales once; BlockValue turns a row's int32 sums over
 // the block into 8 f32 lanes whose total times x's block scale is the block's contribution, the
 // offset or mins taken off with the block's sums of 16 x levels (kSums).
@@ -112,7 +133,7 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
 template <class Block, bool kMin>
 struct Format32 {
   static constexpr int kElements = 32, kBytes = sizeof(Block);
-  static constexpr bool kPaired = false, kSums = kMin;
+  static constexpr bool kPaired = false, kLaneMapped = false, kSums = kMin;
   static constexpr size_t kScaleOffset = offsetof(Block, d);  // the block's f16 d
   struct Scales {
     __m256 d;
@@ -230,7 +251,7 @@ static_assert(Q8_0::kPairedRow == PairedLoneRows(DType::kQ8_0) &&
               Q4_0::kPairedRow == PairedLoneRows(DType::kQ4_0) &&
               Q5_0::kPairedRow == PairedLoneRows(DType::kQ5_0));
 
-// The K-quants: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
+// Q6_K: a block of 256 is read in groups of kGroup elements, GroupOf loading group g's
 // bytes once for all the nibbles and bits they hold; PairOf gives the group's elements
 // [c, c + 64) Interleaved as unsigned bytes, with the int16 multipliers of the summed pairs.
 struct Pair {
@@ -262,11 +283,91 @@ HWY_INLINE __m128i ScalesMinsK4Bytes(const uint8_t* p) {
   return _mm_or_si128(low6, _mm_or_si128(nibbles, high2));
 }
 
-// Q4_K and Q5_K: 8 sub-blocks of 32, 6-bit scales sc and mins m (ScalesMinsK4Bytes).
+// Q4_K and Q5_K for the VNNI kernels: 8 sub-blocks of 32, 6-bit scales sc and mins m
+// (ScalesMinsK4Bytes), read lane-mapped (kLaneMapped): Levels gives the block's 256 levels as 8
+// vectors of unsigned bytes whose 32-bit lane l always holds 4 levels of sub-block l, so that each
+// row's 8 products of a block go into one vector of int32 sums, lane l that of sub-block l, scaled
+// once per block by d sc_l in f32 (AddBlock) instead of by sc_j per pair of sub-blocks in int16.
+// x's levels are stored in the same order (ArrangeLaneMapped), and the mins multiply x's scale
+// times its sum of levels over each sub-block, formed once per row when x is quantized
+// (QuantizedRows::scaled_sums): one multiply-add per row and block.
 template <class Block, bool kFifthBit>
-struct K4K5 {
+struct K4K5LaneMapped {
+  static constexpr int kElements = quant::kSuperBlock, kBytes = sizeof(Block);
+  static constexpr bool kPaired = false, kLaneMapped = true, kSums = true;
+  struct Scales {
+    // Lane l: d sc_l and dmin m_l, both exact (11 by 6 significant bits).
+    __m256 dsc, dmin_m;
+  };
+  static HWY_INLINE Scales Prepare(const uint8_t* b) {
+    const __m128i sc_m = ScalesMinsK4Bytes(b + offsetof(Block, scales));
+    Scales s;  // not value-initialized: that zeroed the whole struct per block (rep stos)
+    s.dsc = _mm256_mul_ps(BroadcastF16(b + offsetof(Block, d)),
+                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc_m)));
+    s.dmin_m = _mm256_mul_ps(BroadcastF16(b + offsetof(Block, dmin)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(sc_m, 8))));
+    return s;
+  }
+  // acc plus the block's value for one row: its sums (lane l: sub-block l's) times d sc_l times
+  // x's scale, less dmin m_l times scaled_sums (8: x's scale times its sum of levels over
+  // sub-block l).
+  static HWY_INLINE __m256 AddBlock(const Scales& s, __m256i sum, float x_scale,
+                                    const float* scaled_sums, __m256 acc) {
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s.dsc, _mm256_set1_ps(x_scale)),
+                          acc);
+    return _mm256_fnmadd_ps(s.dmin_m, _mm256_loadu_ps(scaled_sums), acc);
+  }
+  // r[2q + p], lane l = 2c + h (chunk c = l / 2 of qs, 32 bytes: sub-blocks 2c and 2c + 1 in its
+  // low and high nibbles; h = l % 2): nibble h of the 4 bytes of chunk c's 32-bit word
+  // 2q + (h ^ p), so sub-block l's elements 4 (2q + (h ^ p)) .. + 3. Q5_K's fifth bit of element
+  // i of sub-block l is bit l of qh[i].
+  static HWY_INLINE void Levels(const uint8_t* b, __m256i* r) {
+    const uint8_t* qs = b + offsetof(Block, qs);
+    const __m256i c0 = Load32(qs), c1 = Load32(qs + 32), c2 = Load32(qs + 64), c3 = Load32(qs + 96);
+    const __m256i low01 = _mm256_unpacklo_epi64(c0, c1), high01 = _mm256_unpackhi_epi64(c0, c1);
+    const __m256i low23 = _mm256_unpacklo_epi64(c2, c3), high23 = _mm256_unpackhi_epi64(c2, c3);
+    // words[q], lane 2c + h: chunk c's word 2q + h.
+    const __m256i words[4] = {_mm256_permute2x128_si256(low01, low23, 0x20),
+                              _mm256_permute2x128_si256(high01, high23, 0x20),
+                              _mm256_permute2x128_si256(low01, low23, 0x31),
+                              _mm256_permute2x128_si256(high01, high23, 0x31)};
+    const __m256i nibble_shift = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m256i swapped = _mm256_shuffle_epi32(words[q], 0xB1);  // words 1 0 3 2 ...
+      r[2 * q] = _mm256_and_si256(_mm256_srlv_epi32(words[q], nibble_shift), Bytes(0xF));
+      r[2 * q + 1] = _mm256_and_si256(_mm256_srlv_epi32(swapped, nibble_shift), Bytes(0xF));
+      if constexpr (kFifthBit) {
+        // qh's words 2q, 2q + 1 in every pair of lanes (p = 0), swapped (p = 1).
+        uint64_t pair;
+        std::memcpy(&pair, b + offsetof(Block, qh) + 8 * q, sizeof pair);
+        const __m256i qh = _mm256_set1_epi64x(static_cast<int64_t>(pair));
+        r[2 * q] = AddLaneBit(r[2 * q], qh);
+        r[2 * q + 1] = AddLaneBit(r[2 * q + 1], _mm256_shuffle_epi32(qh, 0xB1));
+      }
+    }
+  }
+
+ private:
+  // levels plus 0x10 in the bytes of lane l whose qh byte has bit l set (a VNNI kernel's: an
+  // AVX-512 target).
+  static HWY_INLINE __m256i AddLaneBit(__m256i levels, __m256i qh) {
+    static_assert(kFifthBit && HWY_TARGET <= HWY_AVX3);
+    const __m256i bit_of_lane =
+        _mm256_setr_epi32(0x01010101, 0x02020202, 0x04040404, 0x08080808, 0x10101010, 0x20202020,
+                          0x40404040, static_cast<int32_t>(0x80808080));
+    return _mm256_mask_add_epi8(levels, _mm256_test_epi8_mask(qh, bit_of_lane), levels,
+                                Bytes(0x10));
+  }
+};
+
+// Q4_K and Q5_K for the kernels without VNNI, in pairs of sub-blocks (kPaired). (Lane-mapped,
+// AVX2's one-row products ran 7-10% slower: AVX2 has no byte bit test for Q5_K's fifth bits,
+// and vpmaddubsw's products were not the bound there.)
+template <class Block, bool kFifthBit>
+struct K4K5Paired {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 64, kBytes = sizeof(Block);
-  static constexpr bool kPaired = true, kSums = true;
+  static constexpr bool kPaired = true, kLaneMapped = false, kSums = true;
   struct Scales {
     __m256 d, dmin;
     __m256i mins;      // int16 lanes 2j, 2j + 1: m_j, for the sums of 16 of sub-block j
@@ -309,15 +410,20 @@ struct K4K5 {
                            _mm256_mul_ps(_mm256_cvtepi32_ps(min_sum), s.dmin));
   }
 };
-using Q4_K = K4K5<quant::BlockQ4_K, false>;
-using Q5_K = K4K5<quant::BlockQ5_K, true>;
+// The K-quants' formats of the kernels with VNNI (kVnni) or without.
+template <bool kVnni>
+using Q4_K = std::conditional_t<kVnni, K4K5LaneMapped<quant::BlockQ4_K, false>,
+                                K4K5Paired<quant::BlockQ4_K, false>>;
+template <bool kVnni>
+using Q5_K = std::conditional_t<kVnni, K4K5LaneMapped<quant::BlockQ5_K, true>,
+                                K4K5Paired<quant::BlockQ5_K, true>>;
 
 // Q6_K: 16 sub-blocks of 16, int8 scales, q in [0, 63] multiplied as it is stored; the offset
 // 32 comes off in BlockValue: 32 sc_j times the sum of x's levels over sub-block j.
 struct Q6_K {
   static constexpr int kElements = quant::kSuperBlock, kGroup = 128,
                        kBytes = sizeof(quant::BlockQ6_K);
-  static constexpr bool kPaired = true, kSums = true;
+  static constexpr bool kPaired = true, kLaneMapped = false, kSums = true;
   struct Scales {
     __m256 d;
     __m256i offset;       // int16 lane j: 32 sc_j
@@ -391,6 +497,13 @@ HWY_INLINE __m256i AddQuadProducts(__m256i acc, __m256i u, __m256i v) {
   __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(v));
   return acc;
 }
+// The same with v read from memory (32 bytes at v), the load folded into the instruction.
+HWY_INLINE __m256i AddQuadProductsAt(__m256i acc, __m256i u, const int8_t* v) {
+  __asm__("%{evex%} vpdpbusd %2, %1, %0"
+          : "+v"(acc)
+          : "v"(u), "m"(*reinterpret_cast<const __m256i*>(v)));
+  return acc;
+}
 HWY_INLINE __m256i AddPairProducts(__m256i acc, __m256i a, __m256i b) {
   __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
@@ -427,7 +540,31 @@ HWY_INLINE void Block32Sums(const uint8_t* block, const int8_t* x, __m256i* sum)
   for (int t = 0; t < kT; ++t) sum[t] = QuadSums<kVnni>(u, Load32(x + 32 * t));
 }
 
-// Group g of a K-quant block times kT rows of x ((kT, kElements) levels), pair by pair of
+// sum[t] = a lane-mapped block's int32 sums with row t of x (x: (kT, kElements) levels in the
+// block's order), lane l that of sub-block l: the 8 vectors of levels into one sum per row by
+// vpdpbusd, vector by vector and row by row, so that consecutive products belong to different
+// rows (each row's chain of dependent products interleaved with the others'), in two chains per
+// row (even and odd vectors: half as long; 2-8% faster at one row). AVX-512 (VNNI): 32
+// registers hold the 16 sums.
+template <class F, int kT>
+HWY_INLINE void LaneMappedSums(const uint8_t* block, const int8_t* x, __m256i* sum) {
+#if SSMKIT_QUANT_DOT_VNNI
+  __m256i levels[8], odd[kT];
+  F::Levels(block, levels);
+  for (int t = 0; t < kT; ++t) sum[t] = odd[t] = _mm256_setzero_si256();
+  for (int i = 0; i < 8; i += 2) {
+    for (int t = 0; t < kT; ++t) {
+      sum[t] = AddQuadProductsAt(sum[t], levels[i], x + t * F::kElements + 32 * i);
+      odd[t] = AddQuadProductsAt(odd[t], levels[i + 1], x + t * F::kElements + 32 * i + 32);
+    }
+  }
+  for (int t = 0; t < kT; ++t) sum[t] = _mm256_add_epi32(sum[t], odd[t]);
+#else
+  static_assert(!F::kLaneMapped, "the lane-mapped formats are the VNNI kernels'");
+#endif
+}
+
+// Group g of a Q6_K block times kT rows of x ((kT, kElements) levels), pair by pair of
 // chunks, added into sum.
 template <class F, int kT, bool kVnni>
 HWY_INLINE void GroupSums(const uint8_t* block, const typename F::Scales& s, const int8_t* x, int g,
@@ -445,7 +582,7 @@ HWY_INLINE void GroupSums(const uint8_t* block, const typename F::Scales& s, con
   }
 }
 
-// The same for the K-quants, group by group.
+// The same for Q6_K, group by group.
 template <class F, int kT, bool kVnni>
 HWY_INLINE void PairedBlockSums(const uint8_t* block, const typename F::Scales& s, const int8_t* x,
                                 __m256i* sum) {
@@ -478,6 +615,8 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
   const float* xs = xq.scale.data() + t0 * (K / B);  // (blocks, kT)
   static_assert(F::kSums, "the signed formats of 32 go by quant_columns_x86-inl.h");
   const int16_t* xsum = xq.sums.data() + t0 * (K / 16);  // (blocks, kT, B / 16)
+  const float* scaled_sums =
+      F::kLaneMapped ? xq.scaled_sums.data() + t0 * (K / 32) : nullptr;  // (blocks, kT, B / 32)
   __m256 a[kT];
   for (int t = 0; t < kT; ++t) a[t] = _mm256_loadu_ps(acc + 8 * t);
   for (int64_t b = b0; b < b1; ++b) {
@@ -485,15 +624,21 @@ HWY_INLINE void DotSpan(const QuantizedRows& xq, const uint8_t* HWY_RESTRICT w, 
     const typename F::Scales s = F::Prepare(block);
     const int8_t* xb = x + b * kT * B;  // (kT, B)
     __m256i sum[kT];
-    if constexpr (!F::kPaired) {
+    if constexpr (F::kLaneMapped) {
+      LaneMappedSums<F, kT>(block, xb, sum);
+    } else if constexpr (!F::kPaired) {
       Block32Sums<F, kT, kVnni>(block, xb, sum);
     } else {
       PairedBlockSums<F, kT, kVnni>(block, s, xb, sum);
     }
     for (int t = 0; t < kT; ++t) {
-      const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
-      a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
-                             _mm256_broadcast_ss(xs + b * kT + t), a[t]);
+      if constexpr (F::kLaneMapped) {
+        a[t] = F::AddBlock(s, sum[t], xs[b * kT + t], scaled_sums + (b * kT + t) * 8, a[t]);
+      } else {
+        const int16_t* block_sums = xsum + (b * kT + t) * (B / 16);
+        a[t] = _mm256_fmadd_ps(F::BlockValue(s, sum[t], block_sums),
+                               _mm256_broadcast_ss(xs + b * kT + t), a[t]);
+      }
     }
   }
   for (int t = 0; t < kT; ++t) _mm256_storeu_ps(acc + 8 * t, a[t]);

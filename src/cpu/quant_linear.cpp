@@ -252,7 +252,10 @@ struct K4K5 {
     return hn::Mul(q, hn::Set(D16(), high ? g.sc_high : g.sc_low));
   }
 };
+// One format with VNNI or without (kVnni: the byte kernels' choice), as the byte kernels' are.
+template <bool>
 using Q4_K = K4K5<quant::BlockQ4_K, false>;
+template <bool>
 using Q5_K = K4K5<quant::BlockQ5_K, true>;
 
 // Q6_K: 16 sub-blocks of 16, int8 scales; the offset 32 is taken off the levels here.
@@ -548,9 +551,9 @@ void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin
     case DType::kQ5_1:
       return RowsOf<formats::Q5_1, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ4_K:
-      return RowsOf<formats::Q4_K, kVnni>(p, xq, m_begin, m_end);
+      return RowsOf<formats::Q4_K<kVnni>, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ5_K:
-      return RowsOf<formats::Q5_K, kVnni>(p, xq, m_begin, m_end);
+      return RowsOf<formats::Q5_K<kVnni>, kVnni>(p, xq, m_begin, m_end);
     case DType::kQ6_K:
       return RowsOf<formats::Q6_K, kVnni>(p, xq, m_begin, m_end);
     default:
@@ -575,7 +578,18 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
   if (xq->block == quant::kSuperBlock) {
     for (int64_t t = t_begin; t < t_end; ++t) {
       for (int64_t b = 0; b < xq->cols / xq->block; ++b) {
-        i8::ArrangeLevels(xq->q8.data() + xq->BlockOffset(t, b), xq->block);
+        const int64_t offset = xq->BlockOffset(t, b);
+        int8_t* levels = xq->q8.data() + offset;  // (B)
+        if (xq->lane_mapped) {
+          i8::ArrangeLaneMapped(levels, xq->block);
+          const float scale = xq->scale[offset / xq->block];
+          for (int64_t j = 0; j < xq->block / 32; ++j) {
+            const int32_t sum = xq->sums[offset / 16 + 2 * j] + xq->sums[offset / 16 + 2 * j + 1];
+            xq->scaled_sums[offset / 32 + j] = scale * static_cast<float>(sum);
+          }
+        } else {
+          i8::ArrangeLevels(levels, xq->block);
+        }
       }
     }
   }
@@ -641,6 +655,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   unsigned_offset =
       columns && (vnni || PairedLoneRows(weight_dtype)) ? UnsignedLevelOffset(weight_dtype) : 0;
   paired = columns && PairedLoneRows(weight_dtype);
+  lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
@@ -666,6 +681,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   with_sums =
       block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;
   if (with_sums) grow(sums, T * (K / 16));
+  if (lane_mapped) grow(scaled_sums, T * (K / 32));
 }
 
 void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {

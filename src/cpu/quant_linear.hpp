@@ -46,11 +46,13 @@ constexpr int64_t kColumnTileMinRows = 4;
 // Q8_0 and Q8_K activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127],
 // x ~ s q. The levels are stored in the width the dispatched kernel multiplies, so that no weight
 // row widens them again: int8 where it multiplies bytes (x86 AVX2 / AVX-512: vpmaddubsw; for the
-// K-quants in that kernel's order, each 64 interleaved in 16-bit units, quant_dot_x86-inl.h),
-// int16 elsewhere (16-bit lanes), in the order of x. For the K-quants, Q4_1 and Q5_1 also the sum
-// of the levels of each 16 elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32
-// (two sums each), Q4_1 / Q5_1's min those of the block, the 8-bit kernel's Q6_K those of its
-// sub-blocks of 16 (it takes the offset 32 off there, as GGML does).
+// K-quants in that kernel's order, quant_dot_x86-inl.h: Q6_K's, and without VNNI Q4_K's and
+// Q5_K's, each 64 interleaved in 16-bit units; with VNNI Q4_K's and Q5_K's `lane_mapped`, each
+// sub-block's levels in one 32-bit lane of the kernel's vectors), int16 elsewhere (16-bit lanes),
+// in the order of x. For the K-quants, Q4_1 and Q5_1 also the sum of the levels of each 16
+// elements: the Q4_K / Q5_K mins multiply those of their sub-blocks of 32 (two sums each), Q4_1 /
+// Q5_1's min those of the block, the 8-bit kernel's Q6_K those of its sub-blocks of 16 (it takes
+// the offset 32 off there, as GGML does).
 //
 // Layout: the rows go in tiles of `tile` rows (the kernel's tile of x; the last one may be
 // shorter), and within a tile of n rows block by block: block b's levels of the tile's n rows
@@ -82,6 +84,10 @@ struct QuantizedRows {
   CacheLineVector<int32_t> start;  // T K / B when columns (padded as q8)
   int32_t unsigned_offset = 0;     // the weight's level offset (UnsignedLevelOffset or 0)
   bool paired = false;             // lone rows in pairs of blocks (PairedLoneRows)
+  bool lane_mapped = false;        // Q4_K / Q5_K with the VNNI kernels: their lane-mapped order
+  // When lane_mapped, T K / 32: each sub-block of 32's sum of levels times its block's scale
+  // (for the weight's mins), laid out as sums.
+  CacheLineVector<float> scaled_sums;
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
