@@ -30,6 +30,7 @@ figure is the median of --runs runs, the two engines' runs interleaved.
 import argparse
 import importlib.util
 import json
+import os
 import re
 import shutil
 import statistics
@@ -166,6 +167,13 @@ def run_ssmkit(binary: str, model: str, threads: int, decode: int, text: str, id
     return len(ids) / float(pre.group(2)), decode / float(m.group(2)), generated
 
 
+def no_repack() -> bool:
+    """LLAMA_NO_REPACK=1: llama.cpp without its weight repacking (extra buffer types), on a CPU
+    where its repacked path fails: its AMX kernels crashed (SIGSEGV in ggml_backend_amx_mul_mat)
+    on the quantized Mamba files on an Intel Xeon with AMX (docs/benchmarks.md)."""
+    return os.environ.get("LLAMA_NO_REPACK") == "1"
+
+
 class LlamaCpp:
     """llama.cpp through llama-cpp-python's low-level API: one context, batch 1."""
 
@@ -174,6 +182,16 @@ class LlamaCpp:
         import numpy as np
 
         self.np = np
+        if no_repack():
+            # Llama() takes its model parameters from this function of the ctypes module.
+            defaults = llama_cpp.llama_cpp.llama_model_default_params
+
+            def without_extra_buffers():
+                params = defaults()
+                params.use_extra_bufts = False
+                return params
+
+            llama_cpp.llama_cpp.llama_model_default_params = without_extra_buffers
         self.llm = llama_cpp.Llama(model_path=gguf, n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
                                    n_threads_batch=threads, verbose=False)
         self.n_vocab = self.llm.n_vocab()
@@ -259,7 +277,7 @@ def batched(args) -> None:
                 ours[b].append(json.loads(p.stdout)[0]["decode_tokens_per_s"])
             cmd = [args.batched_bench, "-m", gguf, "-c", "4096", "-b", "2048", "-ub", "512", "-npp", "64",
                    "-ntg", "64", "-npl", args.batches, "-t", str(args.threads), "-tb", str(args.threads),
-                   "--output-format", "jsonl"]
+                   "--output-format", "jsonl"] + (["--no-repack"] if no_repack() else [])
             p = subprocess.run(cmd, capture_output=True, text=True)
             lines = [json.loads(l) for l in (p.stdout + p.stderr).splitlines() if l.startswith('{"n_kv_max"')]
             if p.returncode != 0 or len(lines) != len(batches):

@@ -25,7 +25,8 @@
 #      and WEIGHTS f32, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; the hybrids only as f32 / bf16, which ssmkit
 #      reads from the checkpoint directory); BATCHES (e.g. "1,8": also decode at these batches on
 #      each case's GGUF file, `ssmkit bench generate --model FILE` against llama-batched-bench,
-#      bench/llama_cpp_decode.py batched; RUNS of them, default 3).
+#      bench/llama_cpp_decode.py batched; RUNS of them, default 3); LLAMA_NO_REPACK=1 (llama.cpp
+#      without its weight repacking, where its repacked AMX path crashes: bench/llama_cpp_decode.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
