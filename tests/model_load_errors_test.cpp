@@ -133,6 +133,12 @@ TEST_F(ModelLoadErrors, ConfigInconsistent) {
   ExpectError({"config.json", "conv width 12"});
 }
 
+TEST_F(ModelLoadErrors, ConfigExpansionPastInt64) {
+  config_["expand"] = 1e300;
+  WriteConfig();
+  ExpectError({"config.json", "\"expand\" times the model width", "[1, 2^62)"});
+}
+
 TEST_F(ModelLoadErrors, NoWeightsFile) {
   fs::remove(dir_ / "model.safetensors");
   ExpectError({"no model.safetensors or model.safetensors.index.json"});

@@ -41,15 +41,7 @@ Status ParseHf(const Json& j, const std::string& file, const std::string& model_
   SSMKIT_RETURN_IF_ERROR(r.Int("state_size", &c->d_state, true));
   float expand = 2.0f;
   SSMKIT_RETURN_IF_ERROR(r.Float("expand", &expand));
-  // Checked before the conversion: an infinite or huge product has no int64 value.
-  const double d_inner = static_cast<double>(expand) * static_cast<double>(c->d_model);
-  if (!(d_inner >= 1.0 && d_inner < 0x1p62)) {
-    return Status::InvalidArgument(file +
-                                   ": \"expand\" * \"hidden_size\": expected a product in "
-                                   "[1, 2^62), given " +
-                                   std::to_string(expand) + " * " + std::to_string(c->d_model));
-  }
-  c->d_inner = static_cast<int64_t>(d_inner);
+  SSMKIT_RETURN_IF_ERROR(r.Expanded("expand", expand, c->d_model, &c->d_inner));
   SSMKIT_RETURN_IF_ERROR(r.Int("intermediate_size", &c->d_inner));
   SSMKIT_RETURN_IF_ERROR(r.Int("conv_kernel", &c->d_conv));
   SSMKIT_RETURN_IF_ERROR(r.Bool("use_bias", &c->proj_bias));
@@ -113,7 +105,7 @@ Status ParseStateSpaces(const Json& j, const std::string& file, ModelConfig* c) 
   SSMKIT_RETURN_IF_ERROR(s.Int("d_conv", &c->d_conv));
   float expand = 2.0f;
   SSMKIT_RETURN_IF_ERROR(s.Float("expand", &expand));
-  c->d_inner = static_cast<int64_t>(expand * static_cast<float>(c->d_model));
+  SSMKIT_RETURN_IF_ERROR(s.Expanded("expand", expand, c->d_model, &c->d_inner));
   SSMKIT_RETURN_IF_ERROR(s.Bool("conv_bias", &c->conv_bias));
   SSMKIT_RETURN_IF_ERROR(s.Bool("bias", &c->proj_bias));
   if (c->arch == ModelArch::kMamba1) return DtRank(s, ssm, "dt_rank", c->d_model, &c->dt_rank);

@@ -99,6 +99,18 @@ Status Reader::FloatPair(const char* key, float* lo, float* hi) const {
   return Status::Ok();
 }
 
+Status Reader::Expanded(const char* key, double expand, int64_t width, int64_t* product) const {
+  const double p = expand * static_cast<double>(width);
+  if (!(p >= 1.0 && p < 0x1p62)) {
+    return Status::InvalidArgument(file_ + ": \"" + prefix_ + key +
+                                   "\" times the model width: expected a product in [1, 2^62), "
+                                   "given " +
+                                   std::to_string(expand) + " * " + std::to_string(width));
+  }
+  *product = static_cast<int64_t>(p);
+  return Status::Ok();
+}
+
 Status Reader::Missing(const char* key) const {
   return Status::InvalidArgument(file_ + ": missing key \"" + prefix_ + key + "\"");
 }

@@ -35,6 +35,9 @@ class Reader {
   Status TokenId(const char* key, int64_t* v) const;
   // [min, max] floats.
   Status FloatPair(const char* key, float* lo, float* hi) const;
+  // *product = expand * width (d_inner from the expansion factor at `key` and the model width),
+  // checked before the conversion: an infinite, negative or huge product has no int64 value.
+  Status Expanded(const char* key, double expand, int64_t width, int64_t* product) const;
   Status Missing(const char* key) const;
   Status Wrong(const char* key, const std::string& expected, const Json& given) const;
   Status Wrong(const char* key, const std::string& expected) const {

@@ -187,7 +187,10 @@ Status ReadMamba2(const Reader& r, const Mamba2Keys& k, const Mamba2Defaults& d,
   SSMKIT_RETURN_IF_ERROR(r.Int(k.chunk, &c->chunk_size));
   if (k.conv_bias != nullptr) SSMKIT_RETURN_IF_ERROR(r.Bool(k.conv_bias, &c->conv_bias));
   SSMKIT_RETURN_IF_ERROR(r.Bool(k.proj_bias, &c->proj_bias));
-  if (c->d_inner == 0) c->d_inner = expand * c->d_model;
+  if (c->d_inner == 0) {
+    SSMKIT_RETURN_IF_ERROR(r.Expanded(k.expand != nullptr ? k.expand : "expand",
+                                      static_cast<double>(expand), c->d_model, &c->d_inner));
+  }
   if (c->nheads < 1) return r.Wrong(k.heads, "an integer >= 1");
   const bool auto_head = k.head_dim == nullptr || !r.Has(k.head_dim) ||
                          (r.json().at(k.head_dim).is_string() && r.json().at(k.head_dim) == "auto");

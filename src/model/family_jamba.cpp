@@ -29,7 +29,8 @@ Status ParseJamba(const Reader& r, ModelConfig* c) {
   SSMKIT_RETURN_IF_ERROR(r.Int("mamba_expand", &expand));
   SSMKIT_RETURN_IF_ERROR(r.Bool("mamba_conv_bias", &c->conv_bias));
   SSMKIT_RETURN_IF_ERROR(r.Bool("mamba_proj_bias", &c->proj_bias));
-  c->d_inner = expand * c->d_model;
+  SSMKIT_RETURN_IF_ERROR(
+      r.Expanded("mamba_expand", static_cast<double>(expand), c->d_model, &c->d_inner));
   c->dt_rank = (c->d_model + 15) / 16;  // "auto": ceil(hidden_size / 16)
   if (r.Has("mamba_dt_rank") && !r.json().at("mamba_dt_rank").is_string())
     SSMKIT_RETURN_IF_ERROR(r.Int("mamba_dt_rank", &c->dt_rank));
