@@ -220,26 +220,25 @@ TEST(HybridConfig, UnsupportedFormsAreErrors) {
 TEST(HybridConfig, ExpansionPastInt64IsAnError) {
   struct Case {
     std::string before, after, key;
+    std::string huge;  // a factor whose product with the width is past int64
   };
   const Case cases[] = {
       {R"({"d_model": 32, "n_layer": 2, "vocab_size": 304, "ssm_cfg": {"layer": "Mamba2",
          "d_state": 16, "headdim": 8, "ngroups": 2, "expand": )",
-       "}}", "\"ssm_cfg.expand\""},
+       "}}", "\"ssm_cfg.expand\"", "6.7e115"},
       {R"({"model_type": "jamba", "hidden_size": 64, "num_hidden_layers": 8, "vocab_size": 100,
          "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4, "mamba_expand": )",
-       "}", "\"mamba_expand\""},
+       "}", "\"mamba_expand\"", "4611686018427387904"},
       {R"({"model_type": "bamba", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 100,
          "num_attention_heads": 4, "num_key_value_heads": 2, "mamba_n_heads": 4,
          "mamba_d_state": 16, "intermediate_size": 96, "attn_layer_indices": [1],
          "mamba_expand": )",
-       "}", "\"mamba_expand\""},
+       "}", "\"mamba_expand\"", "4611686018427387904"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key);
     ParseOk(c.before + "2" + c.after);
-    const bool integer = c.key != "\"ssm_cfg.expand\"";
-    for (const std::string factor :
-         {std::string(integer ? "4611686018427387904" : "6.7e115"), std::string("-2")}) {
+    for (const std::string& factor : {c.huge, std::string("-2")}) {
       ModelConfig bad;
       const Status s = Parse(c.before + factor + c.after, &bad);
       ASSERT_FALSE(s.ok()) << factor;

@@ -108,8 +108,8 @@ HWY_INLINE void ArrangeLevels(int8_t* row, int64_t K) {
 }
 
 // x's levels of one row (K, a multiple of 256) in the order of a lane-mapped block's levels
-// (K4K5::Levels): vector r = 2q + p of each block, lane l, the 4 levels of sub-block l from
-// element 4 (2q + (l % 2 ^ p)).
+// (K4K5LaneMapped::Levels): vector r = 2q + p of each block, lane l, the 4 levels of sub-block l
+// from element 4 (2q + (l % 2 ^ p)).
 HWY_INLINE void ArrangeLaneMapped(int8_t* row, int64_t K) {
   for (int64_t k = 0; k < K; k += 256) {
     int8_t natural[256];
