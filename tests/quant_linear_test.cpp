@@ -175,12 +175,19 @@ std::vector<double> RandomBias(int64_t M, bool with, Rng& rng) {
   return with ? rng.NormalVec(M) : std::vector<double>{};
 }
 
-// ForEachSimdTarget, and on a CPU with VNNI once more with the AVX-512 kernels' VNNI
-// instructions off (cpu::SetQuantDotVnni), so that both byte kernels run there. Returns how
+// ForEachSimdTarget, on a CPU with AMX once more with its tile multiplies off
+// (cpu::SetQuantDotAmx), and on a CPU with VNNI once more with the AVX-512 kernels' VNNI
+// instructions off (cpu::SetQuantDotVnni), so that every byte kernel runs there. Returns how
 // many targets ran the first time.
 template <class Fn>
 int ForEachKernel(Fn&& fn) {
   const int targets = ForEachSimdTarget(fn);
+  if (cpu::QuantDotAmx()) {
+    SCOPED_TRACE("AMX off");
+    cpu::SetQuantDotAmx(false);
+    ForEachSimdTarget(fn);
+    cpu::SetQuantDotAmx(true);
+  }
   if (cpu::QuantDotVnni()) {
     SCOPED_TRACE("VNNI off");
     cpu::SetQuantDotVnni(false);
@@ -363,6 +370,52 @@ TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
         const std::vector<float> without = RowZeroAtEveryBatch(w, x, K, bias);
         cpu::SetQuantDotVnni(true);
         EXPECT_EQ(with, without) << "VNNI on and off";
+      }
+    }
+  }
+}
+
+// Every row of a batch (T = 2 to 64: tiles of x and AMX's groups of 8, full and short) has the
+// bits it has alone, on every kernel; on a CPU with AMX, Q4_K and Q5_K's tile multiplies give
+// the bits of the VNNI kernels.
+TEST(QuantLinear, EveryRowHasItsBitsFromBatchOne) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  const int64_t M = 37, K = 768;
+  for (DType dtype : kQuantized) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Weight w(dtype, M, K, rng);
+    const std::vector<double> bias_d = rng.UniformVec(M, -1.0, 1.0);
+    const std::vector<float> bias(bias_d.begin(), bias_d.end());
+    const auto run = [&](const float* x, int64_t T) {
+      std::vector<float> out(static_cast<size_t>(T * M), std::nanf(""));
+      const Status s = LinearForward({Tensor::Contiguous(x, DType::kF32, {T, K}), w.view(),
+                                      Tensor::Contiguous(bias.data(), DType::kF32, {M})},
+                                     Tensor::Contiguous(out.data(), DType::kF32, {T, M}));
+      EXPECT_TRUE(s.ok()) << s.message();
+      return out;
+    };
+    for (int64_t T :
+         {int64_t{2}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{17}, kLinearGemvMaxRows}) {
+      SCOPED_TRACE("T=" + std::to_string(T));
+      const std::vector<float> x = RandomX(T, K, rng);
+      std::vector<float> with_amx;
+      ForEachKernel([&] {
+        const std::vector<float> batch = run(x.data(), T);
+        for (int64_t t = 0; t < T; ++t) {
+          const std::vector<float> alone = run(x.data() + t * K, 1);
+          EXPECT_EQ(std::memcmp(batch.data() + t * M, alone.data(), M * sizeof(float)), 0)
+              << "row " << t << " of " << T;
+        }
+      });
+      if (cpu::QuantDotAmx()) {
+        const std::vector<float> with = run(x.data(), T);
+        cpu::SetQuantDotAmx(false);
+        const std::vector<float> without = run(x.data(), T);
+        cpu::SetQuantDotAmx(true);
+        EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0)
+            << "AMX on and off";
       }
     }
   }

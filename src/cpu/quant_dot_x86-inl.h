@@ -293,6 +293,8 @@ HWY_INLINE __m128i ScalesMinsK4Bytes(const uint8_t* p) {
 // (QuantizedRows::scaled_sums): one multiply-add per row and block.
 template <class Block, bool kFifthBit>
 struct K4K5LaneMapped {
+  using BlockLayout = Block;  // quant_amx_x86-inl.h reads its qs and qh
+  static constexpr bool kHasFifthBit = kFifthBit;
   static constexpr int kElements = quant::kSuperBlock, kBytes = sizeof(Block);
   static constexpr bool kPaired = false, kLaneMapped = true, kSums = true;
   struct Scales {

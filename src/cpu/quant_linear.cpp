@@ -42,8 +42,15 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
@@ -59,6 +66,7 @@
 // and those of the signed formats of 32 by columns (i8::ColumnsOf).
 #include "cpu/quant_dot_x86-inl.h"
 #include "cpu/quant_columns_x86-inl.h"
+#include "cpu/quant_amx_x86-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ssmkit::cpu::HWY_NAMESPACE {
@@ -566,6 +574,11 @@ void RowsOfDType(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin
 void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
                          int64_t m_end) {
 #if SSMKIT_QUANT_DOT_VNNI
+  if (xq.amx) {
+    if (p.weight_dtype == DType::kQ4_K)
+      return i8::AmxRowsOf<formats::Q4_K<true>>(p, xq, m_begin, m_end);
+    return i8::AmxRowsOf<formats::Q5_K<true>>(p, xq, m_begin, m_end);
+  }
   if (xq.vnni) return RowsOfDType<true>(p, xq, m_begin, m_end);
 #endif
   RowsOfDType<false>(p, xq, m_begin, m_end);
@@ -581,12 +594,19 @@ void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, Qua
         const int64_t offset = xq->BlockOffset(t, b);
         int8_t* levels = xq->q8.data() + offset;  // (B)
         if (xq->lane_mapped) {
-          i8::ArrangeLaneMapped(levels, xq->block);
           const float scale = xq->scale[offset / xq->block];
+          float* scaled_sums = xq->scaled_sums.data() + offset / 32;  // (B / 32)
           for (int64_t j = 0; j < xq->block / 32; ++j) {
             const int32_t sum = xq->sums[offset / 16 + 2 * j] + xq->sums[offset / 16 + 2 * j + 1];
-            xq->scaled_sums[offset / 32 + j] = scale * static_cast<float>(sum);
+            scaled_sums[j] = scale * static_cast<float>(sum);
           }
+#if SSMKIT_QUANT_DOT_VNNI
+          if (xq->amx) {  // the tiles take x; the lane-mapped levels are for batch 1
+            i8::StoreAmxBlock(xq, t, b, levels, scale, scaled_sums);
+            continue;
+          }
+#endif
+          i8::ArrangeLaneMapped(levels, xq->block);
         } else {
           i8::ArrangeLevels(levels, xq->block);
         }
@@ -632,6 +652,42 @@ std::atomic<bool>& VnniInUse() {
   return in_use;
 }
 
+// AMX's tiles and 8-bit multiplies (CPUID leaf 7: AMX-TILE, AMX-INT8), the tile state enabled
+// by the OS (XCR0 bits 17 and 18), and Linux's permission for this process to use it, asked for
+// once (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA: refused, the tiles would fault). The
+// permission makes the process's signal frames 8 KB larger (no thread may then install a
+// smaller alternate signal stack), so SSMKIT_AMX=0 in the environment keeps the library from
+// asking, for a host program that needs them small.
+bool CpuHasAmx() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    const char* setting = std::getenv("SSMKIT_AMX");
+    if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);
+    constexpr unsigned kAmxTile = 1u << 24, kAmxInt8 = 1u << 25, kOsxsave = 1u << 27;
+    if ((edx & kAmxTile) == 0 || (edx & kAmxInt8) == 0) return false;
+    __cpuid(1, eax, ebx, ecx, edx);
+    if ((ecx & kOsxsave) == 0) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+    if ((xcr0_low & kTileState) != kTileState) return false;
+    constexpr long kArchRequestComponentPermission = 0x1023, kTileData = 18;
+    return syscall(SYS_arch_prctl, kArchRequestComponentPermission, kTileData) == 0;
+  }();
+  return has && CpuHasVnni();
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& AmxInUse() {
+  static std::atomic<bool> in_use{CpuHasAmx()};
+  return in_use;
+}
+
 }  // namespace
 
 bool SetQuantDotVnni(bool enable) {
@@ -640,6 +696,13 @@ bool SetQuantDotVnni(bool enable) {
 }
 
 bool QuantDotVnni() { return VnniInUse().load(std::memory_order_relaxed); }
+
+bool SetQuantDotAmx(bool enable) {
+  AmxInUse().store(enable && CpuHasAmx(), std::memory_order_relaxed);
+  return QuantDotAmx();
+}
+
+bool QuantDotAmx() { return AmxInUse().load(std::memory_order_relaxed); }
 
 void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   rows = T;
@@ -656,6 +719,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
       columns && (vnni || PairedLoneRows(weight_dtype)) ? UnsignedLevelOffset(weight_dtype) : 0;
   paired = columns && PairedLoneRows(weight_dtype);
   lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
+  amx = lane_mapped && T >= 2 && QuantDotAmx();
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
@@ -682,6 +746,20 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
       block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;
   if (with_sums) grow(sums, T * (K / 16));
   if (lane_mapped) grow(scaled_sums, T * (K / 32));
+  if (amx) {
+    const int64_t groups = (T + 7) / 8, blocks = K / quant::kSuperBlock;
+    grow(amx_levels, groups * blocks * 4 * 16 * 64);
+    grow(amx_scales, groups * blocks * 16);
+    grow(amx_sums, groups * blocks * 4 * 16);
+    // Each row writes its levels into its columns, and the zeros beside them stay; a last group
+    // short of 8 rows keeps its missing rows' scales and sums zero.
+    std::fill_n(amx_levels.begin(), groups * blocks * 4 * 16 * 64, int8_t{0});
+    if (T % 8 != 0) {
+      const int64_t g = groups - 1;
+      std::fill_n(amx_scales.begin() + g * blocks * 16, blocks * 16, 0.0f);
+      std::fill_n(amx_sums.begin() + g * blocks * 4 * 16, blocks * 4 * 16, 0.0f);
+    }
+  }
 }
 
 void QuantizeLinearRows(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {

@@ -88,6 +88,16 @@ struct QuantizedRows {
   // When lane_mapped, T K / 32: each sub-block of 32's sum of levels times its block's scale
   // (for the weight's mins), laid out as sums.
   CacheLineVector<float> scaled_sums;
+  // Q4_K / Q5_K at 2 rows or more on a CPU with AMX (QuantDotAmx; quant_amx_x86-inl.h): x in
+  // groups of 8 rows (the last padded with zero rows) as the tile multiplies take it, per group,
+  // block and pass of 64 elements (two sub-blocks, s = 0 and 1): a B tile of 16 quads by 16
+  // columns c = 2t + s of 4 levels, row t's levels of the pass's sub-block s in quads
+  // 8 s .. 8 s + 7, zero in the other 8; row t's scale in lanes 2t and 2t + 1; its scaled sum of
+  // sub-block s in lane c.
+  bool amx = false;
+  CacheLineVector<int8_t> amx_levels;  // (groups, K / 256, 4, 16, 64)
+  CacheLineVector<float> amx_scales;   // (groups, K / 256, 16)
+  CacheLineVector<float> amx_sums;     // (groups, K / 256, 4, 16)
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
@@ -128,5 +138,12 @@ void QuantLinearRows(const LinearParams& p, const QuantizedRows& xq, int64_t m_b
 // true restores the default. Returns whether VNNI is used from now on.
 bool SetQuantDotVnni(bool enable);
 bool QuantDotVnni();
+
+// On a CPU with AMX (and the kernel's permission for its tile state), Q4_K and Q5_K take the
+// tile multiplies from 2 rows of x, with the VNNI kernels (the same bits as those; batch 1
+// stays on them). SetQuantDotAmx(false) turns them off (the tests run both); true restores the
+// default. Returns whether AMX is used from now on.
+bool SetQuantDotAmx(bool enable);
+bool QuantDotAmx();
 
 }  // namespace ssmkit::cpu

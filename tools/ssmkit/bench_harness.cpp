@@ -104,20 +104,23 @@ std::string Lower(std::string s) {
 bool ForceTarget(const std::string& name) {
   if (name.empty()) return true;
   const std::string wanted = Lower(name);
-  // "avx3-novnni": the AVX-512 kernels without VNNI, offered on a CPU that has it
-  // (cpu::SetQuantDotVnni).
-  const bool vnni = cpu::QuantDotVnni();
-  const bool no_vnni = vnni && wanted == "avx3-novnni";
+  // "avx3-novnni": the AVX-512 kernels without VNNI (nor AMX), offered on a CPU that has it
+  // (cpu::SetQuantDotVnni); "avx3-noamx": with VNNI, without AMX's tile multiplies
+  // (cpu::SetQuantDotAmx).
+  const bool vnni = cpu::QuantDotVnni(), amx = cpu::QuantDotAmx();
+  const bool no_vnni = vnni && wanted == "avx3-novnni", no_amx = amx && wanted == "avx3-noamx";
   std::string choices;
   for (int64_t target : CompiledSimdTargets()) {
     const std::string candidate = Lower(SimdTargetName(target));
-    if (candidate == wanted || (no_vnni && candidate == "avx3")) {
+    if (candidate == wanted || ((no_vnni || no_amx) && candidate == "avx3")) {
       ForceSimdTarget(target);
       if (no_vnni) cpu::SetQuantDotVnni(false);
+      if (no_vnni || no_amx) cpu::SetQuantDotAmx(false);
       return true;
     }
     choices += (choices.empty() ? "" : ", ") + candidate;
     if (vnni && candidate == "avx3") choices += ", avx3-novnni";
+    if (amx && candidate == "avx3") choices += ", avx3-noamx";
   }
   std::fprintf(stderr,
                "--target: expected one of the SIMD targets this build runs here (%s), got %s\n",

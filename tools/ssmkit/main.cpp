@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
                     "(comma-separated; default f32,bf16, and q8_0,q4_k for m1-2.8b and m2-2.7b)");
     sub->add_option("--target", options.target,
                     "force this SIMD target (e.g. avx2, scalar; avx3-novnni: AVX-512 without the "
-                    "quantized products' VNNI; default: the best this CPU runs)");
+                    "quantized products' VNNI, avx3-noamx: without their AMX; default: the best "
+                    "this CPU runs)");
     sub->add_option("--ggml", options.ggml,
                     "a ggml test-backend-ops binary: measure the peer in this run\n"
                     "(docs/benchmarks.md)");

@@ -1,0 +1,344 @@
+// The Q4_K and Q5_K products of 2 to kLinearGemvMaxRows rows of x (quant_linear.cpp) on a CPU
+// with AMX (Intel Sapphire Rapids and later): the integer sums by tile multiplies (tdpbusd,
+// 16 x 16 x 64 byte products per instruction), the same bits as the lane-mapped VNNI kernels of
+// quant_dot_x86-inl.h, which run batch 1. Dimension legend: T rows of x, K input features,
+// 16 weight rows per tile, G groups of 8 rows of x, 4 passes of 64 elements per block.
+//
+// At 8 rows the VNNI kernels spend a vpdpbusd per 32 weights and row of x, 8 per row and block;
+// a tile multiply does a pass of 64 elements of 16 weight rows with all 8 rows of x at once. A
+// pass holds two sub-blocks of 32 (kPassSubBlock), each with its own scale, so that x goes in
+// split by sub-block (QuantizedRows::amx_levels): B's column 2t + s holds row t's levels of
+// the pass's sub-block s and zeros beside them, so that C's lane 2t + s is that sub-block's exact
+// integer sum for row t. Each sum then takes the same f32 operations as in the VNNI kernels'
+// AddBlock: times d sc (of its sub-block) times x's scale, added into an accumulator per
+// sub-block, less dmin m times x's scaled sum of levels; the 8 sub-blocks' accumulators are then
+// added in the VNNI kernels' order. So every output has the bits it has alone at batch 1, and a
+// server's sequences keep theirs as others join or leave.
+//
+// The tile instructions are written as inline assembly (GCC 12's AMX intrinsics are macros
+// over assembly with no memory operands: the compiler could move the stores of a tile's bytes
+// past its load). A thread loads the tile configuration at the start of each call and releases
+// the tiles at its end. The tiles need Linux's permission for their state (arch_prctl, asked
+// for once: quant_linear.cpp).
+//
+// A Highway "-inl.h" included once per target from quant_linear.cpp after quant_dot_x86-inl.h;
+// defines i8::AmxRowsOf and i8::StoreAmxBlock where SSMKIT_QUANT_DOT_VNNI is 1.
+#if defined(SSMKIT_CPU_QUANT_AMX_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SSMKIT_CPU_QUANT_AMX_X86_INL_H_
+#undef SSMKIT_CPU_QUANT_AMX_X86_INL_H_
+#else
+#define SSMKIT_CPU_QUANT_AMX_X86_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/quant_linear.hpp"
+#include "cpu/stream_prefetch.hpp"
+#include "cpu/thread_scratch.hpp"
+#include "hwy/highway.h"
+#include "params/linear_params.hpp"
+
+#if SSMKIT_QUANT_DOT_VNNI
+HWY_BEFORE_NAMESPACE();
+namespace ssmkit::cpu::HWY_NAMESPACE {
+namespace {
+namespace i8 {
+
+// Tiles 0-3: C, the sums of passes 0-3; kTileA: the weight rows' levels; kTileB: x's.
+constexpr int kTileA = 4, kTileB = 5;
+
+// The tile configuration (palette 1): six tiles of 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
+};
+
+HWY_INLINE void LoadTileConfig() {
+  static const TileConfig config;
+  __asm__ volatile("ldtilecfg %0" : : "m"(config));
+}
+HWY_INLINE void ReleaseTiles() { __asm__ volatile("tilerelease" ::: "memory"); }
+
+template <int kTile>
+HWY_INLINE void TileZero() {
+  __asm__ volatile("tilezero %%tmm%c0" : : "i"(kTile));
+}
+// 16 rows of 64 bytes from rows (stride bytes apart).
+template <int kTile>
+HWY_INLINE void TileLoad(const void* rows, int64_t stride) {
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2"
+                   :
+                   : "r"(rows), "r"(stride), "i"(kTile)
+                   : "memory");
+}
+template <int kTile>
+HWY_INLINE void TileStore(void* rows, int64_t stride) {
+  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)"
+                   :
+                   : "r"(rows), "r"(stride), "i"(kTile)
+                   : "memory");
+}
+// C (16 x 16 int32) += A (16 x 64 unsigned bytes) B (16 quads x 16 columns x 4 signed bytes).
+template <int kC>
+HWY_INLINE void TileQuadProducts() {
+  __asm__ volatile("tdpbusd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(kC), "i"(kTileA), "i"(kTileB));
+}
+
+// The 4 passes of a block: pass p = 2h + u takes the nibbles u (low, high) of qs[64 h .. 64 h +
+// 63], whose first 32 bytes hold sub-blocks 4h, 4h + 1 (low, high nibbles) and last 32 bytes
+// sub-blocks 4h + 2, 4h + 3: pass p's 64 elements are sub-block kPassSubBlock[p][0]'s 32 then
+// kPassSubBlock[p][1]'s. (Sub-blocks 2j, 2j + 1 per pass would take a 256-bit load and a lane
+// insert per pass, these a 512-bit load per two.)
+constexpr int kPassSubBlock[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+// A block's 8 per-sub-block scales reordered so that pass p's two are lanes 2p, 2p + 1.
+HWY_INLINE __m256 InPassOrder(__m256 v) {
+  return _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 2, 1, 3, 4, 6, 5, 7));
+}
+
+// A Q4_K / Q5_K block's 4 passes of 64 levels (kPassSubBlock) as unsigned bytes, into rows
+// (pass p at rows + p stride: a weight row of each pass's A tile). Q5_K's fifth bit of element
+// i of sub-block l is bit l of qh[i].
+template <class F>
+HWY_INLINE void StorePassLevels(const uint8_t* block, uint8_t* rows, int64_t stride) {
+  const uint8_t* qs = block + offsetof(typename F::BlockLayout, qs);
+  const __m512i nibble = _mm512_set1_epi8(0xF);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = _mm512_loadu_si512(qs + 64 * h);
+    __m512i low = _mm512_and_si512(v, nibble);
+    __m512i high = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+    if constexpr (F::kHasFifthBit) {
+      const __m512i qh =
+          _mm512_broadcast_i64x4(Load32(block + offsetof(typename F::BlockLayout, qh)));
+      // Bytes 0-31 take bit 4h + u of qh, bytes 32-63 bit 4h + u + 2.
+      const auto fifth = [&](int u) {
+        return _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (4 * h + u))),
+                                  _mm256_set1_epi8(static_cast<char>(4 << (4 * h + u))), 1);
+      };
+      const __m512i bit = _mm512_set1_epi8(0x10);
+      low = _mm512_mask_add_epi8(low, _mm512_test_epi8_mask(qh, fifth(0)), low, bit);
+      high = _mm512_mask_add_epi8(high, _mm512_test_epi8_mask(qh, fifth(1)), high, bit);
+    }
+    _mm512_storeu_si512(rows + 2 * h * stride, low);
+    _mm512_storeu_si512(rows + (2 * h + 1) * stride, high);
+  }
+}
+
+// Row t of x's block b (levels in order (256), its scale and its 8 sub-blocks' scaled sums,
+// x's scale times the sum of the sub-block's levels) into its columns 2 (t % 8) + s of group
+// t / 8's B tiles (QuantizedRows::amx_levels, amx_scales, amx_sums), s = 0, 1 the pass's two
+// sub-blocks (kPassSubBlock): quad q < 8 of column 2 (t % 8) its levels 4q .. 4q + 3 of
+// sub-block s = 0, quad 8 + q of column 2 (t % 8) + 1 those of s = 1; the other quads of its
+// columns stay zero (QuantizedRows::Reserve zeroes the tiles).
+HWY_INLINE void StoreAmxBlock(QuantizedRows* xq, int64_t t, int64_t b, const int8_t* levels,
+                              float scale, const float* scaled_sums) {
+  const int64_t blocks = xq->cols / quant::kSuperBlock, g = t / 8, column = 2 * (t % 8);
+  int8_t* tiles = xq->amx_levels.data() + (g * blocks + b) * 4 * 1024;  // (4, 16, 64)
+  float* scales = xq->amx_scales.data() + (g * blocks + b) * 16;        // (16)
+  float* sums = xq->amx_sums.data() + (g * blocks + b) * 4 * 16;        // (4, 16)
+  // Quad q's 4 bytes: row q, column 2 (t % 8) + q / 8.
+  const __m512i quad = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i at = _mm512_add_epi32(
+      _mm512_mullo_epi32(quad, _mm512_set1_epi32(64)),
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(column)),
+                                         _mm512_srli_epi32(quad, 3)),
+                        2));
+  for (int pass = 0; pass < 4; ++pass) {
+    const __m512i quads =
+        _mm512_inserti64x4(_mm512_castsi256_si512(Load32(levels + 32 * kPassSubBlock[pass][0])),
+                           Load32(levels + 32 * kPassSubBlock[pass][1]), 1);
+    _mm512_i32scatter_epi32(tiles + pass * 1024, at, quads, 1);
+    for (int s = 0; s < 2; ++s) sums[pass * 16 + column + s] = scaled_sums[kPassSubBlock[pass][s]];
+  }
+  scales[column] = scales[column + 1] = scale;
+}
+
+// Blocks per chunk: their levels unpacked for all 16 weight rows, their tile multiplies, their
+// sums into the accumulators. A tile load waits for the stores of its bytes to reach the
+// cache (no forwarding from the store buffer; a vector load of a stored tile likewise), so
+// chunk k + 1 is unpacked between chunk k's multiplies and their sums: its stores drain while
+// chunk k's sums are added. Tuned for speed only: two chunks' levels and one's sums, 3 x 16 KB
+// at T = 8, stay in L1 or close.
+constexpr int64_t kAmxChunkBlocks = 1;
+
+// The lanes 2p, 2p + 1 of 8 floats at v (64 bits) in every pair of lanes.
+HWY_INLINE __m512 BroadcastPair(const float* v) {
+  double pair;
+  std::memcpy(&pair, v, sizeof pair);
+  return _mm512_castpd_ps(_mm512_set1_pd(pair));
+}
+
+// One chunk's unpacked weight rows: levels (kAmxChunkBlocks, 4 passes, 16 weight rows, 64) and
+// scales (kAmxChunkBlocks, 16 weight rows, 2, 8: d sc and dmin m in pass order).
+struct AmxChunk {
+  uint8_t* levels;
+  float* scales;
+};
+
+// Blocks [b0, b0 + chunk) of the weight rows at w (rows of them, row_bytes apart) into c.
+template <class F>
+HWY_INLINE void UnpackChunk(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t b0,
+                            int64_t chunk, const AmxChunk& c) {
+  for (int64_t i = 0; i < chunk; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* block = w + r * row_bytes + (b0 + i) * F::kBytes;
+      const typename F::Scales s = F::Prepare(block);
+      _mm256_storeu_ps(c.scales + (i * 16 + r) * 16, InPassOrder(s.dsc));
+      _mm256_storeu_ps(c.scales + (i * 16 + r) * 16 + 8, InPassOrder(s.dmin_m));
+      StorePassLevels<F>(block, c.levels + (i * 4 * 16 + r) * 64, 16 * 64);
+    }
+  }
+}
+
+// The chunk's 4 passes of each block times x's (x: (chunk, 4, 16, 64), as amx_levels) into
+// sums (chunk, 4 passes, 16 weight rows, 16 lanes).
+HWY_INLINE void ChunkSums(const AmxChunk& c, const int8_t* x, int64_t chunk, int32_t* sums) {
+  for (int64_t i = 0; i < chunk; ++i) {
+    const uint8_t* a = c.levels + i * 4 * 1024;
+    const int8_t* xi = x + i * 4 * 1024;
+    int32_t* s = sums + i * 4 * 256;
+    TileZero<0>();
+    TileZero<1>();
+    TileZero<2>();
+    TileZero<3>();
+    TileLoad<kTileA>(a, 64);
+    TileLoad<kTileB>(xi, 64);
+    TileQuadProducts<0>();
+    TileLoad<kTileA>(a + 1024, 64);
+    TileLoad<kTileB>(xi + 1024, 64);
+    TileQuadProducts<1>();
+    TileLoad<kTileA>(a + 2048, 64);
+    TileLoad<kTileB>(xi + 2048, 64);
+    TileQuadProducts<2>();
+    TileLoad<kTileA>(a + 3072, 64);
+    TileLoad<kTileB>(xi + 3072, 64);
+    TileQuadProducts<3>();
+    TileStore<0>(s, 64);
+    TileStore<1>(s + 256, 64);
+    TileStore<2>(s + 512, 64);
+    TileStore<3>(s + 768, 64);
+  }
+}
+
+// The chunk's sums (as ChunkSums) into the accumulators acc (16 weight rows, 4 passes, 16
+// lanes) of rows of weights, block by block as AddBlock: each sum times d sc times x's scale
+// (x_scale (chunk, 16)), added, then dmin m times x's scaled sums (x_sums (chunk, 4, 16)) off.
+HWY_INLINE void AddChunkSums(const AmxChunk& c, const int32_t* sums, const float* x_scale,
+                             const float* x_sums, int64_t chunk, int64_t rows, float* acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 v[4];
+    for (int pass = 0; pass < 4; ++pass) v[pass] = _mm512_loadu_ps(acc + r * 64 + 16 * pass);
+    for (int64_t i = 0; i < chunk; ++i) {
+      const __m512 xs = _mm512_loadu_ps(x_scale + 16 * i);
+      const float* dsc = c.scales + (i * 16 + r) * 16;  // (8), then dmin m (8)
+      for (int pass = 0; pass < 4; ++pass) {
+        const __m512 sum =
+            _mm512_cvtepi32_ps(_mm512_loadu_si512(sums + (i * 4 + pass) * 256 + r * 16));
+        v[pass] = _mm512_fmadd_ps(sum, _mm512_mul_ps(BroadcastPair(dsc + 2 * pass), xs), v[pass]);
+        v[pass] = _mm512_fnmadd_ps(BroadcastPair(dsc + 8 + 2 * pass),
+                                   _mm512_loadu_ps(x_sums + (i * 4 + pass) * 16), v[pass]);
+      }
+    }
+    for (int pass = 0; pass < 4; ++pass) _mm512_storeu_ps(acc + r * 64 + 16 * pass, v[pass]);
+  }
+}
+
+// The outputs of group g of x's rows (8 rows from 8 g, those below T) with weight rows
+// [m0, m0 + rows) from their accumulators acc (16 weight rows, 4 passes, 16 lanes), plus the
+// bias: each output's 8 sub-block accumulators a_l added in the VNNI kernels' order (Highway's
+// SumOfLanes of 8 lanes), ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), for all 8 rows of x
+// at once: pass 0 + pass 2 holds a0 + a4 in lane 2t, a2 + a6 in 2t + 1 (kPassSubBlock), pass 1 +
+// pass 3 a1 + a5 and a3 + a7.
+HWY_INLINE void StoreOutputs(const LinearParams& p, const float* acc, int64_t g, int64_t rows,
+                             int64_t m0) {
+  alignas(64) float totals[16][16];  // (weight rows, lanes: row t of x's total in lane 2t)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = acc + r * 64;
+    const __m512 even = _mm512_add_ps(_mm512_loadu_ps(a), _mm512_loadu_ps(a + 32));
+    const __m512 odd = _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_loadu_ps(a + 48));
+    const __m512 even_pairs = _mm512_add_ps(even, _mm512_permute_ps(even, 0xB1));
+    const __m512 odd_pairs = _mm512_add_ps(odd, _mm512_permute_ps(odd, 0xB1));
+    _mm512_store_ps(totals[r], _mm512_add_ps(even_pairs, odd_pairs));
+  }
+  for (int64_t t = 8 * g; t < std::min<int64_t>(p.rows, 8 * g + 8); ++t) {
+    float* out = p.out + t * p.out_stride_row + m0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float total = totals[r][2 * (t - 8 * g)];
+      out[r] = p.bias != nullptr ? total + p.bias[m0 + r] : total;
+    }
+  }
+}
+
+// Weight rows [m_begin, m_end) of F (K4K5LaneMapped) times every row of x (xq with amx set):
+// out[t, m] (plus the bias), as RowsOf / OneRowOf sum it with the VNNI kernels. 16 weight rows
+// at a time, chunk by chunk of blocks (kAmxChunkBlocks), into f32 accumulators per sub-block
+// (lane 2t + s of pass p: sub-block kPassSubBlock[p][s] of row t of a group of 8), kept in
+// this thread's buffer. May throw std::bad_alloc (the buffer).
+template <class F>
+void AmxRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
+  const int64_t T = p.rows, blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
+  const int64_t groups = (T + 7) / 8;
+  const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
+  constexpr int64_t kChunk = kAmxChunkBlocks;
+  constexpr int64_t kLevelFloats = kChunk * 4 * 16 * 64 / 4, kScaleFloats = kChunk * 16 * 16;
+  constexpr int64_t kSumFloats = kChunk * 4 * 16 * 16;
+  // acc (G, 16 weight rows, 4 passes, 16 lanes), sums (G, kChunk, 4, 16 weight rows, 16 lanes),
+  // two AmxChunks.
+  const int64_t acc_floats = groups * 16 * 4 * 16, sum_floats = groups * kSumFloats;
+  float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc,
+                             acc_floats + sum_floats + 2 * (kLevelFloats + kScaleFloats));
+  int32_t* sums = reinterpret_cast<int32_t*>(acc + acc_floats);
+  float* chunk_floats = acc + acc_floats + sum_floats;
+  const AmxChunk chunks[2] = {
+      {reinterpret_cast<uint8_t*>(chunk_floats), chunk_floats + kLevelFloats},
+      {reinterpret_cast<uint8_t*>(chunk_floats + kLevelFloats + kScaleFloats),
+       chunk_floats + 2 * kLevelFloats + kScaleFloats}};
+  LoadTileConfig();
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, m_end - m0);
+    const uint8_t* w = weight + m0 * row_bytes;
+    // The next 16 rows, one run of bytes, fetched into L2 a slice per block of these: 16 rows
+    // read block by block side by side are 16 streams, which the hardware's prefetchers did not
+    // keep ahead of, and fetched all at once they stalled on the misses in flight.
+    const uint8_t* next = w + rows * row_bytes;
+    const int64_t next_bytes = std::min<int64_t>(16, m_end - m0 - rows) * row_bytes;
+    const int64_t slice = (next_bytes / blocks + 63) / 64 * 64;
+    // A short last tile multiplies zero levels in its missing rows.
+    if (rows < 16) {
+      for (const AmxChunk& c : chunks) std::memset(c.levels, 0, kLevelFloats * 4);
+    }
+    std::fill(acc, acc + acc_floats, 0.0f);
+    UnpackChunk<F>(w, row_bytes, rows, 0, std::min(kChunk, blocks), chunks[0]);
+    for (int64_t b0 = 0, k = 0; b0 < blocks; b0 += kChunk, ++k) {
+      const int64_t chunk = std::min(kChunk, blocks - b0);
+      PrefetchLines(next + b0 * slice, std::min(chunk * slice, next_bytes - b0 * slice));
+      const AmxChunk& c = chunks[k % 2];
+      for (int64_t g = 0; g < groups; ++g) {
+        ChunkSums(c, xq.amx_levels.data() + (g * blocks + b0) * 4 * 1024, chunk,
+                  sums + g * kSumFloats);
+      }
+      if (b0 + kChunk < blocks) {
+        UnpackChunk<F>(w, row_bytes, rows, b0 + kChunk, std::min(kChunk, blocks - b0 - kChunk),
+                       chunks[(k + 1) % 2]);
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        AddChunkSums(c, sums + g * kSumFloats, xq.amx_scales.data() + (g * blocks + b0) * 16,
+                     xq.amx_sums.data() + (g * blocks + b0) * 4 * 16, chunk, rows,
+                     acc + g * 16 * 64);
+      }
+    }
+    for (int64_t g = 0; g < groups; ++g) StoreOutputs(p, acc + g * 16 * 64, g, rows, m0);
+  }
+  ReleaseTiles();
+}
+
+}  // namespace i8
+}  // namespace
+}  // namespace ssmkit::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+#endif  // SSMKIT_QUANT_DOT_VNNI
+
+#endif  // include guard
