@@ -31,9 +31,11 @@
 #endif
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "core/quant.hpp"
 #include "cpu/quant_linear.hpp"
 #include "cpu/stream_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
@@ -49,16 +51,18 @@ namespace i8 {
 // Tiles 0-3: C, the sums of passes 0-3; kTileA: the weight rows' levels; kTileB: x's.
 constexpr int kTileA = 4, kTileB = 5;
 
-// The tile configuration (palette 1): six tiles of 16 rows of 64 bytes.
+// A tile configuration (palette 1): each tile's rows and bytes per row.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
 };
 
-HWY_INLINE void LoadTileConfig() {
-  static const TileConfig config;
+// The K-quants' tiles: C0-C3, A and B of 16 rows of 64 bytes.
+constexpr TileConfig kK4K5Tiles = {1, 0, {}, {64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16}};
+
+HWY_INLINE void LoadTileConfig(const TileConfig& config) {
   __asm__ volatile("ldtilecfg %0" : : "m"(config));
 }
 HWY_INLINE void ReleaseTiles() { __asm__ volatile("tilerelease" ::: "memory"); }
@@ -86,6 +90,11 @@ HWY_INLINE void TileStore(void* rows, int64_t stride) {
 template <int kC>
 HWY_INLINE void TileQuadProducts() {
   __asm__ volatile("tdpbusd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(kC), "i"(kTileA), "i"(kTileB));
+}
+// The same with signed bytes in A (tdpbssd), tiles kA and kB.
+template <int kC, int kA, int kB>
+HWY_INLINE void TileSignedQuadProducts() {
+  __asm__ volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(kC), "i"(kA), "i"(kB));
 }
 
 // The 4 passes of a block: pass p = 2h + u takes the nibbles u (low, high) of qs[64 h .. 64 h +
@@ -296,7 +305,7 @@ void AmxRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
       {reinterpret_cast<uint8_t*>(chunk_floats), chunk_floats + kLevelFloats},
       {reinterpret_cast<uint8_t*>(chunk_floats + kLevelFloats + kScaleFloats),
        chunk_floats + 2 * kLevelFloats + kScaleFloats}};
-  LoadTileConfig();
+  LoadTileConfig(kK4K5Tiles);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += 16) {
     const int64_t rows = std::min<int64_t>(16, m_end - m0);
     const uint8_t* w = weight + m0 * row_bytes;
@@ -331,6 +340,153 @@ void AmxRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
       }
     }
     for (int64_t g = 0; g < groups; ++g) StoreOutputs(p, acc + g * 16 * 64, g, rows, m0);
+  }
+  ReleaseTiles();
+}
+
+// Q8_0 (signed levels, 32 per block with one f16 d) at 2 or more rows of x: each block of 16
+// weight rows is an A tile loaded straight from the weights (16 rows of its 32 level bytes,
+// row_bytes apart), B the 8 rows of x's 32 levels of the block (QuantizedRows::amx_levels:
+// 8 quads by 8 columns t), and C (16 x 8) its exact sums S, the integer sums the by-columns
+// kernels of quant_columns_x86-inl.h form. Each then takes those kernels' f32 operations in
+// their order: S times (x's scale times d) into accumulator b % 8, the 8 accumulators added
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): every output has its batch-1 bits.
+
+// Tiles for Q8_0: C0-C3 (16 weight rows x 8 rows of x, int32), A0 and A1 (16 weight rows x 32
+// levels), B0 and B1 (8 quads x 8 rows of x x 4 levels): two blocks' A and B in flight.
+constexpr TileConfig kQ8Tiles = {
+    1, 0, {}, {32, 32, 32, 32, 32, 32, 32, 32}, {16, 16, 16, 16, 16, 16, 8, 8}};
+
+// Row t of x's block b of 32 levels and its scale into group t / 8's B tile (QuantizedRows::
+// amx_levels: (groups, K / 32, 8 quads, 8 columns, 4)) and scales (amx_scales: (groups,
+// K / 32, 16), row t's in lanes t % 8 and 8 + t % 8).
+HWY_INLINE void StoreAmxBlock32(QuantizedRows* xq, int64_t t, int64_t b, const int8_t* levels,
+                                float scale) {
+  const int64_t blocks = xq->cols / 32, g = t / 8, column = t % 8;
+  int8_t* tile = xq->amx_levels.data() + (g * blocks + b) * 256;  // (8, 8, 4)
+  const __m256i at = _mm256_add_epi32(_mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224),
+                                      _mm256_set1_epi32(static_cast<int32_t>(4 * column)));
+  _mm256_i32scatter_epi32(tile, at, Load32(levels), 1);
+  float* scales = xq->amx_scales.data() + (g * blocks + b) * 16;
+  scales[column] = scales[8 + column] = scale;
+}
+
+// Blocks [b0, b0 + chunk) (chunk <= 8) of 16 weight rows times group g's 8 rows of x, their
+// sums into sums (chunk, 16 weight rows, 8 rows of x); a: block b0's levels of the first row,
+// rows row_bytes apart. Two blocks' tiles alternate so that loads overlap the multiplies.
+template <class F>
+HWY_INLINE void SignedChunkSums(const uint8_t* a, int64_t row_bytes, const int8_t* x, int64_t chunk,
+                                int32_t* sums) {
+  for (int64_t i = 0; i < chunk; i += 2) {
+    const uint8_t* ai = a + i * F::kBytes;
+    TileZero<0>();
+    TileLoad<4>(ai, row_bytes);
+    TileLoad<6>(x + i * 256, 32);
+    TileSignedQuadProducts<0, 4, 6>();
+    if (i + 1 < chunk) {
+      TileZero<1>();
+      TileLoad<5>(ai + F::kBytes, row_bytes);
+      TileLoad<7>(x + (i + 1) * 256, 32);
+      TileSignedQuadProducts<1, 5, 7>();
+    }
+    TileStore<0>(sums + i * 128, 32);
+    if (i + 1 < chunk) TileStore<1>(sums + (i + 1) * 128, 32);
+  }
+}
+
+// Weight rows [m_begin, m_end) of Q8_0 (F: its format) times every row of x (xq with amx set):
+// out[t, m] (plus the bias), as ColumnsOf sums it. 16 weight rows at a time (a short last tile
+// copied into a buffer of 16 rows, zero beyond them), 8 blocks at a time: accumulators
+// (G, 8 pairs of weight rows, 8, 16 lanes: the pair's first row's 8 rows of x, then its second's)
+// in this thread's buffer. May throw std::bad_alloc (the buffer).
+template <class F>
+void AmxSignedRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin,
+                     int64_t m_end) {
+  const int64_t T = p.rows, blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
+  const int64_t groups = (T + 7) / 8;
+  const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
+  // acc (G, 8, 8, 16), sums (8, 16, 8) int32, d (8, 16), and a short tile's rows (16, 8 blocks).
+  const int64_t acc_floats = groups * 8 * 8 * 16;
+  float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc,
+                             acc_floats + 8 * 128 + 8 * 16 + 16 * 8 * F::kBytes / 4 + 16);
+  int32_t* sums = reinterpret_cast<int32_t*>(acc + acc_floats);
+  float* d = acc + acc_floats + 8 * 128;
+  uint8_t* short_tile = reinterpret_cast<uint8_t*>(d + 8 * 16);  // (16, 8 blocks)
+  // Lanes 0-7 take weight row 2q's d, lanes 8-15 row 2q + 1's.
+  __m512i pick[8];
+  for (int q = 0; q < 8; ++q) {
+    pick[q] =
+        _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * q), _mm512_set1_epi32(2 * q + 1));
+  }
+  LoadTileConfig(kQ8Tiles);
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += 16) {
+    const int64_t rows = std::min<int64_t>(16, m_end - m0);
+    const uint8_t* w = weight + m0 * row_bytes;
+    const uint8_t* next = w + rows * row_bytes;
+    const int64_t next_bytes = std::min<int64_t>(16, m_end - m0 - rows) * row_bytes;
+    const int64_t slice = (next_bytes / blocks + 63) / 64 * 64;
+    std::fill(acc, acc + acc_floats, 0.0f);
+    for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
+      const int64_t chunk = std::min<int64_t>(8, blocks - b0);
+      // The tile's blocks: the weights themselves, or a short tile's copy (the rows past m_end
+      // are not this thread's, or past the weights' end).
+      const uint8_t* a = w + b0 * F::kBytes;
+      int64_t stride = row_bytes;
+      if (rows < 16) {
+        std::memset(short_tile, 0, 16 * 8 * F::kBytes);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(short_tile + r * 8 * F::kBytes, a + r * row_bytes, chunk * F::kBytes);
+        }
+        a = short_tile;
+        stride = 8 * F::kBytes;
+      }
+      const __m512i row_offsets = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+          _mm512_set1_epi32(static_cast<int32_t>(stride)));
+      for (int64_t i = 0; i < chunk; ++i) {
+        const int64_t ahead = (b0 + i) * slice;
+        PrefetchLines(next + ahead, std::min(slice, next_bytes - ahead));
+        // The 16 rows' f16 d (the gather reads 4 bytes from each: d and two level bytes).
+        const __m512i bits =
+            _mm512_i32gather_epi32(row_offsets, a + i * F::kBytes + F::kScaleOffset, 1);
+        _mm512_storeu_ps(d + 16 * i, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(bits)));
+      }
+      for (int64_t g = 0; g < groups; ++g) {
+        const int8_t* x = xq.amx_levels.data() + (g * blocks + b0) * 256;      // (chunk, 8, 8, 4)
+        const float* x_scale = xq.amx_scales.data() + (g * blocks + b0) * 16;  // (chunk, 16)
+        SignedChunkSums<F>(a + offsetof(quant::BlockQ8_0, qs), stride, x, chunk, sums);
+        float* ag = acc + g * 8 * 8 * 16;
+        for (int q = 0; q < (rows + 1) / 2; ++q) {
+          for (int64_t i = 0; i < chunk; ++i) {
+            float* a_qi = ag + (q * 8 + i) * 16;
+            const __m512 sum = _mm512_cvtepi32_ps(_mm512_loadu_si512(sums + i * 128 + q * 16));
+            const __m512 scale =
+                _mm512_mul_ps(_mm512_loadu_ps(x_scale + 16 * i),
+                              _mm512_permutexvar_ps(pick[q], _mm512_loadu_ps(d + 16 * i)));
+            _mm512_storeu_ps(a_qi, _mm512_fmadd_ps(sum, scale, _mm512_loadu_ps(a_qi)));
+          }
+        }
+      }
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* ag = acc + g * 8 * 8 * 16;
+      for (int q = 0; q < (rows + 1) / 2; ++q) {
+        const float* a = ag + q * 8 * 16;
+        const auto at = [&](int j) { return _mm512_loadu_ps(a + 16 * j); };
+        alignas(64) float total[16];
+        _mm512_store_ps(
+            total,
+            _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(at(0), at(4)), _mm512_add_ps(at(2), at(6))),
+                          _mm512_add_ps(_mm512_add_ps(at(1), at(5)), _mm512_add_ps(at(3), at(7)))));
+        for (int64_t h = 0; h < 2 && 2 * q + h < rows; ++h) {
+          const int64_t m = m0 + 2 * q + h;
+          for (int64_t t = 8 * g; t < std::min<int64_t>(T, 8 * g + 8); ++t) {
+            const float v = total[8 * h + t - 8 * g];
+            p.out[t * p.out_stride_row + m] = p.bias != nullptr ? v + p.bias[m] : v;
+          }
+        }
+      }
+    }
   }
   ReleaseTiles();
 }

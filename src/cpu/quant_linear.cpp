@@ -575,9 +575,14 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
                          int64_t m_end) {
 #if SSMKIT_QUANT_DOT_VNNI
   if (xq.amx) {
-    if (p.weight_dtype == DType::kQ4_K)
-      return i8::AmxRowsOf<formats::Q4_K<true>>(p, xq, m_begin, m_end);
-    return i8::AmxRowsOf<formats::Q5_K<true>>(p, xq, m_begin, m_end);
+    switch (p.weight_dtype) {
+      case DType::kQ8_0:
+        return i8::AmxSignedRowsOf<formats::Q8_0>(p, xq, m_begin, m_end);
+      case DType::kQ4_K:
+        return i8::AmxRowsOf<formats::Q4_K<true>>(p, xq, m_begin, m_end);
+      default:
+        return i8::AmxRowsOf<formats::Q5_K<true>>(p, xq, m_begin, m_end);
+    }
   }
   if (xq.vnni) return RowsOfDType<true>(p, xq, m_begin, m_end);
 #endif
@@ -587,6 +592,17 @@ void QuantLinearRowsImpl(const LinearParams& p, const QuantizedRows& xq, int64_t
 void QuantizeRowsImpl(const LinearParams& p, int64_t t_begin, int64_t t_end, QuantizedRows* xq) {
 #if SSMKIT_QUANT_DOT_BYTES
   QuantizeRowsTo(p, t_begin, t_end, xq, xq->q8.data());
+#if SSMKIT_QUANT_DOT_VNNI
+  // Q8_0's tiles take x's levels as quantized (row-major: not by columns), row by row.
+  if (xq->amx && xq->block == 32) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      for (int64_t b = 0; b < xq->cols / 32; ++b) {
+        const int64_t offset = xq->BlockOffset(t, b);
+        i8::StoreAmxBlock32(xq, t, b, xq->q8.data() + offset, xq->scale[offset / 32]);
+      }
+    }
+  }
+#endif
   // The K-quants' blocks in the order their kernel reads them.
   if (xq->block == quant::kSuperBlock) {
     for (int64_t t = t_begin; t < t_end; ++t) {
@@ -711,15 +727,17 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   level_bytes = HWY_DYNAMIC_DISPATCH(LevelBytesImpl)();
   tile = HWY_DYNAMIC_DISPATCH(TileRowsImpl)();
   vnni = HWY_DYNAMIC_DISPATCH(VnniKernelsImpl)();
-  // The signed formats of 32 go by columns with the byte kernels, at every T: each row's sum
-  // in one order. Without VNNI Q8_0 multiplies signed levels (no offset).
-  columns = level_bytes == 1 && (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
-                                 weight_dtype == DType::kQ5_0);
+  lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
+  // AMX's tiles (with the VNNI kernels, whose bits they keep) for Q8_0, Q4_K and Q5_K.
+  amx = (lane_mapped || (vnni && weight_dtype == DType::kQ8_0)) && T >= 2 && QuantDotAmx();
+  // The signed formats of 32 go by columns with the byte kernels, at every T (but Q8_0 with
+  // AMX): each row's sum in one order. Without VNNI Q8_0 multiplies signed levels (no offset).
+  columns = level_bytes == 1 && !amx &&
+            (weight_dtype == DType::kQ8_0 || weight_dtype == DType::kQ4_0 ||
+             weight_dtype == DType::kQ5_0);
   unsigned_offset =
       columns && (vnni || PairedLoneRows(weight_dtype)) ? UnsignedLevelOffset(weight_dtype) : 0;
   paired = columns && PairedLoneRows(weight_dtype);
-  lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
-  amx = lane_mapped && T >= 2 && QuantDotAmx();
   const auto grow = [](auto& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   };
@@ -746,7 +764,18 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
       block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;
   if (with_sums) grow(sums, T * (K / 16));
   if (lane_mapped) grow(scaled_sums, T * (K / 32));
-  if (amx) {
+  if (amx && block == 32) {
+    // Q8_0: each row writes its own column; a last group short of 8 rows keeps its missing
+    // rows' levels and scales zero.
+    const int64_t groups = (T + 7) / 8, blocks = K / 32;
+    grow(amx_levels, groups * blocks * 256);
+    grow(amx_scales, groups * blocks * 16);
+    if (T % 8 != 0) {
+      const int64_t g = groups - 1;
+      std::fill_n(amx_levels.begin() + g * blocks * 256, blocks * 256, int8_t{0});
+      std::fill_n(amx_scales.begin() + g * blocks * 16, blocks * 16, 0.0f);
+    }
+  } else if (amx) {
     const int64_t groups = (T + 7) / 8, blocks = K / quant::kSuperBlock;
     grow(amx_levels, groups * blocks * 4 * 16 * 64);
     grow(amx_scales, groups * blocks * 16);
