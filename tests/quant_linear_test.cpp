@@ -376,8 +376,8 @@ TEST(QuantLinear, RowsDoNotDependOnTheBatch) {
 }
 
 // Every row of a batch (T = 2 to 64: tiles of x and AMX's groups of 8, full and short) has the
-// bits it has alone, on every kernel; on a CPU with AMX, Q4_K and Q5_K's tile multiplies give
-// the bits of the VNNI kernels.
+// bits it has alone, on every kernel; on a CPU with AMX, the tile multiplies (Q8_0, Q4_K, Q5_K)
+// give the bits of the VNNI kernels.
 TEST(QuantLinear, EveryRowHasItsBitsFromBatchOne) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));

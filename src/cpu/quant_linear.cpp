@@ -16,7 +16,8 @@
 //   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni). The
 //   signed formats of 32 (Q8_0, Q4_0, Q5_0) take the kernels by columns of
 //   quant_columns_x86-inl.h instead, which share a block's f32 work among a tile's 8 rows and
-//   sum every row in one order, with VNNI or without.
+//   sum every row in one order, with VNNI or without. On a CPU with AMX, Q8_0, Q4_K and Q5_K
+//   at 2 rows or more take its tile multiplies (quant_amx_x86-inl.h), with the same bits.
 // - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
 //   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
