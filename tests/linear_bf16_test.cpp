@@ -12,6 +12,7 @@
 
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
+#include "cpu/amx.hpp"
 #include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -152,14 +153,21 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
         Problem{kLinearGemvMaxRows, 100, 7, true}, Problem{65, 2, 1, false},
         Problem{66, 30, 17, true}, Problem{67, 768, 64, false}, Problem{70, 96, 130, true},
         Problem{71, 2100, 70, true}, Problem{200, 256, 200, false}, Problem{65, 30, 17, true, true},
-        Problem{131, 2100, 70, false, true}, Problem{200, 96, 130, true, true},
-        Problem{65, 30, 17, true, false, true}, Problem{131, 2100, 70, false, false, true},
-        Problem{200, 96, 130, true, true, true}}) {
+        Problem{131, 2100, 70, false, true}, Problem{131, 2112, 70, false},
+        Problem{200, 96, 130, true, true}, Problem{65, 30, 17, true, false, true},
+        Problem{131, 2100, 70, false, false, true}, Problem{200, 96, 130, true, true, true}}) {
     SCOPED_TRACE(Name(p));
     Operands o(p, rng);
-    std::string first;
-    EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w.view(), o.bias), &first), 0)
-        << first;
+    // On a CPU with AMX's bf16 tiles (many rows, K a multiple of 32) also with them off.
+    for (bool amx : {true, false}) {
+      SCOPED_TRACE(amx ? "AMX as available" : "AMX off");
+      cpu::SetAmx(amx);
+      std::string first;
+      EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, Forward(p, o.x, o.w.view(), o.bias), &first),
+                0)
+          << first;
+    }
+    cpu::SetAmx(true);
   }
 }
 
@@ -185,28 +193,33 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  const Problem p{131, 770, 150, true};
-  Operands o(p, rng);
-  std::vector<double> one, two;
-  {
-    ScopedThreads threads(1);
-    one = Forward(p, o.x, o.w.view(), o.bias);
-  }
-  {
-    ScopedThreads threads(2);
-    two = Forward(p, o.x, o.w.view(), o.bias);
-  }
-  EXPECT_EQ(one, two);
-  const Problem fewer{kLinearGemvMaxRows + 7, p.K, p.M, true};  // x's first rows
-  HostTensor first_rows = FirstRows(o.x, fewer.T, p.K);
-  const std::vector<double> part = Forward(fewer, first_rows, o.w.view(), o.bias);
-  EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
-  std::vector<double> first;  // row 0 at T = 2
-  for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
-    HostTensor rows = FirstRows(o.x, T, p.K);
-    const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w.view(), o.bias);
-    if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
-    EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
+  // K = 2112 (two blocks of K) takes AMX's bf16 tiles where the CPU has them, 770 the AVX-512
+  // kernel.
+  for (int64_t K : {int64_t{770}, int64_t{2112}}) {
+    SCOPED_TRACE("K=" + std::to_string(K));
+    const Problem p{131, K, 150, true};
+    Operands o(p, rng);
+    std::vector<double> one, two;
+    {
+      ScopedThreads threads(1);
+      one = Forward(p, o.x, o.w.view(), o.bias);
+    }
+    {
+      ScopedThreads threads(2);
+      two = Forward(p, o.x, o.w.view(), o.bias);
+    }
+    EXPECT_EQ(one, two);
+    const Problem fewer{kLinearGemvMaxRows + 7, p.K, p.M, true};  // x's first rows
+    HostTensor first_rows = FirstRows(o.x, fewer.T, p.K);
+    const std::vector<double> part = Forward(fewer, first_rows, o.w.view(), o.bias);
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin()));
+    std::vector<double> first;  // row 0 at T = 2
+    for (int64_t T = 2; T <= kLinearGemvMaxRows; ++T) {
+      HostTensor rows = FirstRows(o.x, T, p.K);
+      const std::vector<double> out = Forward({T, p.K, p.M, true}, rows, o.w.view(), o.bias);
+      if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
+      EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/quant.hpp"
+#include "cpu/amx.hpp"
 #include "cpu/quant_linear.hpp"
 #include "ref/linear_ref.hpp"
 #include "ref/quant_linear_ref.hpp"
@@ -176,17 +177,17 @@ std::vector<double> RandomBias(int64_t M, bool with, Rng& rng) {
 }
 
 // ForEachSimdTarget, on a CPU with AMX once more with its tile multiplies off
-// (cpu::SetQuantDotAmx), and on a CPU with VNNI once more with the AVX-512 kernels' VNNI
+// (cpu::SetAmx), and on a CPU with VNNI once more with the AVX-512 kernels' VNNI
 // instructions off (cpu::SetQuantDotVnni), so that every byte kernel runs there. Returns how
 // many targets ran the first time.
 template <class Fn>
 int ForEachKernel(Fn&& fn) {
   const int targets = ForEachSimdTarget(fn);
-  if (cpu::QuantDotAmx()) {
+  if (cpu::AmxInt8()) {
     SCOPED_TRACE("AMX off");
-    cpu::SetQuantDotAmx(false);
+    cpu::SetAmx(false);
     ForEachSimdTarget(fn);
-    cpu::SetQuantDotAmx(true);
+    cpu::SetAmx(true);
   }
   if (cpu::QuantDotVnni()) {
     SCOPED_TRACE("VNNI off");
@@ -409,11 +410,11 @@ TEST(QuantLinear, EveryRowHasItsBitsFromBatchOne) {
               << "row " << t << " of " << T;
         }
       });
-      if (cpu::QuantDotAmx()) {
+      if (cpu::AmxInt8()) {
         const std::vector<float> with = run(x.data(), T);
-        cpu::SetQuantDotAmx(false);
+        cpu::SetAmx(false);
         const std::vector<float> without = run(x.data(), T);
-        cpu::SetQuantDotAmx(true);
+        cpu::SetAmx(true);
         EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0)
             << "AMX on and off";
       }

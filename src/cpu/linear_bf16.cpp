@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "cpu/amx.hpp"
+#include "cpu/amx_tiles.hpp"
 #include "cpu/linear.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
@@ -251,11 +253,89 @@ const uint16_t* RowsOfW(const void* W, DType dtype, int64_t K, int64_t r0, int64
   return DecodedRows(W, dtype, K, r0, rows);
 }
 
+// With AMX's bf16 tiles (amx.hpp, AmxBf16): one tdpbf16ps multiplies 16 rows of A by 32 of K
+// into 16 x 16 f32 sums, the packed panel (Jb, 64) being 4 B tiles as it lies (16 pairs of K by
+// 16 columns of dwords, 256 bytes apart). Tiles: C0-C3 the panel's 4 column tiles, A tile 4, B
+// tiles 5-7 in turn. Each output's sum runs over K's pairs in order, from 0 (the first block of
+// K) or what the earlier blocks stored, whatever the rows and columns around it.
+constexpr amx::TileConfig kBf16Tiles = {
+    1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+
+// C0-C3 += A (16 rows of 2 Jb bf16 at a, lda apart) times the panel Bp (Jb, 64), Jb a multiple
+// of 16.
+void AmxPanelSums(const uint16_t* a, int64_t lda, const uint32_t* Bp, int64_t Jb) {
+  for (int64_t j = 0; j < Jb; j += 16) {
+    const uint32_t* b = Bp + j * kPanelOutputs;
+    amx::TileLoad<4>(a + 2 * j, lda * 2);
+    amx::TileLoad<5>(b, kPanelOutputs * 4);
+    amx::TileBf16Pairs<0, 4, 5>();
+    amx::TileLoad<6>(b + 16, kPanelOutputs * 4);
+    amx::TileBf16Pairs<1, 4, 6>();
+    amx::TileLoad<7>(b + 32, kPanelOutputs * 4);
+    amx::TileBf16Pairs<2, 4, 7>();
+    amx::TileLoad<5>(b + 48, kPanelOutputs * 4);
+    amx::TileBf16Pairs<3, 4, 5>();
+  }
+}
+
+// Rows [0, n) (n <= 16) of A (2 Jb bf16 each at a, lda apart) by the panel's cols columns with
+// AMX: out[t, c] at out + t * ldo + c, stored (first) or added to. A tile short of 16 rows or 64
+// columns goes through buffers: its rows of A copied above zero rows (a tile reads 16), its sums
+// started from out's valid elements (zero elsewhere) and the valid ones copied back. a16: a
+// buffer of 16 rows of 2 Jb bf16; c16: of 16 x 64 f32.
+void AmxTile(const uint16_t* a, int64_t lda, int64_t n, const uint32_t* Bp, int64_t Jb, float* out,
+             int64_t ldo, int64_t cols, bool first, uint16_t* a16, float* c16) {
+  const bool whole = n == 16 && cols == kPanelOutputs;
+  if (n < 16) {
+    std::memset(a16, 0, 16 * 2 * Jb * sizeof(uint16_t));
+    for (int64_t t = 0; t < n; ++t) std::memcpy(a16 + t * 2 * Jb, a + t * lda, 2 * Jb * 2);
+    a = a16;
+    lda = 2 * Jb;
+  }
+  float* c = whole ? out : c16;
+  const int64_t ldc = whole ? ldo : kPanelOutputs;
+  if (!whole) {
+    std::memset(c16, 0, 16 * kPanelOutputs * sizeof(float));
+    for (int64_t t = 0; t < n && !first; ++t) {
+      std::memcpy(c16 + t * kPanelOutputs, out + t * ldo, cols * sizeof(float));
+    }
+  }
+  if (first && whole) {
+    amx::TileZero<0>();
+    amx::TileZero<1>();
+    amx::TileZero<2>();
+    amx::TileZero<3>();
+  } else {
+    amx::TileLoad<0>(c, ldc * 4);
+    amx::TileLoad<1>(c + 16, ldc * 4);
+    amx::TileLoad<2>(c + 32, ldc * 4);
+    amx::TileLoad<3>(c + 48, ldc * 4);
+  }
+  AmxPanelSums(a, lda, Bp, Jb);
+  amx::TileStore<0>(c, ldc * 4);
+  amx::TileStore<1>(c + 16, ldc * 4);
+  amx::TileStore<2>(c + 32, ldc * 4);
+  amx::TileStore<3>(c + 48, ldc * 4);
+  if (whole) return;
+  for (int64_t t = 0; t < n; ++t) {
+    std::memcpy(out + t * ldo, c16 + t * kPanelOutputs, cols * sizeof(float));
+  }
+}
+
 void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
   const int64_t J = q.K / 2;
   static_assert(sizeof(float) == sizeof(uint32_t));
-  uint32_t* Bp = reinterpret_cast<uint32_t*>(  // (Jb, 64)
-      ThreadScratch(ScratchSlot::kLinearBf16Panel, std::min(J, kBlockPairs) * kPanelOutputs));
+  // AMX's tiles take K 32 at a time: a K that is not a whole number of 32 (and the transposed
+  // stores) keep the AVX-512 kernel, for every row of the call.
+  const bool amx_tiles = AmxBf16() && !q.transposed && J % 16 == 0;
+  const int64_t Jmax = std::min(J, kBlockPairs);
+  float* panel = ThreadScratch(ScratchSlot::kLinearBf16Panel,
+                               Jmax * kPanelOutputs + (amx_tiles ? 16 * Jmax + 16 * 64 : 0));
+  uint32_t* Bp = reinterpret_cast<uint32_t*>(panel);  // (Jb, 64)
+  // A short tile's A (16, 2 Jb) and C (16, 64), for AmxTile.
+  uint16_t* a16 = reinterpret_cast<uint16_t*>(panel + Jmax * kPanelOutputs);
+  float* c16 = panel + Jmax * kPanelOutputs + 16 * Jmax;
+  if (amx_tiles) amx::LoadTileConfig(kBf16Tiles);
   for (int64_t c0 = c_begin; c0 < c_end; c0 += kPanelOutputs) {
     const int64_t cols = std::min(kPanelOutputs, c_end - c0);
     const uint16_t* b_rows =
@@ -266,6 +346,13 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
         PackColumns(q.b_columns + c0, q.b_ld, cols, j0, Jb, Bp);
       } else {
         PackPanel(b_rows, q.K, cols, j0, Jb, Bp);
+      }
+      if (amx_tiles) {
+        for (int64_t r = 0; r < q.rows; r += 16) {
+          AmxTile(q.A + r * q.lda + 2 * j0, q.lda, std::min<int64_t>(16, q.rows - r), Bp, Jb,
+                  q.out + r * q.ldo + c0, q.ldo, cols, j0 == 0, a16, c16);
+        }
+        continue;
       }
       for (int64_t r = 0; r < q.rows; r += kTileRows) {
         const int n = static_cast<int>(std::min<int64_t>(kTileRows, q.rows - r));
@@ -278,6 +365,7 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
       }
     }
   }
+  if (amx_tiles) amx::ReleaseTiles();
 }
 
 }  // namespace

@@ -15,11 +15,7 @@
 // added in the VNNI kernels' order. So every output has the bits it has alone at batch 1, and a
 // server's sequences keep theirs as others join or leave.
 //
-// The tile instructions are written as inline assembly (GCC 12's AMX intrinsics are macros
-// over assembly with no memory operands: the compiler could move the stores of a tile's bytes
-// past its load). A thread loads the tile configuration at the start of each call and releases
-// the tiles at its end. The tiles need Linux's permission for their state (arch_prctl, asked
-// for once: quant_linear.cpp).
+// The tile instructions: amx_tiles.hpp; when they run: amx.hpp (AmxInt8).
 //
 // A Highway "-inl.h" included once per target from quant_linear.cpp after quant_dot_x86-inl.h;
 // defines i8::AmxRowsOf and i8::StoreAmxBlock where SSMKIT_QUANT_DOT_VNNI is 1.
@@ -36,6 +32,7 @@
 #include <cstring>
 
 #include "core/quant.hpp"
+#include "cpu/amx_tiles.hpp"
 #include "cpu/quant_linear.hpp"
 #include "cpu/stream_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
@@ -48,53 +45,23 @@ namespace ssmkit::cpu::HWY_NAMESPACE {
 namespace {
 namespace i8 {
 
+using amx::LoadTileConfig;
+using amx::ReleaseTiles;
+using amx::TileConfig;
+using amx::TileLoad;
+using amx::TileStore;
+using amx::TileZero;
+
 // Tiles 0-3: C, the sums of passes 0-3; kTileA: the weight rows' levels; kTileB: x's.
 constexpr int kTileA = 4, kTileB = 5;
-
-// A tile configuration (palette 1): each tile's rows and bytes per row.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // The K-quants' tiles: C0-C3, A and B of 16 rows of 64 bytes.
 constexpr TileConfig kK4K5Tiles = {1, 0, {}, {64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16}};
 
-HWY_INLINE void LoadTileConfig(const TileConfig& config) {
-  __asm__ volatile("ldtilecfg %0" : : "m"(config));
-}
-HWY_INLINE void ReleaseTiles() { __asm__ volatile("tilerelease" ::: "memory"); }
-
-template <int kTile>
-HWY_INLINE void TileZero() {
-  __asm__ volatile("tilezero %%tmm%c0" : : "i"(kTile));
-}
-// 16 rows of 64 bytes from rows (stride bytes apart).
-template <int kTile>
-HWY_INLINE void TileLoad(const void* rows, int64_t stride) {
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2"
-                   :
-                   : "r"(rows), "r"(stride), "i"(kTile)
-                   : "memory");
-}
-template <int kTile>
-HWY_INLINE void TileStore(void* rows, int64_t stride) {
-  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)"
-                   :
-                   : "r"(rows), "r"(stride), "i"(kTile)
-                   : "memory");
-}
 // C (16 x 16 int32) += A (16 x 64 unsigned bytes) B (16 quads x 16 columns x 4 signed bytes).
 template <int kC>
 HWY_INLINE void TileQuadProducts() {
-  __asm__ volatile("tdpbusd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(kC), "i"(kTileA), "i"(kTileB));
-}
-// The same with signed bytes in A (tdpbssd), tiles kA and kB.
-template <int kC, int kA, int kB>
-HWY_INLINE void TileSignedQuadProducts() {
-  __asm__ volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "i"(kC), "i"(kA), "i"(kB));
+  amx::TileUnsignedBySigned<kC, kTileA, kTileB>();
 }
 
 // The 4 passes of a block: pass p = 2h + u takes the nibbles u (low, high) of qs[64 h .. 64 h +
@@ -399,12 +366,12 @@ HWY_INLINE void SignedChunkSums(const uint8_t* a, int64_t row_bytes, const int8_
     TileZero<0>();
     TileLoad<4>(ai, row_bytes);
     TileLoad<6>(x + i * 256, 32);
-    TileSignedQuadProducts<0, 4, 6>();
+    amx::TileSignedBySigned<0, 4, 6>();
     if (i + 1 < chunk) {
       TileZero<1>();
       TileLoad<5>(ai + F::kBytes, row_bytes);
       TileLoad<7>(x + (i + 1) * 256, 32);
-      TileSignedQuadProducts<1, 5, 7>();
+      amx::TileSignedBySigned<1, 5, 7>();
     }
     TileStore<0>(sums + i * 128, 32);
     if (i + 1 < chunk) TileStore<1>(sums + (i + 1) * 128, 32);

@@ -47,14 +47,9 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__linux__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
+#include "cpu/amx.hpp"
 #include "cpu/quant_linear.hpp"
 #include "cpu/stream_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
@@ -669,42 +664,6 @@ std::atomic<bool>& VnniInUse() {
   return in_use;
 }
 
-// AMX's tiles and 8-bit multiplies (CPUID leaf 7: AMX-TILE, AMX-INT8), the tile state enabled
-// by the OS (XCR0 bits 17 and 18), and Linux's permission for this process to use it, asked for
-// once (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA: refused, the tiles would fault). The
-// permission makes the process's signal frames 8 KB larger (no thread may then install a
-// smaller alternate signal stack), so SSMKIT_AMX=0 in the environment keeps the library from
-// asking, for a host program that needs them small.
-bool CpuHasAmx() {
-#if defined(__x86_64__) && defined(__linux__)
-  static const bool has = [] {
-    const char* setting = std::getenv("SSMKIT_AMX");
-    if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid_max(0, nullptr) < 7) return false;
-    __cpuid_count(7, 0, eax, ebx, ecx, edx);
-    constexpr unsigned kAmxTile = 1u << 24, kAmxInt8 = 1u << 25, kOsxsave = 1u << 27;
-    if ((edx & kAmxTile) == 0 || (edx & kAmxInt8) == 0) return false;
-    __cpuid(1, eax, ebx, ecx, edx);
-    if ((ecx & kOsxsave) == 0) return false;
-    unsigned xcr0_low = 0, xcr0_high = 0;
-    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    constexpr unsigned kTileState = (1u << 17) | (1u << 18);
-    if ((xcr0_low & kTileState) != kTileState) return false;
-    constexpr long kArchRequestComponentPermission = 0x1023, kTileData = 18;
-    return syscall(SYS_arch_prctl, kArchRequestComponentPermission, kTileData) == 0;
-  }();
-  return has && CpuHasVnni();
-#else
-  return false;
-#endif
-}
-
-std::atomic<bool>& AmxInUse() {
-  static std::atomic<bool> in_use{CpuHasAmx()};
-  return in_use;
-}
-
 }  // namespace
 
 bool SetQuantDotVnni(bool enable) {
@@ -713,13 +672,6 @@ bool SetQuantDotVnni(bool enable) {
 }
 
 bool QuantDotVnni() { return VnniInUse().load(std::memory_order_relaxed); }
-
-bool SetQuantDotAmx(bool enable) {
-  AmxInUse().store(enable && CpuHasAmx(), std::memory_order_relaxed);
-  return QuantDotAmx();
-}
-
-bool QuantDotAmx() { return AmxInUse().load(std::memory_order_relaxed); }
 
 void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   rows = T;
@@ -730,7 +682,7 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   vnni = HWY_DYNAMIC_DISPATCH(VnniKernelsImpl)();
   lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
   // AMX's tiles (with the VNNI kernels, whose bits they keep) for Q8_0, Q4_K and Q5_K.
-  amx = (lane_mapped || (vnni && weight_dtype == DType::kQ8_0)) && T >= 2 && QuantDotAmx();
+  amx = (lane_mapped || (vnni && weight_dtype == DType::kQ8_0)) && T >= 2 && AmxInt8();
   // The signed formats of 32 go by columns with the byte kernels, at every T (but Q8_0 with
   // AMX): each row's sum in one order. Without VNNI Q8_0 multiplies signed levels (no offset).
   columns = level_bytes == 1 && !amx &&

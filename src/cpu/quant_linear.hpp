@@ -88,7 +88,7 @@ struct QuantizedRows {
   // When lane_mapped, T K / 32: each sub-block of 32's sum of levels times its block's scale
   // (for the weight's mins), laid out as sums.
   CacheLineVector<float> scaled_sums;
-  // Q4_K / Q5_K at 2 rows or more on a CPU with AMX (QuantDotAmx; quant_amx_x86-inl.h): x in
+  // Q4_K / Q5_K at 2 rows or more on a CPU with AMX (AmxInt8, amx.hpp; quant_amx_x86-inl.h): x in
   // groups of 8 rows (the last padded with zero rows) as the tile multiplies take it, per group,
   // block and pass of 64 elements (two sub-blocks, s = 0 and 1): a B tile of 16 quads by 16
   // columns c = 2t + s of 4 levels, row t's levels of the pass's sub-block s in quads
@@ -138,12 +138,5 @@ void QuantLinearRows(const LinearParams& p, const QuantizedRows& xq, int64_t m_b
 // true restores the default. Returns whether VNNI is used from now on.
 bool SetQuantDotVnni(bool enable);
 bool QuantDotVnni();
-
-// On a CPU with AMX (and the kernel's permission for its tile state), Q4_K and Q5_K take the
-// tile multiplies from 2 rows of x, with the VNNI kernels (the same bits as those; batch 1
-// stays on them). SetQuantDotAmx(false) turns them off (the tests run both); true restores the
-// default. Returns whether AMX is used from now on.
-bool SetQuantDotAmx(bool enable);
-bool QuantDotAmx();
 
 }  // namespace ssmkit::cpu

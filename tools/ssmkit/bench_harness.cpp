@@ -10,6 +10,7 @@
 
 #include "core/parallel.hpp"
 #include "core/simd_targets.hpp"
+#include "cpu/amx.hpp"
 #include "cpu/quant_linear.hpp"
 #include "fma_rate.hpp"
 #include "ssmkit/threads.hpp"
@@ -106,8 +107,8 @@ bool ForceTarget(const std::string& name) {
   const std::string wanted = Lower(name);
   // "avx3-novnni": the AVX-512 kernels without VNNI (nor AMX), offered on a CPU that has it
   // (cpu::SetQuantDotVnni); "avx3-noamx": with VNNI, without AMX's tile multiplies
-  // (cpu::SetQuantDotAmx).
-  const bool vnni = cpu::QuantDotVnni(), amx = cpu::QuantDotAmx();
+  // (cpu::SetAmx).
+  const bool vnni = cpu::QuantDotVnni(), amx = (cpu::AmxInt8() || cpu::AmxBf16());
   const bool no_vnni = vnni && wanted == "avx3-novnni", no_amx = amx && wanted == "avx3-noamx";
   std::string choices;
   for (int64_t target : CompiledSimdTargets()) {
@@ -115,7 +116,7 @@ bool ForceTarget(const std::string& name) {
     if (candidate == wanted || ((no_vnni || no_amx) && candidate == "avx3")) {
       ForceSimdTarget(target);
       if (no_vnni) cpu::SetQuantDotVnni(false);
-      if (no_vnni || no_amx) cpu::SetQuantDotAmx(false);
+      if (no_vnni || no_amx) cpu::SetAmx(false);
       return true;
     }
     choices += (choices.empty() ? "" : ", ") + candidate;
