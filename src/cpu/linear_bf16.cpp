@@ -288,7 +288,8 @@ void AmxTile(const uint16_t* a, int64_t lda, int64_t n, const uint32_t* Bp, int6
   const bool whole = n == 16 && cols == kPanelOutputs;
   if (n < 16) {
     std::memset(a16, 0, 16 * 2 * Jb * sizeof(uint16_t));
-    for (int64_t t = 0; t < n; ++t) std::memcpy(a16 + t * 2 * Jb, a + t * lda, 2 * Jb * 2);
+    for (int64_t t = 0; t < n; ++t)
+      std::memcpy(a16 + t * 2 * Jb, a + t * lda, 2 * Jb * sizeof(uint16_t));
     a = a16;
     lda = 2 * Jb;
   }

@@ -1,8 +1,9 @@
-// The Q4_K and Q5_K products of 2 to kLinearGemvMaxRows rows of x (quant_linear.cpp) on a CPU
-// with AMX (Intel Sapphire Rapids and later): the integer sums by tile multiplies (tdpbusd,
-// 16 x 16 x 64 byte products per instruction), the same bits as the lane-mapped VNNI kernels of
-// quant_dot_x86-inl.h, which run batch 1. Dimension legend: T rows of x, K input features,
-// 16 weight rows per tile, G groups of 8 rows of x, 4 passes of 64 elements per block.
+// The Q4_K and Q5_K (and, below, Q8_0) products of 2 to kLinearGemvMaxRows rows of x
+// (quant_linear.cpp) on a CPU with AMX (Intel Sapphire Rapids and later): the integer sums by tile
+// multiplies (tdpbusd, 16 x 16 x 64 byte products per instruction), the same bits as the
+// lane-mapped VNNI kernels of quant_dot_x86-inl.h, which run batch 1. Dimension legend: T rows of
+// x, K input features, 16 weight rows per tile, G groups of 8 rows of x, 4 passes of 64 elements
+// per block.
 //
 // At 8 rows the VNNI kernels spend a vpdpbusd per 32 weights and row of x, 8 per row and block;
 // a tile multiply does a pass of 64 elements of 16 weight rows with all 8 rows of x at once. A
@@ -18,7 +19,9 @@
 // The tile instructions: amx_tiles.hpp; when they run: amx.hpp (AmxInt8).
 //
 // A Highway "-inl.h" included once per target from quant_linear.cpp after quant_dot_x86-inl.h;
-// defines i8::AmxRowsOf and i8::StoreAmxBlock where SSMKIT_QUANT_DOT_VNNI is 1.
+// defines i8::AmxRowsOf, AmxSignedRowsOf, StoreAmxBlock and StoreAmxBlock32 where
+// SSMKIT_QUANT_DOT_VNNI is 1. Included after
+// quant_columns_x86-inl.h, whose TotalOfAccumulators it uses.
 #if defined(SSMKIT_CPU_QUANT_AMX_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef SSMKIT_CPU_QUANT_AMX_X86_INL_H_
 #undef SSMKIT_CPU_QUANT_AMX_X86_INL_H_
@@ -154,14 +157,6 @@ class NextTileFetch {
   int64_t bytes_, slice_;
 };
 
-// Blocks per chunk: their levels unpacked for all 16 weight rows, their tile multiplies, their
-// sums into the accumulators. A tile load waits for the stores of its bytes to reach the
-// cache (no forwarding from the store buffer; a vector load of a stored tile likewise), so
-// chunk k + 1 is unpacked between chunk k's multiplies and their sums: its stores drain while
-// chunk k's sums are added. Tuned for speed only: two chunks' levels and one's sums, 3 x 16 KB
-// at T = 8, stay in L1 or close.
-constexpr int64_t kAmxChunkBlocks = 1;
-
 // The lanes 2p, 2p + 1 of 8 floats at v (64 bits) in every pair of lanes.
 HWY_INLINE __m512 BroadcastPair(const float* v) {
   double pair;
@@ -169,78 +164,72 @@ HWY_INLINE __m512 BroadcastPair(const float* v) {
   return _mm512_castpd_ps(_mm512_set1_pd(pair));
 }
 
-// One chunk's unpacked weight rows: levels (kAmxChunkBlocks, 4 passes, 16 weight rows, 64) and
-// scales (kAmxChunkBlocks, 16 weight rows, 2, 8: d sc and dmin m in pass order).
-struct AmxChunk {
+// One block of 16 weight rows, unpacked: levels (4 passes, 16 weight rows, 64) and scales
+// (16 weight rows, 2, 8: d sc and dmin m in pass order). A tile load waits for the stores of its
+// bytes to reach the cache (no forwarding from the store buffer; a vector load of a stored tile
+// likewise), so AmxRowsOf unpacks block b + 1 into a second UnpackedBlock between block b's
+// multiplies and the f32 work on their sums: its stores drain meanwhile. (Chunks of 4 or 16
+// blocks per phase ran slower: 22-28 ns per row and block against 18.)
+struct UnpackedBlock {
   uint8_t* levels;
   float* scales;
 };
 
-// Blocks [b0, b0 + chunk) of the weight rows at w (rows of them, row_bytes apart) into c.
+// Block b of the weight rows at w (rows of them, row_bytes apart) into u.
 template <class F>
-HWY_INLINE void UnpackChunk(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t b0,
-                            int64_t chunk, const AmxChunk& c) {
-  for (int64_t i = 0; i < chunk; ++i) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* block = w + r * row_bytes + (b0 + i) * F::kBytes;
-      const typename F::Scales s = F::Prepare(block);
-      _mm256_storeu_ps(c.scales + (i * 16 + r) * 16, InPassOrder(s.dsc));
-      _mm256_storeu_ps(c.scales + (i * 16 + r) * 16 + 8, InPassOrder(s.dmin_m));
-      StorePassLevels<F>(block, c.levels + (i * 4 * 16 + r) * 64, 16 * 64);
-    }
-  }
-}
-
-// The chunk's 4 passes of each block times x's (x: (chunk, 4, 16, 64), as amx_levels) into
-// sums (chunk, 4 passes, 16 weight rows, 16 lanes).
-HWY_INLINE void ChunkSums(const AmxChunk& c, const int8_t* x, int64_t chunk, int32_t* sums) {
-  for (int64_t i = 0; i < chunk; ++i) {
-    const uint8_t* a = c.levels + i * 4 * 1024;
-    const int8_t* xi = x + i * 4 * 1024;
-    int32_t* s = sums + i * 4 * 256;
-    TileZero<0>();
-    TileZero<1>();
-    TileZero<2>();
-    TileZero<3>();
-    TileLoad<kTileA>(a, 64);
-    TileLoad<kTileB>(xi, 64);
-    TileQuadProducts<0>();
-    TileLoad<kTileA>(a + 1024, 64);
-    TileLoad<kTileB>(xi + 1024, 64);
-    TileQuadProducts<1>();
-    TileLoad<kTileA>(a + 2048, 64);
-    TileLoad<kTileB>(xi + 2048, 64);
-    TileQuadProducts<2>();
-    TileLoad<kTileA>(a + 3072, 64);
-    TileLoad<kTileB>(xi + 3072, 64);
-    TileQuadProducts<3>();
-    TileStore<0>(s, 64);
-    TileStore<1>(s + 256, 64);
-    TileStore<2>(s + 512, 64);
-    TileStore<3>(s + 768, 64);
-  }
-}
-
-// The chunk's sums (as ChunkSums) into the accumulators acc (16 weight rows, 4 passes, 16
-// lanes) of rows of weights, block by block as AddBlock: each sum times d sc times x's scale
-// (x_scale (chunk, 16)), added, then dmin m times x's scaled sums (x_sums (chunk, 4, 16)) off.
-HWY_INLINE void AddChunkSums(const AmxChunk& c, const int32_t* sums, const float* x_scale,
-                             const float* x_sums, int64_t chunk, int64_t rows, float* acc) {
+HWY_INLINE void UnpackBlock(const uint8_t* w, int64_t row_bytes, int64_t rows, int64_t b,
+                            const UnpackedBlock& u) {
   for (int64_t r = 0; r < rows; ++r) {
-    __m512 v[4];
-    for (int pass = 0; pass < 4; ++pass) v[pass] = _mm512_loadu_ps(acc + r * 64 + 16 * pass);
-    for (int64_t i = 0; i < chunk; ++i) {
-      const __m512 xs = _mm512_loadu_ps(x_scale + 16 * i);
-      const float* dsc = c.scales + (i * 16 + r) * 16;  // (8), then dmin m (8)
-      for (int pass = 0; pass < 4; ++pass) {
-        const __m512 sum =
-            _mm512_cvtepi32_ps(_mm512_loadu_si512(sums + (i * 4 + pass) * 256 + r * 16));
-        v[pass] = _mm512_fmadd_ps(sum, _mm512_mul_ps(BroadcastPair(dsc + 2 * pass), xs), v[pass]);
-        v[pass] = _mm512_fnmadd_ps(BroadcastPair(dsc + 8 + 2 * pass),
-                                   _mm512_loadu_ps(x_sums + (i * 4 + pass) * 16), v[pass]);
-      }
+    const uint8_t* block = w + r * row_bytes + b * F::kBytes;
+    const typename F::Scales s = F::Prepare(block);
+    _mm256_storeu_ps(u.scales + r * 16, InPassOrder(s.dsc));
+    _mm256_storeu_ps(u.scales + r * 16 + 8, InPassOrder(s.dmin_m));
+    StorePassLevels<F>(block, u.levels + r * 64, 16 * 64);
+  }
+}
+
+// The block's 4 passes times x's (x: (4, 16, 64), as amx_levels) into sums (4 passes, 16 weight
+// rows, 16 lanes).
+HWY_INLINE void BlockSums(const UnpackedBlock& u, const int8_t* x, int32_t* sums) {
+  TileZero<0>();
+  TileZero<1>();
+  TileZero<2>();
+  TileZero<3>();
+  TileLoad<kTileA>(u.levels, 64);
+  TileLoad<kTileB>(x, 64);
+  TileQuadProducts<0>();
+  TileLoad<kTileA>(u.levels + 1024, 64);
+  TileLoad<kTileB>(x + 1024, 64);
+  TileQuadProducts<1>();
+  TileLoad<kTileA>(u.levels + 2048, 64);
+  TileLoad<kTileB>(x + 2048, 64);
+  TileQuadProducts<2>();
+  TileLoad<kTileA>(u.levels + 3072, 64);
+  TileLoad<kTileB>(x + 3072, 64);
+  TileQuadProducts<3>();
+  TileStore<0>(sums, 64);
+  TileStore<1>(sums + 256, 64);
+  TileStore<2>(sums + 512, 64);
+  TileStore<3>(sums + 768, 64);
+}
+
+// The block's sums (as BlockSums) into the accumulators acc (16 weight rows, 4 passes, 16
+// lanes) of rows of weights, as AddBlock: each sum times d sc times x's scale (x_scale (16)),
+// added, then dmin m times x's scaled sums (x_sums (4, 16)) off.
+HWY_INLINE void AddBlockSums(const UnpackedBlock& u, const int32_t* sums, const float* x_scale,
+                             const float* x_sums, int64_t rows, float* acc) {
+  const __m512 xs = _mm512_loadu_ps(x_scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dsc = u.scales + r * 16;  // (8), then dmin m (8)
+    for (int pass = 0; pass < 4; ++pass) {
+      float* a = acc + r * 64 + 16 * pass;
+      const __m512 sum = _mm512_cvtepi32_ps(_mm512_loadu_si512(sums + pass * 256 + r * 16));
+      __m512 v = _mm512_fmadd_ps(sum, _mm512_mul_ps(BroadcastPair(dsc + 2 * pass), xs),
+                                 _mm512_loadu_ps(a));
+      v = _mm512_fnmadd_ps(BroadcastPair(dsc + 8 + 2 * pass), _mm512_loadu_ps(x_sums + pass * 16),
+                           v);
+      _mm512_storeu_ps(a, v);
     }
-    for (int pass = 0; pass < 4; ++pass) _mm512_storeu_ps(acc + r * 64 + 16 * pass, v[pass]);
   }
 }
 
@@ -272,28 +261,26 @@ HWY_INLINE void StoreOutputs(const LinearParams& p, const float* acc, int64_t g,
 
 // Weight rows [m_begin, m_end) of F (K4K5LaneMapped) times every row of x (xq with amx set):
 // out[t, m] (plus the bias), as RowsOf / OneRowOf sum it with the VNNI kernels. 16 weight rows
-// at a time, chunk by chunk of blocks (kAmxChunkBlocks), into f32 accumulators per sub-block
-// (lane 2t + s of pass p: sub-block kPassSubBlock[p][s] of row t of a group of 8), kept in
-// this thread's buffer. May throw std::bad_alloc (the buffer).
+// at a time, block by block, into f32 accumulators per sub-block (lane 2t + s of pass p:
+// sub-block kPassSubBlock[p][s] of row t of a group of 8), kept in this thread's buffer. May
+// throw std::bad_alloc (the buffer).
 template <class F>
 void AmxRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, int64_t m_end) {
   const int64_t T = p.rows, blocks = p.in_features / F::kElements, row_bytes = blocks * F::kBytes;
   const int64_t groups = (T + 7) / 8;
   const uint8_t* weight = static_cast<const uint8_t*>(p.weight);  // (M, row_bytes)
-  constexpr int64_t kChunk = kAmxChunkBlocks;
-  constexpr int64_t kLevelFloats = kChunk * 4 * 16 * 64 / 4, kScaleFloats = kChunk * 16 * 16;
-  constexpr int64_t kSumFloats = kChunk * 4 * 16 * 16;
-  // acc (G, 16 weight rows, 4 passes, 16 lanes), sums (G, kChunk, 4, 16 weight rows, 16 lanes),
-  // two AmxChunks.
+  constexpr int64_t kLevelFloats = 4 * 16 * 64 / 4, kScaleFloats = 16 * 16;
+  constexpr int64_t kSumFloats = 4 * 16 * 16;
+  // acc (G, 16 weight rows, 4 passes, 16 lanes), sums (G, 4, 16 weight rows, 16 lanes), two
+  // UnpackedBlocks.
   const int64_t acc_floats = groups * 16 * 4 * 16, sum_floats = groups * kSumFloats;
   float* acc = ThreadScratch(ScratchSlot::kQuantLinearAcc,
                              acc_floats + sum_floats + 2 * (kLevelFloats + kScaleFloats));
   int32_t* sums = reinterpret_cast<int32_t*>(acc + acc_floats);
-  float* chunk_floats = acc + acc_floats + sum_floats;
-  const AmxChunk chunks[2] = {
-      {reinterpret_cast<uint8_t*>(chunk_floats), chunk_floats + kLevelFloats},
-      {reinterpret_cast<uint8_t*>(chunk_floats + kLevelFloats + kScaleFloats),
-       chunk_floats + 2 * kLevelFloats + kScaleFloats}};
+  float* unpacked = acc + acc_floats + sum_floats;
+  const UnpackedBlock two[2] = {{reinterpret_cast<uint8_t*>(unpacked), unpacked + kLevelFloats},
+                                {reinterpret_cast<uint8_t*>(unpacked + kLevelFloats + kScaleFloats),
+                                 unpacked + 2 * kLevelFloats + kScaleFloats}};
   LoadTileConfig(kK4K5Tiles);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += 16) {
     const int64_t rows = std::min<int64_t>(16, m_end - m0);
@@ -301,26 +288,20 @@ void AmxRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_begin, 
     const NextTileFetch fetch(w, row_bytes, blocks, m_end - m0);
     // A short last tile multiplies zero levels in its missing rows.
     if (rows < 16) {
-      for (const AmxChunk& c : chunks) std::memset(c.levels, 0, kLevelFloats * 4);
+      for (const UnpackedBlock& u : two) std::memset(u.levels, 0, kLevelFloats * 4);
     }
     std::fill(acc, acc + acc_floats, 0.0f);
-    UnpackChunk<F>(w, row_bytes, rows, 0, std::min(kChunk, blocks), chunks[0]);
-    for (int64_t b0 = 0, k = 0; b0 < blocks; b0 += kChunk, ++k) {
-      const int64_t chunk = std::min(kChunk, blocks - b0);
-      fetch.Blocks(b0, chunk);
-      const AmxChunk& c = chunks[k % 2];
+    UnpackBlock<F>(w, row_bytes, rows, 0, two[0]);
+    for (int64_t b = 0; b < blocks; ++b) {
+      fetch.Blocks(b, 1);
+      const UnpackedBlock& u = two[b % 2];
       for (int64_t g = 0; g < groups; ++g) {
-        ChunkSums(c, xq.amx_levels.data() + (g * blocks + b0) * 4 * 1024, chunk,
-                  sums + g * kSumFloats);
+        BlockSums(u, xq.amx_levels.data() + (g * blocks + b) * 4 * 1024, sums + g * kSumFloats);
       }
-      if (b0 + kChunk < blocks) {
-        UnpackChunk<F>(w, row_bytes, rows, b0 + kChunk, std::min(kChunk, blocks - b0 - kChunk),
-                       chunks[(k + 1) % 2]);
-      }
+      if (b + 1 < blocks) UnpackBlock<F>(w, row_bytes, rows, b + 1, two[(b + 1) % 2]);
       for (int64_t g = 0; g < groups; ++g) {
-        AddChunkSums(c, sums + g * kSumFloats, xq.amx_scales.data() + (g * blocks + b0) * 16,
-                     xq.amx_sums.data() + (g * blocks + b0) * 4 * 16, chunk, rows,
-                     acc + g * 16 * 64);
+        AddBlockSums(u, sums + g * kSumFloats, xq.amx_scales.data() + (g * blocks + b) * 16,
+                     xq.amx_sums.data() + (g * blocks + b) * 4 * 16, rows, acc + g * 16 * 64);
       }
     }
     for (int64_t g = 0; g < groups; ++g) StoreOutputs(p, acc + g * 16 * 64, g, rows, m0);
@@ -452,13 +433,11 @@ void AmxSignedRowsOf(const LinearParams& p, const QuantizedRows& xq, int64_t m_b
     for (int64_t g = 0; g < groups; ++g) {
       const float* ag = acc + g * 8 * 8 * 16;
       for (int q = 0; q < (rows + 1) / 2; ++q) {
-        const float* a = ag + q * 8 * 16;
-        const auto at = [&](int j) { return _mm512_loadu_ps(a + 16 * j); };
+        __m512 a[8];
+        for (int j = 0; j < 8; ++j) a[j] = _mm512_loadu_ps(ag + (q * 8 + j) * 16);
         alignas(64) float total[16];
         _mm512_store_ps(
-            total,
-            _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(at(0), at(4)), _mm512_add_ps(at(2), at(6))),
-                          _mm512_add_ps(_mm512_add_ps(at(1), at(5)), _mm512_add_ps(at(3), at(7)))));
+            total, TotalOfAccumulators(a, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); }));
         for (int64_t h = 0; h < 2 && 2 * q + h < rows; ++h) {
           const int64_t m = m0 + 2 * q + h;
           for (int64_t t = 8 * g; t < std::min<int64_t>(T, 8 * g + 8); ++t) {

@@ -48,10 +48,15 @@ namespace ssmkit::cpu::HWY_NAMESPACE {
 namespace {
 namespace i8 {
 
-// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): the 8 accumulators' fixed order.
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): the 8 accumulators' fixed order, for
+// vectors of any width (add: their addition; quant_amx_x86-inl.h's Q8_0 kernel adds 512-bit
+// ones in the same order, for the same bits).
+template <class V, class Add>
+HWY_INLINE V TotalOfAccumulators(const V* a, Add add) {
+  return add(add(add(a[0], a[4]), add(a[2], a[6])), add(add(a[1], a[5]), add(a[3], a[7])));
+}
 HWY_INLINE __m256 TotalOfAccumulators(const __m256* a) {
-  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
-                       _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+  return TotalOfAccumulators(a, [](__m256 x, __m256 y) { return _mm256_add_ps(x, y); });
 }
 
 // The same order over the 8 lanes of one vector.

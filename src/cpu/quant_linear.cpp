@@ -717,29 +717,22 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
       block == quant::kSuperBlock || weight_dtype == DType::kQ4_1 || weight_dtype == DType::kQ5_1;
   if (with_sums) grow(sums, T * (K / 16));
   if (lane_mapped) grow(scaled_sums, T * (K / 32));
-  if (amx && block == 32) {
-    // Q8_0: each row writes its own column; a last group short of 8 rows keeps its missing
-    // rows' levels and scales zero.
-    const int64_t groups = (T + 7) / 8, blocks = K / 32;
-    grow(amx_levels, groups * blocks * 256);
+  if (amx) {
+    // Per group of 8 rows and block: Q8_0's B tile of 256 bytes; the K-quants' 4 passes' B tiles
+    // (4 KB) and scaled sums (64 floats). Each row writes its own columns: the K-quants' zeros
+    // beside them, and a last group's missing rows, are zeroed here.
+    const bool k_quant = block == quant::kSuperBlock;
+    const int64_t groups = (T + 7) / 8, blocks = K / block;
+    const int64_t tile_bytes = k_quant ? 4 * 16 * 64 : 256, sum_floats = k_quant ? 4 * 16 : 0;
+    grow(amx_levels, groups * blocks * tile_bytes);
     grow(amx_scales, groups * blocks * 16);
+    grow(amx_sums, groups * blocks * sum_floats);
+    if (k_quant) std::fill_n(amx_levels.begin(), groups * blocks * tile_bytes, int8_t{0});
     if (T % 8 != 0) {
       const int64_t g = groups - 1;
-      std::fill_n(amx_levels.begin() + g * blocks * 256, blocks * 256, int8_t{0});
+      std::fill_n(amx_levels.begin() + g * blocks * tile_bytes, blocks * tile_bytes, int8_t{0});
       std::fill_n(amx_scales.begin() + g * blocks * 16, blocks * 16, 0.0f);
-    }
-  } else if (amx) {
-    const int64_t groups = (T + 7) / 8, blocks = K / quant::kSuperBlock;
-    grow(amx_levels, groups * blocks * 4 * 16 * 64);
-    grow(amx_scales, groups * blocks * 16);
-    grow(amx_sums, groups * blocks * 4 * 16);
-    // Each row writes its levels into its columns, and the zeros beside them stay; a last group
-    // short of 8 rows keeps its missing rows' scales and sums zero.
-    std::fill_n(amx_levels.begin(), groups * blocks * 4 * 16 * 64, int8_t{0});
-    if (T % 8 != 0) {
-      const int64_t g = groups - 1;
-      std::fill_n(amx_scales.begin() + g * blocks * 16, blocks * 16, 0.0f);
-      std::fill_n(amx_sums.begin() + g * blocks * 4 * 16, blocks * 4 * 16, 0.0f);
+      std::fill_n(amx_sums.begin() + g * blocks * sum_floats, blocks * sum_floats, 0.0f);
     }
   }
 }
