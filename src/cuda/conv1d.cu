@@ -127,9 +127,10 @@ Status TileGrid(const char* op, int64_t rows, int64_t seqlen, dim3* grid) {
 Status CausalConv1dForward(const CausalConv1dParams& p) {
   Variant variant;
   SSMKIT_RETURN_IF_ERROR(PickVariant(kConv1dVariants, &variant));
-  if (variant.index == 1 && !Conv1dForwardVectorApplies(p) && variant.required)
+  const bool vector = variant.index == 1 && Conv1dForwardVectorApplies(p);
+  if (variant.index == 1 && !vector && variant.required)
     return VariantDoesNotApply(kConv1dVariants, variant.index);
-  if (variant.index == 1 && Conv1dForwardVectorApplies(p)) return Conv1dForwardVector(p);
+  if (vector) return Conv1dForwardVector(p);
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(TileGrid("causal_conv1d", p.batch * p.dim, p.seqlen, &grid));
   Conv1dForwardKernel<<<grid, kThreads, 0, CurrentStream()>>>(p);

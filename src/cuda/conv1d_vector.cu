@@ -1,7 +1,12 @@
-// Causal conv1d on CUDA, variant "vector" (cuda/conv1d_vector.hpp): the forward is the
-// default since its first GPU run (H200, 2026-11-28: 0.204 ms at m1-2.8b against the original
-// kernel's 1.07); the backward is picked by SSMKIT_CUDA_CONV1D_BWD=vector until a GPU run
-// decides. The math is conv1d.cu's.
+// Causal conv1d on CUDA, variant "unrolled" (cuda/conv1d_vector.hpp), the default where it
+// applies. The math is conv1d.cu's.
+//
+// The kernels are instantiated for each width K in 2..8, so a window's taps are K
+// unconditional FMAs, and silu takes its reciprocal from the special-function unit (rcp.approx,
+// 1 ulp) rather than an IEEE division. Their predecessor "vector" read K at run time and
+// weighted every window in 8 slots, testing each tap: Nsight Compute found its forward bound by
+// instruction issue, not memory (H200, 2026-11-30: SM throughput 76%, DRAM 34%), and at m1-2.8b
+// bf16 it took 0.172 ms forward and 0.870 forward + backward against 0.091 and 0.389 here.
 //
 // A thread handles vectors of 16 bytes of one row (b, d) along L (kVec = 8 bf16 / 4 f32
 // positions), kVecThreads apart so that a warp's loads are contiguous, several per thread, all
@@ -17,6 +22,9 @@
 #include "cuda/conv1d_common.cuh"
 #include "cuda/conv1d_vector.hpp"
 #include "cuda/typed_io.cuh"
+
+#include <string>
+#include <type_traits>
 
 namespace ssmkit::cuda {
 namespace {
@@ -47,7 +55,19 @@ __device__ __forceinline__ Vector16<E> LoadVector(const E* row, int64_t l, int s
   return out;
 }
 
-template <class E>
+// sigmoid(v) with the reciprocal of the special-function unit.
+__device__ __forceinline__ float FastSigmoid(float v) {
+  return __fdividef(1.0f, 1.0f + __expf(-v));
+}
+__device__ __forceinline__ float FastSilu(float v) { return v * FastSigmoid(v); }
+// d silu(v) / dv = sigmoid(v) (1 + v (1 - sigmoid(v))).
+__device__ __forceinline__ float FastSiluGrad(float v) {
+  const float s = FastSigmoid(v);
+  return s * (1.0f + v * (1.0f - s));
+}
+
+// K: the width (p.width).
+template <class E, int K>
 __global__ void __launch_bounds__(kVecThreads) Conv1dForwardVectorKernel(CausalConv1dParams p) {
   constexpr int kVec = Vector16<E>::kVec;  // outputs per vector
   constexpr int kPrev = kHistory / kVec;   // vectors of history
@@ -69,13 +89,10 @@ __global__ void __launch_bounds__(kVecThreads) Conv1dForwardVectorKernel(CausalC
       for (int q = 0; q < kPrev; ++q) prev[r][q] = LoadVector(x, l - kHistory + q * kVec, kVec);
     }
   }
-  // The K taps right-aligned in kMaxK slots: tap slot s weights position l + i + s - (kMaxK - 1).
-  float w[kMaxK];
+  // Tap k weights position l + i + k - (K - 1).
+  float w[K];
 #pragma unroll
-  for (int s = 0; s < kMaxK; ++s) {
-    const int k = s - (kMaxK - static_cast<int>(p.width));
-    w[s] = k >= 0 ? p.weight.data[d * p.weight.stride_dim + k] : 0.0f;
-  }
+  for (int k = 0; k < K; ++k) w[k] = p.weight.data[d * p.weight.stride_dim + k];
   const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
 #pragma unroll
   for (int r = 0; r < kVecsPerThread; ++r) {
@@ -97,7 +114,7 @@ __global__ void __launch_bounds__(kVecThreads) Conv1dForwardVectorKernel(CausalC
       // state for j < K - 1, x after); positions before the initial state are never weighted.
 #pragma unroll
       for (int m = 0; m < kHistory; ++m) {
-        const int64_t j = l - kHistory + m + p.width - 1;
+        const int64_t j = l - kHistory + m + K - 1;
         win[m] = j >= 0 ? Xpad(p, b, d, j) : 0.0f;
       }
     }
@@ -106,10 +123,8 @@ __global__ void __launch_bounds__(kVecThreads) Conv1dForwardVectorKernel(CausalC
     for (int i = 0; i < kVec; ++i) {
       float acc = bias;
 #pragma unroll
-      for (int s = 0; s < kMaxK; ++s) {
-        if (s >= kMaxK - p.width) acc += w[s] * win[kHistory + i + s - (kMaxK - 1)];
-      }
-      out.v[i] = FromF32<E>(p.silu ? Silu(acc) : acc);
+      for (int k = 0; k < K; ++k) acc += w[k] * win[kHistory + i + k - (K - 1)];
+      out.v[i] = FromF32<E>(p.silu ? FastSilu(acc) : acc);
     }
     if (steps == kVec) {
       *reinterpret_cast<uint4*>(y + l) = out.word;
@@ -125,15 +140,16 @@ __global__ void __launch_bounds__(kVecThreads) Conv1dForwardVectorKernel(CausalC
 constexpr int kFuture = 8;            // >= kMaxK - 1 positions after a vector: its g window
 constexpr int kBwdVecsPerThread = 2;  // tuned for speed, no effect on results
 
-// partial_w: (B * tiles, D, K), partial_b: (B * tiles, D); part = b * tiles + tile.
-template <class E>
+// partial_w: (B * tiles, D, K), partial_b: (B * tiles, D); part = b * tiles + tile. K: the
+// width.
+template <class E, int K>
 __global__ void __launch_bounds__(kVecThreads)
     Conv1dBackwardVectorKernel(CausalConv1dBwdParams p, float* partial_w, float* partial_b) {
   constexpr int kVec = Vector16<E>::kVec;
   constexpr int kPrev = kHistory / kVec, kNext = kFuture / kVec;
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x, b = row / p.dim, d = row % p.dim, L = p.seqlen;
-  if (p.dinitial_states.data && blockIdx.y == 0 && threadIdx.x < p.width - 1) {
+  if (p.dinitial_states.data && blockIdx.y == 0 && threadIdx.x < K - 1) {
     const SeqView& h = p.dinitial_states;
     StoreF32(h.data, h.dtype, b * h.stride_batch + d * h.stride_dim + threadIdx.x,
              PaddedGrad(p, b, d, threadIdx.x));
@@ -164,16 +180,11 @@ __global__ void __launch_bounds__(kVecThreads)
       gs[r][q] = LoadVector(dout, lq, steps_at(lq));
     }
   }
-  // The K taps right-aligned in kMaxK slots: slot s is tap k = s - (kMaxK - K).
-  float w[kMaxK];
+  float w[K];
 #pragma unroll
-  for (int s = 0; s < kMaxK; ++s) {
-    const int k = s - (kMaxK - static_cast<int>(p.width));
-    w[s] = k >= 0 ? p.weight.data[d * p.weight.stride_dim + k] : 0.0f;
-  }
-  const int first_slot = kMaxK - static_cast<int>(p.width);
+  for (int k = 0; k < K; ++k) w[k] = p.weight.data[d * p.weight.stride_dim + k];
   const float bias = p.bias.data ? p.bias.data[d * p.bias.stride_dim] : 0.0f;
-  float dw[kMaxK] = {}, db = 0.0f;
+  float dw[K] = {}, db = 0.0f;
 #pragma unroll
   for (int r = 0; r < kBwdVecsPerThread; ++r) {
     const int64_t l = (first + r * kVecThreads + threadIdx.x) * kVec;
@@ -190,7 +201,7 @@ __global__ void __launch_bounds__(kVecThreads)
     } else {
 #pragma unroll
       for (int m = 0; m < kHistory; ++m) {
-        const int64_t j = l - kHistory + m + p.width - 1;
+        const int64_t j = l - kHistory + m + K - 1;
         xw[m] = j >= 0 ? Xpad(p, b, d, j) : 0.0f;
       }
     }
@@ -210,10 +221,8 @@ __global__ void __launch_bounds__(kVecThreads)
         if (p.silu) {
           float pre = bias;
 #pragma unroll
-          for (int s = 0; s < kMaxK; ++s) {
-            if (s >= first_slot) pre += w[s] * xw[kHistory + m + s - (kMaxK - 1)];
-          }
-          g *= SiluGrad(pre);
+          for (int k = 0; k < K; ++k) pre += w[k] * xw[kHistory + m + k - (K - 1)];
+          g *= FastSiluGrad(pre);
         }
         gw[m] = g;
       }
@@ -224,10 +233,8 @@ __global__ void __launch_bounds__(kVecThreads)
     for (int i = 0; i < kVec; ++i) {
       float acc = 0.0f;
 #pragma unroll
-      for (int s = 0; s < kMaxK; ++s) {
-        if (s >= first_slot) acc += w[s] * gw[i + kMaxK - 1 - s];
-      }
-      const int64_t j = l + i + p.width - 1;  // the xpad index of position l + i
+      for (int k = 0; k < K; ++k) acc += w[k] * gw[i + K - 1 - k];
+      const int64_t j = l + i + K - 1;  // the xpad index of position l + i
       if (p.dfinal_states.data && j >= L && i < steps) {
         const SeqView& f = p.dfinal_states;
         acc += LoadF32(f.data, f.dtype, b * f.stride_batch + d * f.stride_dim + j - L);
@@ -236,9 +243,7 @@ __global__ void __launch_bounds__(kVecThreads)
       if (i < steps) {
         db += gw[i];
 #pragma unroll
-        for (int s = 0; s < kMaxK; ++s) {
-          if (s >= first_slot) dw[s] += gw[i] * xw[kHistory + i + s - (kMaxK - 1)];
-        }
+        for (int k = 0; k < K; ++k) dw[k] += gw[i] * xw[kHistory + i + k - (K - 1)];
       }
     }
     if (dx) {
@@ -255,11 +260,9 @@ __global__ void __launch_bounds__(kVecThreads)
   if (!partial_w && !partial_b) return;
   const int64_t part = b * gridDim.y + blockIdx.y;
 #pragma unroll
-  for (int s = 0; s < kMaxK; ++s) {
-    if (s < first_slot) continue;
-    const float total = BlockSum(dw[s], scratch);
-    if (partial_w && threadIdx.x == 0)
-      partial_w[(part * p.dim + d) * p.width + (s - first_slot)] = total;
+  for (int k = 0; k < K; ++k) {
+    const float total = BlockSum(dw[k], scratch);
+    if (partial_w && threadIdx.x == 0) partial_w[(part * p.dim + d) * K + k] = total;
   }
   const float total = BlockSum(db, scratch);
   if (partial_b && threadIdx.x == 0) partial_b[part * p.dim + d] = total;
@@ -282,20 +285,57 @@ Status VectorGrid(const CausalConv1dParams& p, int64_t vecs_per_block, dim3* gri
   return Status::Ok();
 }
 
-template <class E>
+template <class E, int K>
 Status LaunchForward(const CausalConv1dParams& p) {
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(VectorGrid<E>(p, int64_t{kVecThreads} * kVecsPerThread, &grid));
-  Conv1dForwardVectorKernel<E><<<grid, kVecThreads, 0, CurrentStream()>>>(p);
+  Conv1dForwardVectorKernel<E, K><<<grid, kVecThreads, 0, CurrentStream()>>>(p);
   return CheckLaunch("causal_conv1d", "Conv1dForwardVectorKernel");
 }
 
-template <class E>
+template <class E, int K>
 Status LaunchBackward(const CausalConv1dBwdParams& p, float* partial_w, float* partial_b) {
   dim3 grid;
   SSMKIT_RETURN_IF_ERROR(VectorGrid<E>(p, int64_t{kVecThreads} * kBwdVecsPerThread, &grid));
-  Conv1dBackwardVectorKernel<E><<<grid, kVecThreads, 0, CurrentStream()>>>(p, partial_w, partial_b);
+  Conv1dBackwardVectorKernel<E, K>
+      <<<grid, kVecThreads, 0, CurrentStream()>>>(p, partial_w, partial_b);
   return CheckLaunch("causal_conv1d", "Conv1dBackwardVectorKernel");
+}
+
+// launch(E{}, std::integral_constant<int, width>{}) for the element type E of `dtype`.
+template <class Launch>
+Status ForTypeAndWidth(DType dtype, int64_t width, const Launch& launch) {
+  auto with_width = [&](auto element) -> Status {
+    using E = decltype(element);
+    static_assert(kMinConvWidth == 2 && kMaxConvWidth == 8, "one case per width below");
+    switch (width) {
+      case 2:
+        return launch(E{}, std::integral_constant<int, 2>{});
+      case 3:
+        return launch(E{}, std::integral_constant<int, 3>{});
+      case 4:
+        return launch(E{}, std::integral_constant<int, 4>{});
+      case 5:
+        return launch(E{}, std::integral_constant<int, 5>{});
+      case 6:
+        return launch(E{}, std::integral_constant<int, 6>{});
+      case 7:
+        return launch(E{}, std::integral_constant<int, 7>{});
+      case 8:
+        return launch(E{}, std::integral_constant<int, 8>{});
+      default:
+        return Status::Internal("causal_conv1d: width " + std::to_string(width) +
+                                " has no CUDA kernel instantiated (2..8 have)");
+    }
+  };
+  switch (dtype) {
+    case DType::kBF16:
+      return with_width(__nv_bfloat16{});
+    case DType::kF16:
+      return with_width(__half{});
+    default:
+      return with_width(float{});
+  }
 }
 
 }  // namespace
@@ -305,14 +345,9 @@ bool Conv1dForwardVectorApplies(const CausalConv1dParams& p) {
 }
 
 Status Conv1dForwardVector(const CausalConv1dParams& p) {
-  switch (p.x.dtype) {
-    case DType::kBF16:
-      return LaunchForward<__nv_bfloat16>(p);
-    case DType::kF16:
-      return LaunchForward<__half>(p);
-    default:
-      return LaunchForward<float>(p);
-  }
+  return ForTypeAndWidth(p.x.dtype, p.width, [&](auto element, auto width) {
+    return LaunchForward<decltype(element), decltype(width)::value>(p);
+  });
 }
 
 bool Conv1dBackwardVectorApplies(const CausalConv1dBwdParams& p) {
@@ -326,14 +361,9 @@ int64_t Conv1dBackwardVectorTiles(const CausalConv1dBwdParams& p) {
 }
 
 Status Conv1dBackwardVector(const CausalConv1dBwdParams& p, float* partial_w, float* partial_b) {
-  switch (p.x.dtype) {
-    case DType::kBF16:
-      return LaunchBackward<__nv_bfloat16>(p, partial_w, partial_b);
-    case DType::kF16:
-      return LaunchBackward<__half>(p, partial_w, partial_b);
-    default:
-      return LaunchBackward<float>(p, partial_w, partial_b);
-  }
+  return ForTypeAndWidth(p.x.dtype, p.width, [&](auto element, auto width) {
+    return LaunchBackward<decltype(element), decltype(width)::value>(p, partial_w, partial_b);
+  });
 }
 
 }  // namespace ssmkit::cuda

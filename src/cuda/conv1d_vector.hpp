@@ -1,6 +1,7 @@
-// The "vector" variant of causal conv1d on CUDA (conv1d_vector.cu): 16-byte loads and stores
-// along L, several vectors in flight per thread. Called by conv1d.cu's dispatch when picked
-// (SSMKIT_CUDA_CONV1D, SSMKIT_CUDA_CONV1D_BWD: cuda/variant.hpp) and when it applies.
+// The "unrolled" variant of causal conv1d on CUDA (conv1d_vector.cu): 16-byte loads and stores
+// along L, several vectors in flight per thread, the width a compile-time constant. Called by
+// conv1d.cu's dispatch when picked (SSMKIT_CUDA_CONV1D, SSMKIT_CUDA_CONV1D_BWD:
+// cuda/variant.hpp; the default) and when it applies.
 #pragma once
 
 #include <cstdint>

@@ -40,9 +40,10 @@ inline constexpr OpVariants kScanBackwardVariants{"selective_scan", "SSMKIT_CUDA
 // forward 0.607 ms against 4.45, forward + backward 2.53 against 16.4).
 inline constexpr const char* kSsdVariantNames[] = {"original", "mma"};
 inline constexpr OpVariants kSsdVariants{"ssd", "SSMKIT_CUDA_SSD", kSsdVariantNames, 2, 1};
-// Causal conv1d, forward and backward: "vector" (conv1d_vector.cu) replaced "original" where it
-// applies (H200, 2026-11-28: forward 0.197 ms against 1.07, forward + backward 0.903 against 6.93).
-inline constexpr const char* kConv1dVariantNames[] = {"original", "vector"};
+// Causal conv1d, forward and backward: "unrolled" (conv1d_vector.cu) replaced "original" where it
+// applies (H200, 2026-11-30: forward 0.091 ms against 1.07, forward + backward 0.389 against
+// 6.94), and "vector", its predecessor with the width read at run time (0.172 and 0.870).
+inline constexpr const char* kConv1dVariantNames[] = {"original", "unrolled"};
 inline constexpr OpVariants kConv1dVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D",
                                             kConv1dVariantNames, 2, 1};
 inline constexpr OpVariants kConv1dBackwardVariants{"causal_conv1d", "SSMKIT_CUDA_CONV1D_BWD",

@@ -108,14 +108,14 @@ TEST(Conv1dGpu, ForwardAndBackwardMatchTheOracle) {
   });
 }
 
-// Cases the "vector" kernels cover (rows 16-byte aligned: L a multiple of 8), forward and
+// Cases the "unrolled" kernels cover (rows 16-byte aligned: L a multiple of 8), forward and
 // backward, with the variants required so they prove those kernels ran: every width, L shorter
 // than K - 1 and than a vector, L not a multiple of a vector or a block tile, f32 / bf16,
 // options off, long L.
-TEST(Conv1dGpu, VectorKernelsCoverAlignedRows) {
+TEST(Conv1dGpu, UnrolledKernelsCoverAlignedRows) {
   SSMKIT_REQUIRE_GPU();
-  ScopedVariant forward("SSMKIT_CUDA_CONV1D", "vector!");
-  ScopedVariant backward("SSMKIT_CUDA_CONV1D_BWD", "vector!");
+  ScopedVariant forward("SSMKIT_CUDA_CONV1D", "unrolled!");
+  ScopedVariant backward("SSMKIT_CUDA_CONV1D_BWD", "unrolled!");
   const uint64_t seed = FreshSeed();
   for (int64_t k = 2; k <= 8; ++k) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {

@@ -111,7 +111,7 @@ std::vector<Case<Conv>> Cases() {
     for (int64_t K : {2, 4, 7}) targets.push_back({2, 3, 29, K, 0, dtype, DType::kF32, true});
   }
   // tests/gpu/conv1d_gpu_test.cpp's shapes, around the CUDA kernels' tiles (512 positions;
-  // 128 vectors of 8 in the "vector" kernels, which take rows of a multiple of 8): every width
+  // 128 vectors of 8 in the "unrolled" kernels, which take rows of a multiple of 8): every width
   // at L = 37 and 40, options off, L < K - 1 and below a vector, tiles with a partial last one,
   // L = 2^17.
   std::vector<Conv> gpu;
