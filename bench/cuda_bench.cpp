@@ -7,6 +7,9 @@
 // bench/device/compare.py divides by. bench/device/peers.py times mamba_ssm and causal-conv1d
 // at the same cases and byte counts; compare.py prints both side by side.
 //
+// `--cases REGEX` times only the cases whose name matches (bench/device/profile.sh runs one op
+// under the profiler that way).
+//
 // Timing: CUDA events around each call on the default stream, after 3 warm-up calls; the
 // median of at least 10 calls and 200 ms. Inputs are random (never zeros), generated once.
 // Dimension legend: B batch, D channels, L length, N state size, H heads, P head dim, G groups.
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -103,6 +107,10 @@ double TimeMs(const std::function<void()>& fn) {
   return times[times.size() / 2];
 }
 
+// The cases to time (--cases).
+std::regex g_cases(".*");
+bool Wanted(const std::string& name) { return std::regex_search(name, g_cases); }
+
 // The variant being timed (the "variant" field of each line).
 std::string g_variant = "default";
 
@@ -150,6 +158,7 @@ void CopyBandwidth() {
 // Mamba-1 selective scan, B/C variable (B, N, L), D, z, delta_bias, softplus: mamba_ssm's
 // selective_scan_fn as Mamba calls it. es: bytes per element of u, delta, z, B, C.
 void Scan(const std::string& name, int64_t B, int64_t D, int64_t N, int64_t L, DType dtype) {
+  if (!Wanted(name)) return;
   SelectiveScanInputs in;
   in.u = Random({B, D, L}, dtype, -1.0f, 1.0f);
   in.delta = Random({B, D, L}, dtype, -4.0f, -1.0f);  // dt = softplus(delta + bias) ~ 0.02..0.4
@@ -186,6 +195,7 @@ void Scan(const std::string& name, int64_t B, int64_t D, int64_t N, int64_t L, D
 // Mamba-2 SSD (mamba_chunk_scan_combined with D (H), z, dt_bias, softplus), G = 1.
 void Ssd(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t P, int64_t N,
          DType dtype) {
+  if (!Wanted(name)) return;
   const int64_t G = 1;
   SsdInputs in;
   in.x = Random({B, L, H, P}, dtype, -1.0f, 1.0f);
@@ -224,6 +234,7 @@ void Ssd(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t P, in
 // One decode step of selective_state_update: Mamba-1 (P = 0 means the (B, D, N) form, H = D)
 // or Mamba-2; bf16 x/dt/B/C/z, f32 state, D, z, dt_bias, softplus.
 void Step(const std::string& name, int64_t B, int64_t H, int64_t P, int64_t N) {
+  if (!Wanted(name)) return;
   const bool m2 = P > 0;
   const DType dt16 = DType::kBF16;
   StateUpdateInputs in;
@@ -245,6 +256,7 @@ void Step(const std::string& name, int64_t B, int64_t H, int64_t P, int64_t N) {
 }
 
 void Conv(const std::string& name, int64_t B, int64_t D, int64_t L, int64_t K) {
+  if (!Wanted(name)) return;
   CausalConv1dInputs in;
   in.x = Random({B, D, L}, DType::kBF16, -1, 1);
   in.weight = Random({D, K}, DType::kF32, -0.5f, 0.5f);
@@ -267,6 +279,7 @@ void Conv(const std::string& name, int64_t B, int64_t D, int64_t L, int64_t K) {
 }
 
 void ConvUpdate(const std::string& name, int64_t B, int64_t D, int64_t K) {
+  if (!Wanted(name)) return;
   CausalConv1dUpdateInputs in;
   in.x = Random({B, D}, DType::kBF16, -1, 1);
   in.weight = Random({D, K}, DType::kF32, -0.5f, 0.5f);
@@ -281,9 +294,25 @@ void ConvUpdate(const std::string& name, int64_t B, int64_t D, int64_t K) {
 }  // namespace
 }  // namespace ssmkit::bench
 
-int main() {
+int main(int argc, char** argv) {
   using namespace ssmkit::bench;
   using ssmkit::DType;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--cases" && i + 1 < argc) {
+      try {
+        g_cases = std::regex(argv[++i]);
+      } catch (const std::regex_error& e) {
+        std::fprintf(stderr, "ssmkit_cuda_bench: --cases '%s' is not a regex: %s\n", argv[i],
+                     e.what());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "ssmkit_cuda_bench: unknown argument '%s' (usage: [--cases REGEX])\n",
+                   arg.c_str());
+      return 2;
+    }
+  }
   if (ssmkit::CudaDeviceCount() == 0) {
     std::fprintf(stderr, "ssmkit_cuda_bench: no CUDA device\n");
     return 1;

@@ -13,18 +13,20 @@ export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 [ -f "$build/build.ninja" ] || cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS=-O3 -DSSMKIT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real
-targets=(ssmkit_cuda_bench ssmkit_cli)
+targets=(ssmkit_cuda_bench ssmkit_cli harness_test)
 for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 stage=$(mktemp -d)
 mkdir -p "$stage/tests/gpu" "$stage/bench" "$stage/bin" "$stage/lib"
 cp "$build"/tests/gpu/*_gpu_test "$stage/tests/gpu/"
+# The op harness: its CUDA cases (every kernel variant of an op) run there.
+mkdir -p "$stage/tests/harness" && cp "$build/tests/harness/harness_test" "$stage/tests/harness/"
 cp "$build/bench/ssmkit_cuda_bench" "$stage/bench/"
 cp "$build/ssmkit" "$stage/bin/"
 # The libraries the GPU image lacks (the CLI adds ICU for its tokenizer, cpp-httplib and brotli
 # for `ssmkit serve`: ~13 MB of the package's ~24); not cuBLAS (~600 MB): the image's toolkit
 # has it.
-for so in $(ldd "$build/bench/ssmkit_cuda_bench" "$build"/tests/gpu/*_gpu_test "$build/ssmkit" |
+for so in $(ldd "$build/bench/ssmkit_cuda_bench" "$build"/tests/gpu/*_gpu_test "$build/tests/harness/harness_test" "$build/ssmkit" |
             awk '/libhwy|libopenblas|libgfortran|libquadmath|libicu|libcpp-httplib|libbrotli/ {print $3}' |
             sort -u); do
   cp -L "$so" "$stage/lib/"

@@ -13,11 +13,17 @@
 #
 # $OUT gets build.log, gpu_tests.log, sanitize.log, generate_cuda.txt, ours.jsonl, peers.jsonl,
 # peers.err, peers_build.log and table.txt; the table is printed last.
-# Options (environment): SSMKIT_SKIP_TESTS=1, SSMKIT_SANITIZE=1 (adds scripts/sanitize_gpu.sh,
+# Options (environment): SSMKIT_SKIP_TESTS=1 (neither the GPU tests nor the op harness's CUDA
+# cases), SSMKIT_SANITIZE=1 (adds scripts/sanitize_gpu.sh,
 # a few minutes; SSMKIT_SANITIZE_ONLY='*Parallel*' narrows it to some tests), SSMKIT_ARCH
 # (default 90-real), SSMKIT_SKIP_PEERS=1 (ssmkit alone: no peers' build, no comparison),
 # SSMKIT_PREBUILT=1 (run the binaries bench/device/pack_prebuilt.sh packed here into
-# .prebuilt/, carried instead of .deps/: no configure or build there).
+# .prebuilt/, carried instead of .deps/: no configure or build there), SSMKIT_PROFILE=1 (Nsight
+# Compute on the kernels behind the missed bars, bench/device/profile.sh: $OUT/profile.txt),
+# SSMKIT_SKIP_BENCH=1 (no op timings and no peers: tests, the engine and the profile only).
+# For a call about one op: SSMKIT_GPU_TESTS='conv1d varlen' (those tests/gpu/*_gpu_test only),
+# SSMKIT_HARNESS_FILTER (a gtest filter of the harness's CUDA cases, default '*/CUDA*'),
+# SSMKIT_BENCH_CASES (a regex of the cases timed, ours and the peers').
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/ssmkit-out}
@@ -41,10 +47,12 @@ elif ! compgen -G "$peer_wheels/*.whl" > /dev/null && compgen -G ".whl/src/*.tar
   peer_build=$!
   # Meanwhile mamba_ssm's Triton SSD kernels compile from its unpacked Python files (the first
   # call of each takes tens of seconds, which would otherwise land in the timing phase).
-  mkdir -p /tmp/peer-py && tar xzf .whl/src/mamba_ssm-*.tar.gz -C /tmp/peer-py
-  (PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) timeout 400 python3 bench/device/compare.py --warm \
-     > /tmp/triton-warm.log 2>&1) &
-  triton_warm=$!
+  if compgen -G ".whl/src/mamba_ssm-*.tar.gz" > /dev/null; then
+    mkdir -p /tmp/peer-py && tar xzf .whl/src/mamba_ssm-*.tar.gz -C /tmp/peer-py
+    (PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) timeout 400 python3 bench/device/compare.py --warm \
+       > /tmp/triton-warm.log 2>&1) &
+    triton_warm=$!
+  fi
 fi
 
 # cuBLAS (the engine's GEMMs) is linked as a shared library from the toolkit, too large to
@@ -71,7 +79,7 @@ else
     || { tail -30 "$OUT/build.log"; stamp "configure failed (log in \$OUT/build.log)"; exit 1; }
   stamp "build"
   cli="$build/ssmkit"
-  targets=(ssmkit_cuda_bench ssmkit_cli)
+  targets=(ssmkit_cuda_bench ssmkit_cli harness_test)
   for t in tests/gpu/*_gpu_test.cpp; do targets+=("$(basename "${t%.cpp}")"); done
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >> "$OUT/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUT/build.log" | head -30; stamp "build failed (log in \$OUT/build.log)"; exit 1; }
@@ -80,8 +88,15 @@ fi
 if [ "${SSMKIT_SKIP_TESTS:-0}" != 1 ]; then
   stamp "GPU tests"
   for t in "$build"/tests/gpu/*_gpu_test; do
+    name=$(basename "$t" _gpu_test)
+    [ -z "${SSMKIT_GPU_TESTS:-}" ] || [[ " $SSMKIT_GPU_TESTS " == *" $name "* ]] || continue
     timeout 240 "$t" --gtest_brief=1 2>&1 | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|error|seed|SSMKIT_CUDA" | head -40
   done
+  stamp "the op harness's CUDA cases (every variant combination of each op)"
+  timeout 300 "$build/tests/harness/harness_test" --gtest_filter="${SSMKIT_HARNESS_FILTER:-*/CUDA*}" \
+    --gtest_brief=1 2>&1 \
+    | tee -a "$OUT/gpu_tests.log" | grep -E "FAILED|PASSED|SKIPPED|Failure|seed|tests? from" | head -40
+  stamp "harness exit ${PIPESTATUS[0]}"
 fi
 if [ "${SSMKIT_SANITIZE:-0}" = 1 ]; then
   stamp "compute-sanitizer"
@@ -107,20 +122,30 @@ elif [ -x "$cli" ]; then
     SSMKIT_CUDA_GRAPHS=0 timeout 120 "$cli" bench generate --device cuda 2>&1 | tee -a "$OUT/generate_cuda.txt"
   fi
 fi
+if [ "${SSMKIT_PROFILE:-0}" = 1 ]; then
+  stamp "Nsight Compute profiles (bench/device/profile.sh)"
+  bash bench/device/profile.sh "$build" "$cli"
+fi
+if [ "${SSMKIT_SKIP_BENCH:-0}" = 1 ]; then
+  stamp "done (SSMKIT_SKIP_BENCH: no op timings, no peers)"
+  exit 0
+fi
 stamp "ssmkit benchmark"
-"$build/bench/ssmkit_cuda_bench" | tee "$OUT/ours.jsonl"
+"$build/bench/ssmkit_cuda_bench" --cases "${SSMKIT_BENCH_CASES:-.}" | tee "$OUT/ours.jsonl"
 
 if [ "${SSMKIT_SKIP_PEERS:-0}" = 1 ]; then
   stamp "done (SSMKIT_SKIP_PEERS: no comparison)"
   exit 0
 fi
-if [ -n "${peer_build:-}" ]; then
+if [ -n "${triton_warm:-}" ]; then
   # mamba_ssm's Triton ops need no compiled extension: timed while the wheels build.
   stamp "mamba_ssm's Triton ops (while the peers' wheels build)"
   PYTHONPATH=$(echo /tmp/peer-py/mamba_ssm-*) PYTHONUNBUFFERED=1 timeout 240 python3 bench/device/compare.py \
     --ours "$OUT/ours.jsonl" --cases '^(ssd|step)' --peers-out "$OUT/peers_triton.jsonl" \
     > /dev/null 2> /tmp/peers_triton.err || tail -5 /tmp/peers_triton.err
   peers_in=(--peers-in "$OUT/peers_triton.jsonl")
+fi
+if [ -n "${peer_build:-}" ]; then
   stamp "waiting for the peers' wheels"
   wait "$peer_build"
   cat /tmp/peer-out/*.log /tmp/peer-build.log > /tmp/peers_build.log 2>/dev/null
@@ -134,7 +159,7 @@ else
 fi
 stamp "peers and the table"
 PYTHONUNBUFFERED=1 timeout 300 python3 bench/device/compare.py --ours "$OUT/ours.jsonl" \
-  "${peers_in[@]}" --peers-out "$OUT/peers.jsonl" 2> /tmp/peers.err > "$OUT/table.txt"
+  --cases "${SSMKIT_BENCH_CASES:-.}" "${peers_in[@]}" --peers-out "$OUT/peers.jsonl" 2> /tmp/peers.err > "$OUT/table.txt"
 tail -5 /tmp/peers.err
 stamp "done"
 cat "$OUT/table.txt"
