@@ -681,8 +681,12 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
   tile = HWY_DYNAMIC_DISPATCH(TileRowsImpl)();
   vnni = HWY_DYNAMIC_DISPATCH(VnniKernelsImpl)();
   lane_mapped = vnni && (weight_dtype == DType::kQ4_K || weight_dtype == DType::kQ5_K);
-  // AMX's tiles (with the VNNI kernels, whose bits they keep) for Q8_0, Q4_K and Q5_K.
-  amx = (lane_mapped || (vnni && weight_dtype == DType::kQ8_0)) && T >= 2 && AmxInt8();
+  // AMX's tiles (with the VNNI kernels, whose bits they keep) for Q8_0 from 2 rows of x, and
+  // for Q4_K and Q5_K from kAmxMinRowsKQuant rows: those unpack every weight block into tiles
+  // whatever T, which below 4 rows costs more than the lane-mapped kernel's T products.
+  amx = ((lane_mapped && T >= kAmxMinRowsKQuant) ||
+         (vnni && weight_dtype == DType::kQ8_0 && T >= 2)) &&
+        AmxInt8();
   // The signed formats of 32 go by columns with the byte kernels, at every T (but Q8_0 with
   // AMX): each row's sum in one order. Without VNNI Q8_0 multiplies signed levels (no offset).
   columns = level_bytes == 1 && !amx &&

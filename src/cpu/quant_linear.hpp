@@ -41,6 +41,12 @@ constexpr bool PairedLoneRows(DType weight_dtype) {
 // the row kernel's per-block reduction costs. Tuned for speed only (both sum in one order).
 constexpr int64_t kColumnTileMinRows = 4;
 
+// The fewest rows of x with which Q4_K and Q5_K take AMX's tiles (Q8_0 takes them from 2): the
+// tiles need every weight block unpacked whatever T, which at 2 and 3 rows cost more than the
+// lane-mapped VNNI kernel's products (Xeon, 2 threads, docs/benchmarks.md "AMX for quantized
+// batches"). Tuned for speed only (both give the same bits).
+constexpr int64_t kAmxMinRowsKQuant = 4;
+
 // T rows of x quantized for the product with a weight of one dtype: per block of B elements
 // (the weight's block: 32 for Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1, 256 for the K-quants, like GGML's
 // Q8_0 and Q8_K activations) a scale s = max |x| / 127 and levels q = round(x / s) in [-127, 127],
