@@ -302,39 +302,29 @@ Status LaunchBackward(const CausalConv1dBwdParams& p, float* partial_w, float* p
   return CheckLaunch("causal_conv1d", "Conv1dBackwardVectorKernel");
 }
 
-// launch(E{}, std::integral_constant<int, width>{}) for the element type E of `dtype`.
+// launch(E{}, std::integral_constant<int, width>{}) with K = width tried from kMinConvWidth up:
+// every width the op accepts has its kernels instantiated.
+template <class E, int K = static_cast<int>(kMinConvWidth), class Launch>
+Status WithWidth(int64_t width, const Launch& launch) {
+  if constexpr (K > kMaxConvWidth) {
+    return Status::Internal("causal_conv1d: width " + std::to_string(width) +
+                            " has no CUDA kernel instantiated");
+  } else {
+    if (width == K) return launch(E{}, std::integral_constant<int, K>{});
+    return WithWidth<E, K + 1>(width, launch);
+  }
+}
+
+// WithWidth for the element type E of `dtype`.
 template <class Launch>
 Status ForTypeAndWidth(DType dtype, int64_t width, const Launch& launch) {
-  auto with_width = [&](auto element) -> Status {
-    using E = decltype(element);
-    static_assert(kMinConvWidth == 2 && kMaxConvWidth == 8, "one case per width below");
-    switch (width) {
-      case 2:
-        return launch(E{}, std::integral_constant<int, 2>{});
-      case 3:
-        return launch(E{}, std::integral_constant<int, 3>{});
-      case 4:
-        return launch(E{}, std::integral_constant<int, 4>{});
-      case 5:
-        return launch(E{}, std::integral_constant<int, 5>{});
-      case 6:
-        return launch(E{}, std::integral_constant<int, 6>{});
-      case 7:
-        return launch(E{}, std::integral_constant<int, 7>{});
-      case 8:
-        return launch(E{}, std::integral_constant<int, 8>{});
-      default:
-        return Status::Internal("causal_conv1d: width " + std::to_string(width) +
-                                " has no CUDA kernel instantiated (2..8 have)");
-    }
-  };
   switch (dtype) {
     case DType::kBF16:
-      return with_width(__nv_bfloat16{});
+      return WithWidth<__nv_bfloat16>(width, launch);
     case DType::kF16:
-      return with_width(__half{});
+      return WithWidth<__half>(width, launch);
     default:
-      return with_width(float{});
+      return WithWidth<float>(width, launch);
   }
 }
 
