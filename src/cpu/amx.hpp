@@ -1,7 +1,8 @@
 // Intel AMX (Advanced Matrix Extensions: Sapphire Rapids and later Xeons) for the CPU kernels:
 // whether this process may use its tile multiplies, and a switch to turn them off. The kernels
-// that use them: the quantized products at 2 or more rows (quant_amx_x86-inl.h, 8-bit tiles)
-// and the opt-in bf16 products (linear_bf16.cpp, bf16 tiles).
+// that use them: the quantized products of a few rows (quant_amx_x86-inl.h, 8-bit tiles: Q8_0
+// from 2 rows, Q4_K and Q5_K from kAmxMinRowsKQuant) and the opt-in bf16 products
+// (linear_bf16.cpp, bf16 tiles).
 #pragma once
 
 namespace ssmkit::cpu {

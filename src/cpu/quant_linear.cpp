@@ -16,8 +16,9 @@
 //   on an AVX-512 CPU with VNNI, vpdpbusd and vpdpwssd in their place (QuantDotVnni). The
 //   signed formats of 32 (Q8_0, Q4_0, Q5_0) take the kernels by columns of
 //   quant_columns_x86-inl.h instead, which share a block's f32 work among a tile's 8 rows and
-//   sum every row in one order, with VNNI or without. On a CPU with AMX, Q8_0, Q4_K and Q5_K
-//   at 2 rows or more take its tile multiplies (quant_amx_x86-inl.h), with the same bits.
+//   sum every row in one order, with VNNI or without. On a CPU with AMX, Q8_0 at 2 rows or
+//   more and Q4_K and Q5_K at kAmxMinRowsKQuant or more take its tile multiplies
+//   (quant_amx_x86-inl.h), with the same bits.
 // - Elsewhere (namespace i16, below), 16-bit products with Highway: x's levels stored as int16,
 //   the weights (for the K-quants already multiplied by their 6- or 8-bit sub-block scale, which
 //   fits 16 bits: at most 63 * 31 or 128 * 32) unpacked to 16-bit lanes, ReorderWidenMulAccumulate
@@ -734,7 +735,8 @@ void QuantizedRows::Reserve(int64_t T, int64_t K, DType weight_dtype) {
     if (k_quant) std::fill_n(amx_levels.begin(), groups * blocks * tile_bytes, int8_t{0});
     if (T % 8 != 0) {
       const int64_t g = groups - 1;
-      std::fill_n(amx_levels.begin() + g * blocks * tile_bytes, blocks * tile_bytes, int8_t{0});
+      if (!k_quant)
+        std::fill_n(amx_levels.begin() + g * blocks * tile_bytes, blocks * tile_bytes, int8_t{0});
       std::fill_n(amx_scales.begin() + g * blocks * 16, blocks * 16, 0.0f);
       std::fill_n(amx_sums.begin() + g * blocks * sum_floats, blocks * sum_floats, 0.0f);
     }

@@ -94,19 +94,18 @@ struct QuantizedRows {
   // When lane_mapped, T K / 32: each sub-block of 32's sum of levels times its block's scale
   // (for the weight's mins), laid out as sums.
   CacheLineVector<float> scaled_sums;
-  // Q8_0, Q4_K and Q5_K at 2 rows or more on a CPU with AMX (AmxInt8, amx.hpp;
-  // quant_amx_x86-inl.h): x in groups of 8 rows (the last padded with zero rows) as the tile
-  // multiplies take it. The K-quants, per group, block and pass of 64 elements (two sub-blocks,
-  // s = 0 and 1): a B tile of 16 quads by 16 columns c = 2t + s of 4 levels, row t's levels of
-  // the pass's sub-block s in quads 8 s .. 8 s + 7, zero in the other 8; row t's scale in lanes
-  // 2t and 2t + 1; its scaled sum of sub-block s in lane c. Q8_0, per group and block: a B tile
-  // of 8 quads by 8 columns t; row t's scale in lanes t and 8 + t; no sums.
-  // amx_levels: the K-quants' (groups, K / 256, 4, 16, 64), Q8_0's (groups, K / 32, 8, 8, 4);
-  // amx_scales (groups, K / B, 16); amx_sums: the K-quants' (groups, K / 256, 4, 16).
+  // Q8_0 at 2 rows or more, Q4_K and Q5_K at kAmxMinRowsKQuant or more, on a CPU with AMX
+  // (AmxInt8, amx.hpp; quant_amx_x86-inl.h): x in groups of 8 rows (the last padded with zero
+  // rows) as the tile multiplies take it. The K-quants, per group, block and pass of 64 elements
+  // (two sub-blocks, s = 0 and 1): a B tile of 16 quads by 16 columns c = 2t + s of 4 levels,
+  // row t's levels of the pass's sub-block s in quads 8 s .. 8 s + 7, zero in the other 8; row
+  // t's scale in lanes 2t and 2t + 1; its scaled sum of sub-block s in lane c. Q8_0, per group
+  // and block: a B tile of 8 quads by 8 columns t; row t's scale in lanes t and 8 + t; no sums.
   bool amx = false;
+  // The K-quants' (groups, K / 256, 4, 16, 64), Q8_0's (groups, K / 32, 8, 8, 4).
   CacheLineVector<int8_t> amx_levels;
-  CacheLineVector<float> amx_scales;
-  CacheLineVector<float> amx_sums;
+  CacheLineVector<float> amx_scales;  // (groups, K / B, 16)
+  CacheLineVector<float> amx_sums;    // the K-quants' (groups, K / 256, 4, 16)
 
   // The rows of the tile that row t falls in, and its first row.
   int64_t TileStart(int64_t t) const { return t - t % tile; }
