@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ssmkit/threads.hpp"
@@ -41,8 +42,12 @@ TEST(LinearForward, RowsDoNotDependOnTheBatch) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  const int64_t K = 333, M = 101;  // K % 8 != 0: the scalar tail too
-  for (DType wd : {DType::kF32, DType::kBF16}) {
+  // K = 333: the tiles and K's tail (K % 16 != 0); K = 20: the outer-product kernel, M = 101
+  // over one whole block of weight rows and a partial one.
+  const int64_t M = 101;
+  for (const auto& [K, wd] :
+       {std::pair{int64_t{333}, DType::kF32}, std::pair{int64_t{333}, DType::kBF16},
+        std::pair{int64_t{20}, DType::kF32}, std::pair{int64_t{20}, DType::kF16}}) {
     HostTensor w({M, K}, wd);
     w.Fill(rng.NormalVec(M * K, 0.1));
     HostTensor bias({M}, DType::kF32);
@@ -59,7 +64,7 @@ TEST(LinearForward, RowsDoNotDependOnTheBatch) {
       ASSERT_TRUE(s.ok()) << s.message();
       if (first.empty()) first.assign(out.begin(), out.begin() + M);
       EXPECT_EQ(std::memcmp(out.data(), first.data(), M * sizeof(float)), 0)
-          << DTypeName(wd) << ": row 0 at T=" << T << " differs from T=2";
+          << DTypeName(wd) << " K=" << K << ": row 0 at T=" << T << " differs from T=2";
     }
   }
 }

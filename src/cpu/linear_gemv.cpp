@@ -47,6 +47,9 @@ namespace {
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
 
+// An upper bound of Lanes() on every target, for buffers of one vector per row.
+constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
 // One vector of weights, widened to f32.
 HWY_INLINE VF LoadWeights(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadWeights(DF df, const hwy::bfloat16_t* p) {
@@ -116,12 +119,27 @@ HWY_NOINLINE void Tile(const LinearParams& p, const WT* HWY_RESTRICT w, const fl
       for (int r = 0; r < kR; ++r) acc[t][r] = hn::MulAdd(wv[r], xv, acc[t][r]);
     }
   }
+  if (k < K) {
+    // K's tail as one more vector step over zero-padded copies: a scalar tail after the lanes'
+    // sum was a chain of K % W dependent multiply-adds per output (at K = 287 on AVX-512 it
+    // took more time than the 17 vector steps).
+    HWY_ALIGN float x_tail[kT * kMaxLanes] = {};
+    HWY_ALIGN float w_tail[kR * kMaxLanes] = {};
+    for (int t = 0; t < kT; ++t) {
+      for (int64_t j = k; j < K; ++j) x_tail[t * W + j - k] = x[t * xs + j];
+    }
+    for (int r = 0; r < kR; ++r) {
+      for (int64_t j = k; j < K; ++j) w_tail[r * W + j - k] = WeightAt(w + r * K, j);
+    }
+    for (int t = 0; t < kT; ++t) {
+      const VF xv = hn::Load(df, x_tail + t * W);
+      for (int r = 0; r < kR; ++r)
+        acc[t][r] = hn::MulAdd(hn::Load(df, w_tail + r * W), xv, acc[t][r]);
+    }
+  }
   for (int t = 0; t < kT; ++t) {
     for (int r = 0; r < kR; ++r) {
       float sum = hn::GetLane(hn::SumOfLanes(df, acc[t][r]));
-      // std::fma, not a * b + c, which the compiler may or may not contract depending on where
-      // the weight came from (a widened copy or the bf16 row): the same bits either way.
-      for (int64_t j = k; j < K; ++j) sum = std::fma(x[t * xs + j], WeightAt(w + r * K, j), sum);
       if (p.bias != nullptr) sum += p.bias[m + r];
       out[t * p.out_stride_row + m + r] = sum;
     }
@@ -255,6 +273,85 @@ HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int
   }
 }
 
+// Up to this many input features, T >= 2 rows take the outer-product kernel (OuterRows): with
+// so few multiply-adds per output the tiles' sum of each output's lanes costs more than its
+// products (K = 16, the policy network's dt_proj: 7.7 GMAC/s on two AVX-512 cores, against
+// 44 this way at T = 60). Its transposed copy of W costs about one lane-sum per weight row, so
+// a larger K loses at T = 2-4 (K = 48: 11.8 against 21.7 GMAC/s at T = 2); at K = 32 it lost
+// only at T <= 4, at K <= 24 nowhere. The choice depends on K alone, so a row's bits still do
+// not depend on T. Tuned for speed only.
+constexpr int64_t kOuterMaxK = 32;
+// Output vectors per block (the columns of a transposed block of W) and rows of x per pass:
+// 3 x 4 accumulators.
+constexpr int kOuterVectors = 4;
+constexpr int kOuterRows = 3;
+
+// out[t0 + i, m0 + c] = sum_k x[t0 + i, k] wt[k, c] (+ bias[m0 + c]) for i < kT and the n <= C
+// columns of the transposed block wt (K, C): each output summed over k in order.
+template <int kT>
+HWY_INLINE void OuterTile(const LinearParams& p, const float* HWY_RESTRICT wt, int64_t C,
+                          int64_t m0, int64_t n, int64_t t0) {
+  const DF df;
+  const int64_t K = p.in_features, W = Lanes();
+  const float* HWY_RESTRICT x = p.x + t0 * p.x_stride_row;
+  VF acc[kT][kOuterVectors];
+  for (int t = 0; t < kT; ++t) {
+    for (int v = 0; v < kOuterVectors; ++v) acc[t][v] = hn::Zero(df);
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    VF wv[kOuterVectors];
+    for (int v = 0; v < kOuterVectors; ++v) wv[v] = hn::Load(df, wt + k * C + v * W);
+    for (int t = 0; t < kT; ++t) {
+      const VF xv = hn::Set(df, x[t * p.x_stride_row + k]);
+      for (int v = 0; v < kOuterVectors; ++v) acc[t][v] = hn::MulAdd(xv, wv[v], acc[t][v]);
+    }
+  }
+  HWY_ALIGN float partial[kOuterVectors * kMaxLanes];
+  for (int t = 0; t < kT; ++t) {
+    float* out = p.out + (t0 + t) * p.out_stride_row + m0;
+    for (int v = 0; v < kOuterVectors; ++v) {
+      VF sum = acc[t][v];
+      if (p.bias != nullptr) sum = hn::Add(sum, hn::LoadU(df, p.bias + m0 + v * W));
+      if (n == C) {
+        hn::StoreU(sum, df, out + v * W);
+      } else {
+        hn::Store(sum, df, partial + v * W);
+      }
+    }
+    if (n < C) std::copy(partial, partial + n, out);
+  }
+}
+
+// Output rows [m_begin, m_end) for T >= 2 rows and K <= kOuterMaxK: blocks of C weight rows
+// transposed (and widened) into (K, C), each output column a vector lane, x's elements
+// broadcast. The block's bias is read whole: past m_end it feeds only discarded lanes, so the
+// last block reads the bias through a padded copy.
+template <class WT>
+void OuterRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
+  const int64_t K = p.in_features, T = p.rows, C = kOuterVectors * Lanes();
+  const WT* weight = static_cast<const WT*>(p.weight);                  // (M, K)
+  float* wt = ThreadScratch(ScratchSlot::kLinearGemvBlock, K * C + C);  // (K, C), then a bias
+  for (int64_t m0 = m_begin; m0 < m_end; m0 += C) {
+    const int64_t n = std::min(C, m_end - m0);
+    // Row by row of W (read in address order), into the columns of the block (in L1).
+    for (int64_t c = 0; c < n; ++c) {
+      const WT* w = weight + (m0 + c) * K;
+      for (int64_t k = 0; k < K; ++k) wt[k * C + c] = WeightAt(w, k);
+    }
+    for (int64_t k = 0; n < C && k < K; ++k) std::fill(wt + k * C + n, wt + (k + 1) * C, 0.0f);
+    LinearParams q = p;
+    if (p.bias != nullptr && n < C) {  // the padded copy, so no lane reads past the bias
+      float* bias = wt + K * C;
+      std::copy(p.bias + m0, p.bias + m0 + n, bias);
+      std::fill(bias + n, bias + C, 0.0f);
+      q.bias = bias - m0;
+    }
+    int64_t t = 0;
+    for (; t + kOuterRows <= T; t += kOuterRows) OuterTile<kOuterRows>(q, wt, C, m0, n, t);
+    for (; t < T; ++t) OuterTile<1>(q, wt, C, m0, n, t);
+  }
+}
+
 template <class WT>
 void GemvRowsW(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   if (p.rows == 1) {
@@ -271,6 +368,7 @@ void GemvRowsW(const LinearParams& p, int64_t m_begin, int64_t m_end) {
     }
     return;
   }
+  if (p.in_features <= kOuterMaxK) return OuterRows<WT>(p, m_begin, m_end);
   TiledRows<WT>(p, m_begin, m_end);
 }
 

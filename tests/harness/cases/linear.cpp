@@ -174,6 +174,9 @@ std::vector<Case<Lin>> Cases() {
     for (int64_t T : {1, 2, 8, 9, 40, 64}) {
       threaded.push_back({T, 768, 301, wd, T % 2 == 1});
       threaded.push_back({T, 48, 1536, wd, true});
+      // Few inputs (the outer-product kernel at T >= 2): blocks of weight rows and a last
+      // partial one, over threads.
+      threaded.push_back({T, 29, 2100, wd, T % 2 == 0});
     }
     for (int64_t T : {1, 2, 4, 6, 8, 9, 17, 33})
       targets.push_back({.T = T, .K = 67, .M = 21, .wdtype = wd, .pad = 2});
