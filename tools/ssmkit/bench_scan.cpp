@@ -25,10 +25,14 @@ struct ScanCase {
   scan_inputs::Shape shape;
   bool reads_state;    // a decode step continues from the previous state (initial_state)
   double ggml_fwd_ms;  // llama.cpp ggml CPU forward, 2 threads, from docs/targets.md; 0 = none
+  double dt_min = 1e-3, dt_max = 1e-1;  // the time steps' range (log-uniform)
 };
 
 constexpr ScanCase kCases[] = {
     {"policy", {1, 512, 60, 16}, false, 1.49},
+    // Steps of 1 to 10 with A = -1..-16: states that decay past f32's normal range (the
+    // kernels flush denormals, core/float_mode.hpp).
+    {"policy-long-dt", {1, 512, 60, 16}, false, 0.0, 1.0, 10.0},
     {"policy-train", {256, 512, 60, 16}, false, 0.0},
     {"m1-130m", {1, 1536, 2048, 16}, false, 123.8},
     {"decode", {1, 1536, 1, 16}, true, 0.0757},
@@ -195,6 +199,8 @@ int RunScanBench(const Options& options) {
     if (!options.shape.empty() && options.shape != c.name) continue;
     scan_inputs::Options input_options;
     input_options.with_initial_state = c.reads_state;
+    input_options.dt_min = c.dt_min;
+    input_options.dt_max = c.dt_max;
     const scan_inputs::LayerData data = scan_inputs::MakeLayerData(c.shape, input_options, 1234);
     const SelectiveScanInputs unpacked_inputs = data.Inputs();
     CaseBuffers buffers(data);
@@ -261,6 +267,7 @@ int RunScanBench(const Options& options) {
 const SuiteRegistration kRegistration{
     {"scan",
      "Mamba-1 selective scan, every algorithm, fwd and fwd+bwd: policy (B=1 D=512 L=60 N=16), "
+     "policy-long-dt (dt in [1, 10]), "
      "policy-train (B=256), m1-130m (D=1536 L=2048), decode (D=1536 L=1, reads the state); "
      "sequential+seq_idx: each row packing 8 sequences",
      RunScanBench}};
