@@ -20,6 +20,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/float_mode.hpp"
 #include "core/parallel.hpp"
 #include "cpu/attention.hpp"
 
@@ -263,6 +264,7 @@ namespace ssmkit::cpu {
 HWY_EXPORT(BackwardImpl);
 
 Status AttentionBackward(const AttentionBwdParams& p) {
+  FlushDenormals flush;
   return HWY_DYNAMIC_DISPATCH(BackwardImpl)(p);
 }
 

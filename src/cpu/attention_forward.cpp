@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/float_mode.hpp"
 #include "core/parallel.hpp"
 #include "cpu/attention.hpp"
 
@@ -378,7 +379,10 @@ namespace ssmkit::cpu {
 
 HWY_EXPORT(ForwardImpl);
 
-Status AttentionForward(const AttentionParams& p) { return HWY_DYNAMIC_DISPATCH(ForwardImpl)(p); }
+Status AttentionForward(const AttentionParams& p) {
+  FlushDenormals flush;
+  return HWY_DYNAMIC_DISPATCH(ForwardImpl)(p);
+}
 
 }  // namespace ssmkit::cpu
 #endif  // HWY_ONCE

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/float_mode.hpp"
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
 #include "cpu/scan_backward_tiles.hpp"
@@ -353,6 +354,7 @@ namespace ssmkit::cpu {
 HWY_EXPORT(ScanBackwardImpl);
 
 Status SelectiveScanBackward(const SelectiveScanBwdParams& p, const SelectiveScanOptions& options) {
+  FlushDenormals flush;
   if (TilesApply(p)) return SelectiveScanBackwardTiles(p, options);
   return HWY_DYNAMIC_DISPATCH(ScanBackwardImpl)(p, options);
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/float_mode.hpp"
 #include "core/parallel.hpp"
 #include "cpu/scan_packing.hpp"
 #include "cpu/scan_sequences.hpp"
@@ -550,6 +551,7 @@ namespace ssmkit::cpu {
 HWY_EXPORT(ScanForwardImpl);
 
 Status SelectiveScanForward(const SelectiveScanParams& p, const SelectiveScanOptions& options) {
+  FlushDenormals flush;
   return HWY_DYNAMIC_DISPATCH(ScanForwardImpl)(p, options);
 }
 

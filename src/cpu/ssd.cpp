@@ -1,11 +1,14 @@
-// CPU SSD entry points: run the algorithm the op layer resolved.
+// CPU SSD entry points: run the algorithm the op layer resolved, denormals flushed
+// (core/float_mode.hpp).
 #include "cpu/ssd.hpp"
 
+#include "core/float_mode.hpp"
 #include "cpu/ssd_common.hpp"
 
 namespace ssmkit::cpu {
 
 Status SsdForward(const SsdParams& p, SsdAlgorithm algorithm) {
+  FlushDenormals flush;
   if (p.cu_seqlens.data) {
     ssd::VarlenForward(p, algorithm);
   } else if (algorithm == SsdAlgorithm::kChunked) {
@@ -17,6 +20,7 @@ Status SsdForward(const SsdParams& p, SsdAlgorithm algorithm) {
 }
 
 Status SsdBackward(const SsdBwdParams& p, SsdAlgorithm algorithm) {
+  FlushDenormals flush;
   if (p.cu_seqlens.data) {
     ssd::VarlenBackward(p, algorithm);
   } else if (algorithm == SsdAlgorithm::kChunked) {

@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "core/dtype.hpp"
+#include "core/float_mode.hpp"
 #include "core/parallel.hpp"
 #include "core/round_up.hpp"
 #include "cpu/state_update.hpp"
@@ -466,6 +467,7 @@ namespace ssmkit::cpu {
 HWY_EXPORT(StateUpdateImpl);
 
 Status SelectiveStateUpdate(const StateUpdateParams& p) {
+  FlushDenormals flush;
   return HWY_DYNAMIC_DISPATCH(StateUpdateImpl)(p);
 }
 
