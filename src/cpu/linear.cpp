@@ -33,8 +33,11 @@ namespace ssmkit::cpu {
 namespace {
 
 // Below this many weight elements (M * K) a call stays on the calling thread: waking the pool
-// costs more than the work. Tuned for speed only.
+// costs more than the work. Past kRowsPerPass rows of x the work grows with them, and the
+// weights count once per kRowsPerPass rows: the policy window's x_proj (M * K = 24,576, 60
+// rows) had stayed on one thread. Tuned for speed only.
 constexpr int64_t kMinParallelWeights = 1 << 15;
+constexpr int64_t kRowsPerPass = 8;
 
 // Floats per widened panel (Pm * K), 4 MB: each sgemm call packs the whole of x again, so a
 // panel must be large next to x for that copy not to show (at 2^18 floats, 1 MB, OpenBLAS's
@@ -43,8 +46,9 @@ constexpr int64_t kMinParallelWeights = 1 << 15;
 constexpr int64_t kPanelFloats = 1 << 20;
 
 template <class Fn>
-void SplitRows(int64_t M, int64_t K, Fn&& fn) {
-  if (M * K < kMinParallelWeights) {
+void SplitRows(const LinearParams& p, Fn&& fn) {
+  const int64_t M = p.out_features, passes = (p.rows + kRowsPerPass - 1) / kRowsPerPass;
+  if (M * p.in_features < kMinParallelWeights / std::max<int64_t>(1, passes)) {
     fn(int64_t{0}, M, 0);
     return;
   }
@@ -96,8 +100,23 @@ void GemmRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
   }
 }
 
+// Whether a few rows' feature-major out is computed in rows and copied back: the kernels of a
+// quantized weight and the bf16 products store rows only. The f32, bf16 and f16 few-rows
+// kernels store it directly (the Mamba-1 mixer's in_proj and dt_proj: no copy).
+bool OutThroughRows(const LinearParams& p) {
+  if (p.out_row_major()) return false;
+  if (DTypeIsQuantized(p.weight_dtype)) return true;
+  LinearParams in_rows = p;  // as LinearThroughRows would pass it
+  in_rows.x_stride_row = p.in_features;
+  in_rows.x_stride_feature = 1;
+  in_rows.out_stride_row = p.out_features;
+  in_rows.out_stride_feature = 1;
+  return TakesBf16Products(in_rows);
+}
+
+// The few-rows kernels read x row-major.
 bool TakesGemv(const LinearParams& p) {
-  return p.rows <= kLinearGemvMaxRows && p.x_row_major() && p.out_row_major();
+  return p.rows <= kLinearGemvMaxRows && p.x_row_major() && !OutThroughRows(p);
 }
 
 // Below this many elements of x (T * K) its quantization or rounding stays on the calling
@@ -126,7 +145,7 @@ bool QuantGemv(const LinearParams& p) {
   xq.Reserve(p.rows, p.in_features, p.weight_dtype);
   OverRowsOfX(p, [&](int64_t begin, int64_t end, int) { QuantizeLinearRows(p, begin, end, &xq); });
   std::atomic<bool> out_of_memory{false};
-  SplitRows(p.out_features, p.in_features, [&](int64_t begin, int64_t end, int) {
+  SplitRows(p, [&](int64_t begin, int64_t end, int) {
     try {
       QuantLinearRows(p, xq, begin, end);
     } catch (const std::bad_alloc&) {
@@ -178,10 +197,10 @@ void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
 namespace {
 
 // A few rows stored feature-major (the Mamba-1 mixer's prefill keeps x and out as channels,
-// (K, T) and (M, T)): x copied into row-major rows and out computed into row-major rows, then
-// copied back, so that they take the few-rows kernels too. The sgemm path would widen (for a
-// quantized weight: decode) every weight for them, which cost seconds per short prompt on a
-// 2.8B GGUF model; the copies are T * (K + M) floats.
+// (K, T) and (M, T)): x copied into row-major rows, and out, where OutThroughRows, computed
+// into row-major rows, then copied back, so that they take the few-rows kernels too. The sgemm path
+// would widen (for a quantized weight: decode) every weight for them, which cost seconds per short
+// prompt on a 2.8B GGUF model; the copies are T * (K + M) floats.
 Status LinearThroughRows(const LinearParams& p) {
   const int64_t T = p.rows, K = p.in_features, M = p.out_features;
   // The calling thread's (kept between calls); the workers read them through q's pointers.
@@ -189,7 +208,7 @@ Status LinearThroughRows(const LinearParams& p) {
   LinearParams q = p;
   try {
     if (!p.x_row_major()) x_rows.resize(static_cast<size_t>(T * K));
-    if (!p.out_row_major()) out_rows.resize(static_cast<size_t>(T * M));
+    if (OutThroughRows(p)) out_rows.resize(static_cast<size_t>(T * M));
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("linear: could not allocate the rows of x or out");
   }
@@ -199,13 +218,14 @@ Status LinearThroughRows(const LinearParams& p) {
     q.x_stride_row = K;
     q.x_stride_feature = 1;
   }
-  if (!p.out_row_major()) {
+  const bool out_through_rows = OutThroughRows(p);
+  if (out_through_rows) {
     q.out = out_rows.data();
     q.out_stride_row = M;
     q.out_stride_feature = 1;
   }
   SSMKIT_RETURN_IF_ERROR(Linear(q));
-  if (!p.out_row_major()) Transpose(out_rows.data(), M, T, M, p.out, p.out_stride_feature);
+  if (out_through_rows) Transpose(out_rows.data(), M, T, M, p.out, p.out_stride_feature);
   return Status::Ok();
 }
 
@@ -242,10 +262,10 @@ Status Linear(const LinearParams& p) {
     }
   };
   if (TakesGemv(p) || bf16) {
-    SplitRows(p.out_features, p.in_features, rows);
+    SplitRows(p, rows);
   } else {
     blas::SingleThread single;
-    SplitRows(p.out_features, p.in_features, rows);
+    SplitRows(p, rows);
   }
   if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight buffer");
   return Status::Ok();

@@ -16,8 +16,8 @@ Status Linear(const LinearParams& p);
 // (linear_backward.cpp).
 Status LinearBackward(const LinearBackwardParams& p);
 
-// The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x and out row-major, an f32,
-// bf16 or f16 weight), output rows [m_begin, m_end) only; on the calling thread.
+// The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x row-major, out row-major or
+// feature-major, an f32, bf16 or f16 weight), output rows [m_begin, m_end) only; on the calling thread.
 void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
 
 // Output features [m_begin, m_end) on the calling thread: the matrix-vector kernel when Linear

@@ -141,7 +141,7 @@ HWY_NOINLINE void Tile(const LinearParams& p, const WT* HWY_RESTRICT w, const fl
     for (int r = 0; r < kR; ++r) {
       float sum = hn::GetLane(hn::SumOfLanes(df, acc[t][r]));
       if (p.bias != nullptr) sum += p.bias[m + r];
-      out[t * p.out_stride_row + m + r] = sum;
+      out[t * p.out_stride_row + (m + r) * p.out_stride_feature] = sum;
     }
   }
 }
@@ -269,7 +269,7 @@ HWY_INLINE void DotRow(const LinearParams& p, const WT* HWY_RESTRICT weight, int
     float sum = hn::GetLane(hn::SumOfLanes(df, total));
     for (int64_t j = k; j < K; ++j) sum += x[t * p.x_stride_row + j] * WeightAt(w, j);
     if (p.bias != nullptr) sum += p.bias[m];
-    p.out[t * p.out_stride_row + m] = sum;
+    p.out[t * p.out_stride_row + m * p.out_stride_feature] = sum;
   }
 }
 
@@ -306,19 +306,24 @@ HWY_INLINE void OuterTile(const LinearParams& p, const float* HWY_RESTRICT wt, i
       for (int v = 0; v < kOuterVectors; ++v) acc[t][v] = hn::MulAdd(xv, wv[v], acc[t][v]);
     }
   }
+  // A row-major out takes whole vectors; a partial block or a feature-major out (its outputs
+  // T apart) goes through a buffer.
+  const bool direct = n == C && p.out_row_major();
   HWY_ALIGN float partial[kOuterVectors * kMaxLanes];
   for (int t = 0; t < kT; ++t) {
-    float* out = p.out + (t0 + t) * p.out_stride_row + m0;
+    float* out = p.out + (t0 + t) * p.out_stride_row + m0 * p.out_stride_feature;
     for (int v = 0; v < kOuterVectors; ++v) {
       VF sum = acc[t][v];
       if (p.bias != nullptr) sum = hn::Add(sum, hn::LoadU(df, p.bias + m0 + v * W));
-      if (n == C) {
+      if (direct) {
         hn::StoreU(sum, df, out + v * W);
       } else {
         hn::Store(sum, df, partial + v * W);
       }
     }
-    if (n < C) std::copy(partial, partial + n, out);
+    if (!direct) {
+      for (int64_t c = 0; c < n; ++c) out[c * p.out_stride_feature] = partial[c];
+    }
   }
 }
 

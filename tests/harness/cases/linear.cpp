@@ -197,6 +197,9 @@ std::vector<Case<Lin>> Cases() {
                       .bias = false,
                       .x_fm = true,
                       .out_fm = true});
+  // A feature-major out stored by the outer-product kernel: whole blocks and a partial one.
+  threaded.push_back(
+      {.T = 40, .K = 29, .M = 2100, .wdtype = DType::kF32, .bias = true, .out_fm = true});
   // One row, K = 11 unrolled blocks of 8 vectors + 5 vectors + a tail (AVX-512).
   threaded.push_back({1, 1500, 400, DType::kBF16, true});
   threaded.push_back({1, 1500, 400, DType::kF32, true});
@@ -204,9 +207,13 @@ std::vector<Case<Lin>> Cases() {
     for (int64_t T : {1, 3, 8, 33}) {
       for (bool xfm : {false, true}) {
         for (bool ofm : {false, true}) {
-          for (int64_t pad : {0, 3})
-            layouts.push_back(
-                {.T = T, .K = 40, .M = 24, .wdtype = wd, .x_fm = xfm, .out_fm = ofm, .pad = pad});
+          // K = 40: the tiles; K = 20: the outer-product kernel (each storing a feature-major
+          // out directly).
+          for (int64_t pad : {0, 3}) {
+            for (int64_t K : {40, 20})
+              layouts.push_back(
+                  {.T = T, .K = K, .M = 24, .wdtype = wd, .x_fm = xfm, .out_fm = ofm, .pad = pad});
+          }
         }
       }
     }
