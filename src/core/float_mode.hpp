@@ -42,8 +42,7 @@ inline void SetFloatMode(uint64_t) {}
 // the previous one.
 class ScopedFloatMode {
  public:
-  explicit ScopedFloatMode(uint64_t mode)
-      : saved_(CurrentFloatMode()), changed_(mode != saved_) {
+  explicit ScopedFloatMode(uint64_t mode) : saved_(CurrentFloatMode()), changed_(mode != saved_) {
     if (changed_) SetFloatMode(mode);
   }
   ~ScopedFloatMode() {

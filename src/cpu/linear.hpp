@@ -17,7 +17,8 @@ Status Linear(const LinearParams& p);
 Status LinearBackward(const LinearBackwardParams& p);
 
 // The matrix-vector kernel on its own (T <= kLinearGemvMaxRows, x row-major, out row-major or
-// feature-major, an f32, bf16 or f16 weight), output rows [m_begin, m_end) only; on the calling thread.
+// feature-major, an f32, bf16 or f16 weight), output rows [m_begin, m_end) only; on the calling
+// thread.
 void LinearGemvRows(const LinearParams& p, int64_t m_begin, int64_t m_end);
 
 // Output features [m_begin, m_end) on the calling thread: the matrix-vector kernel when Linear
