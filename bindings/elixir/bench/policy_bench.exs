@@ -1,6 +1,7 @@
 # The `policy` network from Elixir (docs/targets.md: input 287 -> d_model 256, two Mamba-1
 # layers, D 512, N 16, dt_rank 16, conv 4, 16 outputs): per-call latency of one inference over
-# a 60-frame window (B = 1), of one frame through the decode states, and of one training step at
+# a 60-frame window (B = 1) in one NIF call and one op NIF at a time, of one frame through the
+# decode states, and of one training step at
 # B = 256 (forward + backward through the ops, Adam in Elixir), each the median of many calls
 # timed one by one, with the load average beside it.
 #
@@ -81,6 +82,11 @@ load_before = load.()
 {window_us, window_cpu} = with_cpu.(runs, fn -> Policy.forward(ready, x1, c) end)
 window = Map.put(stats.(window_us), :cpu_ms, window_cpu)
 
+# The same window one op NIF at a time (what forward/3 was before it ran in one call).
+_ = time_calls.(30, fn -> Policy.forward_ops(ready, x1, c) end)
+{ops_us, ops_cpu} = with_cpu.(runs, fn -> Policy.forward_ops(ready, x1, c) end)
+window_ops = Map.put(stats.(ops_us), :cpu_ms, ops_cpu)
+
 # One frame through the decode states (a game loop's per-frame call).
 states = Policy.init_state(ready, 1)
 frame = randn.({1, c.d_in})
@@ -125,6 +131,7 @@ result = %{
   load_after: load_after,
   window_b1_l60: window,
   window_gflops: 2 * macs / (window.median_ms * 1.0e6),
+  window_ops_b1_l60: window_ops,
   frame_step: step,
   train_step: %{
     batch: batch,
@@ -148,6 +155,12 @@ else
       "(p10 #{Float.round(window.p10_ms, 3)}, p90 #{Float.round(window.p90_ms, 3)}, " <>
       "#{window.calls} calls), #{Float.round(result.window_gflops, 1)} GFLOP/s; " <>
       "cpu #{Float.round(window.cpu_ms, 3)} ms per call"
+  )
+
+  IO.puts(
+    "  the same window one op NIF at a time: median #{Float.round(window_ops.median_ms, 3)} ms " <>
+      "(p10 #{Float.round(window_ops.p10_ms, 3)}, p90 #{Float.round(window_ops.p90_ms, 3)}); " <>
+      "cpu #{Float.round(window_ops.cpu_ms, 3)} ms per call"
   )
 
   IO.puts(

@@ -163,6 +163,7 @@ ERL_NIF_TERM nif_stream_cancel(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv
 ERL_NIF_TERM nif_to_channels(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM nif_to_tokens(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM nif_add(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM nif_mamba1_net_fwd(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]);
 
 /* The model resource (nif_model.c), shared with the streams (nif_stream.c). */
 typedef struct {

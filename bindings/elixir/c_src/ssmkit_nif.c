@@ -64,6 +64,7 @@ static ErlNifFunc funcs[] = {
     {"tokens_to_channels", 2, nif_to_channels, 0},
     {"channels_to_tokens", 1, nif_to_tokens, 0},
     {"add", 2, nif_add, 0},
+    {"mamba1_net_fwd", 1, nif_mamba1_net_fwd, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Ssmkit.NIF, funcs, load, NULL, upgrade, NULL)

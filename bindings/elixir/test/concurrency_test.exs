@@ -5,7 +5,7 @@ defmodule Ssmkit.ConcurrencyTest do
   # library's worker pool is contended too (one call holds it, the others run on their callers).
   use ExUnit.Case, async: false
   import Ssmkit.TestHelpers
-  alias Ssmkit.{Model, Ops, State, Tensor}
+  alias Ssmkit.{Model, Ops, Policy, State, Tensor}
 
   setup do
     Ssmkit.set_num_threads(2)
@@ -50,6 +50,33 @@ defmodule Ssmkit.ConcurrencyTest do
 
     assert Enum.all?(List.flatten(results)),
            "seed #{t.seed}: a concurrent call differed from the single one"
+  end
+
+  test "32 processes x 5 policy windows in one NIF call each agree with a single call", t do
+    # Each dirty scheduler thread keeps its own workspace for the window: processes landing on
+    # the same threads, and windows of different sizes in turn, must not see each other's.
+    c = Policy.config(d_in: 19, d_model: 32, n_layers: 2, d_state: 8, dt_rank: 4, d_out: 6)
+    params = Policy.prepare(Policy.init(c, 3))
+    small = randn({1, 17, 19})
+    large = randn({3, 41, 19})
+    want_small = Policy.forward(params, small, c)
+    want_large = Policy.forward(params, large, c)
+
+    tasks =
+      for i <- 1..32 do
+        Task.async(fn ->
+          for j <- 1..5 do
+            if rem(i + j, 2) == 0 do
+              Policy.forward(params, small, c).data == want_small.data
+            else
+              Policy.forward(params, large, c).data == want_large.data
+            end
+          end
+        end)
+      end
+
+    assert Enum.all?(List.flatten(Task.await_many(tasks, 300_000))),
+           "seed #{t.seed}: a concurrent window differed from the single one"
   end
 
   test "processes stepping one shared state are serialised, none lost", t do

@@ -105,6 +105,76 @@ defmodule Ssmkit.PolicyTest do
     assert_close(got, want, 1.0e-5, "steps vs window")
   end
 
+  test "the window in one NIF call equals the window one op at a time" do
+    # Sizes away from the fixture's: three layers, D = 96 (no whole vector multiple), K = 3.
+    c =
+      Policy.config(
+        d_in: 37,
+        d_model: 48,
+        n_layers: 3,
+        d_state: 8,
+        dt_rank: 5,
+        d_out: 7,
+        d_conv: 3
+      )
+
+    params = Policy.init(c, 11)
+    x = randn({3, 23, 37})
+    assert_close(Policy.forward(params, x, c), Policy.forward_ops(params, x, c), 1.0e-5, "fused")
+
+    assert_close(
+      Policy.forward(Policy.prepare(params), x, c),
+      Policy.forward_ops(params, x, c),
+      1.0e-5,
+      "prepared"
+    )
+  end
+
+  test "the one-call window refuses bad parameters with the op's message" do
+    params = tree("param.")
+    x = @case["x"]
+
+    bad = fn layer_key, value ->
+      update_in(params.layers, &List.update_at(&1, 1, fn p -> Map.put(p, layer_key, value) end))
+    end
+
+    assert_raise ArgumentError, ~r/layers\[1\]\.x_proj: expected R \+ 2 N/, fn ->
+      Policy.forward(bad.(:x_proj, randn({4, 32})), x, @config)
+    end
+
+    assert_raise ArgumentError, ~r/layers\[1\]\.conv_w: causal_conv1d: weight/, fn ->
+      Policy.forward(bad.(:conv_w, randn({31, 4})), x, @config)
+    end
+
+    assert_raise ArgumentError, ~r/layers\[1\]\.out_proj: linear/, fn ->
+      Policy.forward(bad.(:out_proj, randn({16, 33})), x, @config)
+    end
+
+    assert_raise ArgumentError, ~r/layers\[1\]\.dt_bias: expected a tensor/, fn ->
+      Policy.forward(
+        update_in(params.layers, &List.update_at(&1, 1, fn p -> Map.delete(p, :dt_bias) end)),
+        x,
+        @config
+      )
+    end
+
+    assert_raise ArgumentError, ~r/x: expected an f32 tensor \(B, L, inputs\)/, fn ->
+      Policy.forward(
+        params,
+        Tensor.reshape(x, {elem(x.shape, 0) * elem(x.shape, 1), elem(x.shape, 2)}),
+        @config
+      )
+    end
+
+    assert_raise ArgumentError, ~r/embed: .*bytes/, fn ->
+      Policy.forward(
+        %{params | embed: %{params.embed | data: binary_part(params.embed.data, 0, 8)}},
+        x,
+        @config
+      )
+    end
+  end
+
   test "Adam steps lower the loss on a fixed batch" do
     params = tree("param.")
     adam = Adam.init(params, lr: 1.0e-2)

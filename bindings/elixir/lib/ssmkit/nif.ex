@@ -69,4 +69,7 @@ defmodule Ssmkit.NIF do
   def tokens_to_channels(_x, _sizes), do: nif()
   def channels_to_tokens(_parts), do: nif()
   def add(_a, _b), do: nif()
+
+  # a Mamba-1 network's window forward in one call (c_src/nif_net.c)
+  def mamba1_net_fwd(_args), do: nif()
 end

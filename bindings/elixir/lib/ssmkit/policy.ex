@@ -14,14 +14,17 @@ defmodule Ssmkit.Policy do
   dt_rank 16, conv width 4, 16 outputs, RMSNorm eps 1e-5; weights in PyTorch's (out, in)
   layout.
 
-    * `forward/2`: one inference over a window (the projections are `Ssmkit.Ops.linear/3`, the
-      conv, scan and norms the fused ops; `Ssmkit.Layout` moves between the token-major rows of
-      the projections and the channel-major (B, D, L) of the conv and scan);
+    * `forward/3`: one inference over a window in one NIF call (c_src/nif_net.c runs the ops of
+      the C ABI back to back on buffers it keeps);
+    * `forward_ops/3`: the same window one op NIF at a time (the projections are
+      `Ssmkit.Ops.linear/3`, the conv, scan and norms the fused ops; `Ssmkit.Layout` moves
+      between the token-major rows of the projections and the channel-major (B, D, L) of the
+      conv and scan), as the training step runs it;
     * `loss_and_grad/3`: the mean-squared error and the gradient of every parameter, by the
       ops' backward functions in reverse order;
     * `train_step/4`: one step with `Ssmkit.Adam` (written in Elixir);
     * `init_state/2` and `step/3`: one frame at a time, the conv and SSM states held in
-      `Ssmkit.State` resources updated in place (the game loop); 60 steps equal `forward/2`
+      `Ssmkit.State` resources updated in place (the game loop); 60 steps equal `forward/3`
       on the 60-frame window.
 
   Functions raise `ArgumentError` with the op's message when an op refuses its arguments.
@@ -30,7 +33,7 @@ defmodule Ssmkit.Policy do
   K conv width, O outputs.
   """
 
-  alias Ssmkit.{Adam, Layout, Ops, State, Tensor}
+  alias Ssmkit.{Adam, Layout, NIF, Ops, State, Tensor}
   alias Ssmkit.Policy.Elementwise
 
   defstruct d_in: 287,
@@ -107,7 +110,7 @@ defmodule Ssmkit.Policy do
   end
 
   @doc """
-  Precomputes what inference reads but training changes: A = -exp(A_log) per layer. `forward/2`
+  Precomputes what inference reads but training changes: A = -exp(A_log) per layer. `forward/3`
   and `step/3` use it when present (train_step/4 drops it, as A_log moves).
   """
   @spec prepare(params) :: params
@@ -119,9 +122,40 @@ defmodule Ssmkit.Policy do
 
   # ---------------------------------------------------------------- the window forward
 
-  @doc "The outputs (B, L, O) for inputs x (B, L, d_in) from a zero state."
+  @window_layer_keys ~w(norm in_proj conv_w conv_b x_proj dt_proj dt_bias a d out_proj)a
+
+  @doc """
+  The outputs (B, L, O) for inputs x (B, L, d_in) from a zero state, in one NIF call (the ops
+  of `forward_ops/3` run back to back in C on buffers the NIF keeps).
+  """
   @spec forward(params, Tensor.t(), t) :: Tensor.t()
   def forward(params, x, c \\ %__MODULE__{}) do
+    layers =
+      Enum.map(params.layers, fn p ->
+        p
+        |> Map.put_new_lazy(:a, fn -> Elementwise.neg_exp(p.a_log) end)
+        |> Map.take(@window_layer_keys)
+        |> Map.new(fn {k, v} -> {k, Tensor.to_nif(v)} end)
+      end)
+
+    args = %{
+      x: Tensor.to_nif(x),
+      embed: Tensor.to_nif(params.embed),
+      norm_f: Tensor.to_nif(params.norm_f),
+      head: Tensor.to_nif(params.head),
+      layers: layers,
+      eps: c.eps
+    }
+
+    args |> NIF.mamba1_net_fwd() |> ok!() |> Map.fetch!(:out) |> Tensor.from_nif()
+  end
+
+  @doc """
+  The same outputs as `forward/3`, one op NIF at a time: the forward that `loss_and_grad/4`
+  runs (it keeps the activations for the backward).
+  """
+  @spec forward_ops(params, Tensor.t(), t) :: Tensor.t()
+  def forward_ops(params, x, c \\ %__MODULE__{}) do
     {out, _tape} = forward_tape(params, x, c)
     out
   end
@@ -205,7 +239,7 @@ defmodule Ssmkit.Policy do
   # ---------------------------------------------------------------- training
 
   @doc """
-  The mean-squared error of `forward/2` against `target` (B, L, O) and the gradient of every
+  The mean-squared error of `forward/3` against `target` (B, L, O) and the gradient of every
   parameter (the structure of `params`, without `:a`): `{loss, grads}`.
   """
   @spec loss_and_grad(params, Tensor.t(), Tensor.t(), t) :: {float, params}
