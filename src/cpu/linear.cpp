@@ -206,9 +206,10 @@ Status LinearThroughRows(const LinearParams& p) {
   // The calling thread's (kept between calls); the workers read them through q's pointers.
   thread_local CacheLineVector<float> x_rows, out_rows;  // (T, K), (T, M)
   LinearParams q = p;
+  const bool out_through_rows = OutThroughRows(p);
   try {
     if (!p.x_row_major()) x_rows.resize(static_cast<size_t>(T * K));
-    if (OutThroughRows(p)) out_rows.resize(static_cast<size_t>(T * M));
+    if (out_through_rows) out_rows.resize(static_cast<size_t>(T * M));
   } catch (const std::bad_alloc&) {
     return Status::OutOfMemory("linear: could not allocate the rows of x or out");
   }
@@ -218,7 +219,6 @@ Status LinearThroughRows(const LinearParams& p) {
     q.x_stride_row = K;
     q.x_stride_feature = 1;
   }
-  const bool out_through_rows = OutThroughRows(p);
   if (out_through_rows) {
     q.out = out_rows.data();
     q.out_stride_row = M;

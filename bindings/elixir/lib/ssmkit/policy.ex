@@ -133,7 +133,7 @@ defmodule Ssmkit.Policy do
     layers =
       Enum.map(params.layers, fn p ->
         p
-        |> Map.put_new_lazy(:a, fn -> Elementwise.neg_exp(p.a_log) end)
+        |> Map.put(:a, decay(p))
         |> Map.take(@window_layer_keys)
         |> Map.new(fn {k, v} -> {k, Tensor.to_nif(v)} end)
       end)
@@ -179,11 +179,14 @@ defmodule Ssmkit.Policy do
     {out, %{x: flat(x), h: h, residual: residual, nf: nf, layers: tapes}}
   end
 
+  # A = -exp(A_log): prepare/1's, else computed here.
+  defp decay(p), do: Map.get_lazy(p, :a, fn -> Elementwise.neg_exp(p.a_log) end)
+
   # What both mixers start with: the layer's sizes {D, R, N}, A, and in_proj's x and z as
   # channels (B, D, L).
   defp mixer_input(p, n, b, l) do
     di = elem(p.d.shape, 0)
-    a = Map.get_lazy(p, :a, fn -> Elementwise.neg_exp(p.a_log) end)
+    a = decay(p)
     xz = ok!(Ops.linear(n, p.in_proj))
     [xs, z] = ok!(Layout.tokens_to_channels(Tensor.reshape(xz, {b, l, 2 * di}), [di, di]))
     {{di, elem(p.dt_proj.shape, 1), elem(p.a_log.shape, 1)}, a, xs, z}
