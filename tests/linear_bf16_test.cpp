@@ -13,6 +13,7 @@
 #include "core/dtype.hpp"
 #include "core/quant.hpp"
 #include "cpu/amx.hpp"
+#include "guarded_bytes.hpp"
 #include "ssmkit/linear.hpp"
 #include "ssmkit/threads.hpp"
 #include "test_util.hpp"
@@ -168,6 +169,46 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
           << first;
     }
     cpu::SetAmx(true);
+  }
+}
+
+// With AMX's bf16 tiles, 2 to kLinearGemvMaxRows rows take the tile kernel in any layout and for
+// any K (linear_bf16_amx_rows.cpp): an odd K (the last pair's second element zero), K below one
+// step of 32, K's tail step, M short of a tile of 16 (W copied above zero rows) and not a
+// multiple of it (the last tile's rows shifted back), x and out feature-major (out's whole
+// tiles stored straight from the tiles, the last partial one through a buffer) or row-major
+// (gathered), with and without bias, on 1 and 2 threads; a row's bits the same in every layout;
+// nothing read past W.
+TEST(LinearBf16Products, AmxTilesForFewRowsInEitherLayout) {
+  ScopedBf16Products products;
+  if (!products.on() || !cpu::AmxBf16()) GTEST_SKIP() << "this CPU has no AMX bf16 tiles";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  for (const Problem& shape :
+       {Problem{60, 287, 40, true}, Problem{2, 16, 5, false}, Problem{17, 31, 3, true},
+        Problem{64, 512, 48, false}, Problem{33, 100, 70, true}, Problem{48, 64, 16, false},
+        Problem{60, 1030, 37, true}}) {
+    Operands o(shape, rng);
+    // W's last row against an inaccessible page: a tile that read past it would fault.
+    GuardedBytes guarded(o.w.data(), static_cast<size_t>(shape.M * shape.K) * sizeof(uint16_t));
+    ASSERT_NE(guarded.data(), nullptr);
+    const Tensor w = Tensor::Contiguous(guarded.data(), DType::kBF16, {shape.M, shape.K});
+    std::vector<double> first;  // row-major x and out, 1 thread
+    for (int layout = 0; layout < 4; ++layout) {
+      Problem p = shape;
+      p.x_by_feature = (layout & 1) != 0;
+      p.out_by_feature = (layout & 2) != 0;
+      SCOPED_TRACE(Name(p));
+      for (int threads : {1, 2}) {
+        ScopedThreads scoped(threads);
+        const std::vector<double> out = Forward(p, o.x, w, o.bias);
+        std::string where;
+        EXPECT_EQ(OutsideTheBound(p, o.xs, o.ws, o.bs, out, &where), 0) << where;
+        if (first.empty()) first = out;
+        EXPECT_EQ(out, first) << threads << " threads";
+      }
+    }
   }
 }
 

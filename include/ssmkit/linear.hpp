@@ -55,9 +55,12 @@ Status LinearForward(const LinearInputs& inputs, const Tensor& out);
 // decode batches) and x row-major, x is rounded to bf16 and each product of two bf16 elements
 // (exact in f32) is summed in f32 by AVX-512 BF16's vdpbf16ps, as llama.cpp and PyTorch's bf16
 // matmuls do: about twice the f32 kernels' multiply-adds per second, x's rounding (relative
-// 2^-9 per element) in the result. One row of x (batch-1 decode, bound by W's bytes) keeps x in
-// f32. A quantized W's prefill (more than kLinearGemvMaxRows rows, out row-major) takes the same
-// kernel on its panels decoded and rounded to bf16; its decode keeps the 8-bit kernels. A
+// 2^-9 per element) in the result. On a CPU with AMX's bf16 tiles (Sapphire Rapids and later
+// Xeons), 2 to kLinearGemvMaxRows rows of x take them instead, in either layout of x and out
+// and for any K: several times the multiply-adds again, W read as it lies (short windows and
+// prompts: the policy network's projections). One row of x (batch-1 decode, bound by W's bytes)
+// keeps x in f32. A quantized W's prefill (more than kLinearGemvMaxRows rows, out row-major) takes
+// the same kernel on its panels decoded and rounded to bf16; its decode keeps the 8-bit kernels. A
 // process-wide setting like the thread count; its default is the environment variable
 // SSMKIT_BF16_PRODUCTS=1. Returns whether the products are now in use: false where the CPU lacks
 // AVX-512 BF16 (then nothing changes).

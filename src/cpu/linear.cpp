@@ -12,7 +12,9 @@
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
 // With the opt-in bf16 products (ssmkit::SetBf16Products) a bf16 weight's product with 2 or
-// more rows rounds x to bf16, once per call, and runs linear_bf16.cpp's kernels instead.
+// more rows rounds x to bf16, once per call, and runs linear_bf16.cpp's kernels instead (up to
+// kLinearGemvMaxRows rows on a CPU with AMX's bf16 tiles, linear_bf16_amx_rows.cpp's, in
+// either layout).
 #include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 
@@ -38,6 +40,9 @@ namespace {
 // rows) had stayed on one thread. Tuned for speed only.
 constexpr int64_t kMinParallelWeights = 1 << 15;
 constexpr int64_t kRowsPerPass = 8;
+// Below this many weight rows (8 AMX tiles) the AMX few-rows product stays on the calling
+// thread. Tuned for speed only.
+constexpr int64_t kAmxMinSplitRows = 8 * kAmxTileRows;
 
 // Floats per widened panel (Pm * K), 4 MB: each sgemm call packs the whole of x again, so a
 // panel must be large next to x for that copy not to show (at 2^18 floats, 1 MB, OpenBLAS's
@@ -45,14 +50,17 @@ constexpr int64_t kRowsPerPass = 8;
 // there and ~10% on granite-350m bf16, docs/benchmarks.md). Tuned for speed only.
 constexpr int64_t kPanelFloats = 1 << 20;
 
+// fn(m_begin, m_end, worker) over W's rows, split in blocks of `unit` rows (the last short).
 template <class Fn>
-void SplitRows(const LinearParams& p, Fn&& fn) {
+void SplitRows(const LinearParams& p, Fn&& fn, int64_t unit = 1) {
   const int64_t M = p.out_features, passes = (p.rows + kRowsPerPass - 1) / kRowsPerPass;
   if (M * p.in_features < kMinParallelWeights / std::max<int64_t>(1, passes)) {
     fn(int64_t{0}, M, 0);
     return;
   }
-  ParallelFor(M, fn);
+  ParallelFor((M + unit - 1) / unit, [&](int64_t begin, int64_t end, int worker) {
+    fn(begin * unit, std::min(end * unit, M), worker);
+  });
 }
 
 // out[:, m0 : m0 + rows] = x w^T for a panel w (rows, K) of f32 weights (rows m0...).
@@ -173,7 +181,13 @@ const uint16_t* RoundedRows(const LinearParams& p) {
 }  // namespace
 
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  if (TakesBf16Products(p)) {
+  if (TakesAmxFewRows(p)) {
+    // Called per block of rows by a caller's own parallel loop: each thread packs x itself.
+    thread_local CacheLineVector<uint32_t> xq;
+    xq.resize(static_cast<size_t>(AmxPairs(p.in_features) * kAmxColumns));
+    PackAmxRows(p, xq.data());
+    AmxFewRows(p, xq.data(), m_begin, m_end);
+  } else if (TakesBf16Products(p)) {
     // Called per block of rows by a caller's own parallel loop: each thread rounds x itself.
     thread_local CacheLineVector<uint16_t> xb;
     if (p.x_row_major()) {
@@ -229,9 +243,44 @@ Status LinearThroughRows(const LinearParams& p) {
   return Status::Ok();
 }
 
+// The few-rows product on AMX's bf16 tiles: x packed once into the calling thread's buffer (kept
+// between calls), then W's rows split over threads a tile of 16 at a time.
+Status AmxRowsProduct(const LinearParams& p) {
+  thread_local CacheLineVector<uint32_t> buffer;  // (AmxPairs(K), kAmxColumns)
+  try {
+    buffer.resize(static_cast<size_t>(AmxPairs(p.in_features) * kAmxColumns));
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfMemory("linear: could not allocate x packed for AMX");
+  }
+  const uint32_t* xq = buffer.data();
+  std::atomic<bool> out_of_memory{false};
+  try {
+    PackAmxRows(p, buffer.data());
+  } catch (const std::bad_alloc&) {  // x's rounded rows, before any worker started
+    return Status::OutOfMemory("linear: could not allocate x rounded to bf16");
+  }
+  const auto rows = [&](int64_t begin, int64_t end, int) {
+    try {
+      AmxFewRows(p, xq, begin, end);
+    } catch (const std::bad_alloc&) {
+      out_of_memory.store(true, std::memory_order_relaxed);
+    }
+  };
+  // A few tiles take microseconds: a second thread would spend more reading x and W from the
+  // first's cache (the policy window's x_proj, 3 tiles: 7.5 us alone, 15 us split).
+  if (p.out_features < kAmxMinSplitRows) {
+    rows(0, p.out_features, 0);
+  } else {
+    SplitRows(p, rows, kAmxTileRows);
+  }
+  if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a tile buffer");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Linear(const LinearParams& p) {
+  if (TakesAmxFewRows(p)) return AmxRowsProduct(p);
   if (p.rows <= kLinearGemvMaxRows && !TakesGemv(p)) return LinearThroughRows(p);
   if (TakesGemv(p) && DTypeIsQuantized(p.weight_dtype)) {
     bool done = false;

@@ -179,27 +179,6 @@ SSMKIT_BF16_TARGET void TileOfRows(int n, const uint16_t* x, int64_t ldx, const 
   Tile<kT, kTransposed>(x, ldx, Wp, Jb, out, ldo, cols, first);
 }
 
-// Bp (Jb, 64) = the pairs (x[2j, c], x[2j + 1, c]) rounded to bf16 for j in [j0, j0 + Jb) and
-// columns c < cols of f32 rows (K, >= cols) at x, ldx apart; columns past `cols` zero. A
-// feature-major x's panel of 64 rows, read along its contiguous rows.
-SSMKIT_BF16_TARGET void PackColumns(const float* x, int64_t ldx, int64_t cols, int64_t j0,
-                                    int64_t Jb, uint32_t* Bp) {
-  for (int64_t j = 0; j < Jb; ++j) {
-    const float* a = x + 2 * (j0 + j) * ldx;
-    const float* b = a + ldx;
-#pragma GCC unroll 4
-    for (int v = 0; v < kPanelOutputs / 16; ++v) {
-      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
-      const __m256i low = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, a + 16 * v));
-      const __m256i high = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, b + 16 * v));
-      const __m512i pairs = _mm512_or_si512(_mm512_cvtepu16_epi32(low),
-                                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(high), 16));
-      _mm512_storeu_si512(Bp + j * kPanelOutputs + 16 * v, pairs);
-    }
-  }
-}
-
 SSMKIT_BF16_TARGET void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, n - i)) - 1u);
@@ -209,6 +188,29 @@ SSMKIT_BF16_TARGET void RoundToBf16(const float* src, int64_t n, uint16_t* dst) 
 }
 
 }  // namespace
+
+SSMKIT_BF16_TARGET void PackPairColumns(const float* x, int64_t ldx, int64_t K, int64_t cols,
+                                        int64_t j0, int64_t Jb, uint32_t* Bp) {
+  constexpr int64_t kCols = kPanelOutputs;
+  // Words [a0 .. a15, b0 .. b15] to the pairs (a_i, b_i), a_i the low word.
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t j = 0; j < Jb; ++j) {
+    const int64_t k = 2 * (j0 + j);
+    const float* a = x + k * ldx;
+    const float* b = a + ldx;
+#pragma GCC unroll 4
+    for (int v = 0; v < kCols / 16; ++v) {
+      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 mask_b = k + 1 < K ? mask : 0;  // an odd K's last pair: x[K, c] is zero
+      const __m512i words = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask_b, b + 16 * v),
+                                                         _mm512_maskz_loadu_ps(mask, a + 16 * v));
+      _mm512_storeu_si512(Bp + j * kCols + 16 * v, _mm512_permutexvar_epi16(interleave, words));
+    }
+  }
+}
 
 void RoundRowsToBf16(const LinearParams& p, int64_t t_begin, int64_t t_end, uint16_t* xb) {
   const int64_t K = p.in_features;
@@ -344,7 +346,7 @@ void PanelProduct(const PanelOperands& q, int64_t c_begin, int64_t c_end) {
     for (int64_t j0 = 0; j0 < J; j0 += kBlockPairs) {
       const int64_t Jb = std::min(kBlockPairs, J - j0);
       if (q.b_columns != nullptr) {
-        PackColumns(q.b_columns + c0, q.b_ld, cols, j0, Jb, Bp);
+        PackPairColumns(q.b_columns + c0, q.b_ld, q.K, cols, j0, Jb, Bp);
       } else {
         PackPanel(b_rows, q.K, cols, j0, Jb, Bp);
       }

@@ -40,4 +40,28 @@ void Bf16ProductRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin,
 // its own layout, once from memory for all T rows.
 void Bf16FewRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int64_t m_end);
 
+// Bp (Jb, 64) dwords = the pairs (x[2j, c], x[2j + 1, c]) rounded to bf16 for j in [j0, j0 + Jb)
+// and columns c < cols (<= 64) of the f32 rows (K, >= cols) at x, ldx apart: a feature-major
+// x's columns as the B operand of the bf16 products; zeros past cols, and x[K, c] zero for an
+// odd K's last pair.
+void PackPairColumns(const float* x, int64_t ldx, int64_t K, int64_t cols, int64_t j0, int64_t Jb,
+                     uint32_t* Bp);
+
+// With AMX's bf16 tiles (AmxBf16) the products of 2 <= T <= kLinearGemvMaxRows rows take
+// linear_bf16_amx_rows.cpp's kernel instead, for any K and either layout of x and out: whether
+// Linear takes it for p.
+bool TakesAmxFewRows(const LinearParams& p);
+inline constexpr int64_t kAmxColumns = 64;   // rows of x packed (4 tiles of 16)
+inline constexpr int64_t kAmxTileRows = 16;  // weight rows per tile
+
+// x packed for it: (AmxPairs(K), kAmxColumns) dwords, the pair x[t, 2j], x[t, 2j + 1] rounded to
+// bf16 at [j, t]; zeros past K and T.
+int64_t AmxPairs(int64_t K);
+void PackAmxRows(const LinearParams& p, uint32_t* xq);
+
+// Output features [m_begin, m_end) of p from xq (PackAmxRows), on the calling thread; bias
+// added. Each output is summed over K's pairs in order, whatever T, the other rows of x, the
+// range and the thread count.
+void AmxFewRows(const LinearParams& p, const uint32_t* xq, int64_t m_begin, int64_t m_end);
+
 }  // namespace ssmkit::cpu

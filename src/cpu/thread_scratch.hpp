@@ -37,6 +37,7 @@ enum class ScratchSlot : int {
   kLinearGemvBlock,    // a widened block of weight rows (linear_gemv.cpp)
   kLinearBf16Panel,    // a packed bf16 weight panel (linear_bf16.cpp)
   kLinearBf16Decoded,  // a quantized weight panel decoded to bf16 (linear_bf16.cpp)
+  kLinearBf16AmxRows,  // the few-rows AMX kernel's rounded x, sums and K tail
   kQuantLinearAcc,     // accumulators of the quantized few-rows product (quant_linear.cpp)
   kPagedKvRow,         // one row converted between dtypes (paged_kv_append.cpp)
   kRope,               // a token's multipliers and one head's row (rope.cpp)
