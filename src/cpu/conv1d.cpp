@@ -42,7 +42,7 @@ namespace {
 // Below this many elements (B * D * L, or B * D * T for the update) a call runs on the calling
 // thread: waking the pool costs more than the work. Tuned for speed, does not affect results
 // (the backward's reduction order does not depend on the split).
-constexpr int64_t kMinParallelElements = 1 << 15;
+constexpr int64_t kMinParallelElements = 1 << 14;
 
 // Rows of the update done per vector pass of the activation. Tuned for speed only.
 constexpr int64_t kUpdateRowsPerPass = 256;
