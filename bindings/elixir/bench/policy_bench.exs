@@ -1,6 +1,7 @@
 # The `policy` network from Elixir (docs/targets.md: input 287 -> d_model 256, two Mamba-1
 # layers, D 512, N 16, dt_rank 16, conv 4, 16 outputs): per-call latency of one inference over
-# a 60-frame window (B = 1) in one NIF call and one op NIF at a time, of one frame through the
+# a 60-frame window (B = 1) in one NIF call (on a dirty scheduler and on the caller's; f32, and
+# bf16 weights with the bf16 products) and one op NIF at a time, of one frame through the
 # decode states, and of one training step at
 # B = 256 (forward + backward through the ops, Adam in Elixir), each the median of many calls
 # timed one by one, with the load average beside it.
@@ -82,6 +83,22 @@ load_before = load.()
 {window_us, window_cpu} = with_cpu.(runs, fn -> Policy.forward(ready, x1, c) end)
 window = Map.put(stats.(window_us), :cpu_ms, window_cpu)
 
+# The window on this process's scheduler (dirty: false) rather than a dirty one; and with the
+# projections' weights in bf16 and the bf16 products on (AMX's bf16 tiles where the CPU has
+# them), both ways.
+timed = fn fun ->
+  _ = time_calls.(30, fun)
+  {us, cpu} = with_cpu.(runs, fun)
+  Map.put(stats.(us), :cpu_ms, cpu)
+end
+
+window_caller = timed.(fn -> Policy.forward(ready, x1, c, dirty: false) end)
+bf16_ready = Policy.prepare(params, weights: :bf16)
+bf16_products = Ssmkit.set_bf16_products(true)
+window_bf16 = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: true) end)
+window_bf16_caller = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: false) end)
+Ssmkit.set_bf16_products(false)
+
 # The same window one op NIF at a time (what forward/3 was before it ran in one call).
 _ = time_calls.(30, fn -> Policy.forward_ops(ready, x1, c) end)
 {ops_us, ops_cpu} = with_cpu.(runs, fn -> Policy.forward_ops(ready, x1, c) end)
@@ -131,6 +148,10 @@ result = %{
   load_after: load_after,
   window_b1_l60: window,
   window_gflops: 2 * macs / (window.median_ms * 1.0e6),
+  window_caller_scheduler: window_caller,
+  bf16_products: bf16_products,
+  window_bf16: window_bf16,
+  window_bf16_caller_scheduler: window_bf16_caller,
   window_ops_b1_l60: window_ops,
   frame_step: step,
   train_step: %{
@@ -156,6 +177,22 @@ else
       "#{window.calls} calls), #{Float.round(result.window_gflops, 1)} GFLOP/s; " <>
       "cpu #{Float.round(window.cpu_ms, 3)} ms per call"
   )
+
+  line = fn what, w ->
+    IO.puts(
+      "  #{what}: median #{Float.round(w.median_ms, 3)} ms (p10 #{Float.round(w.p10_ms, 3)}, " <>
+        "p90 #{Float.round(w.p90_ms, 3)}); cpu #{Float.round(w.cpu_ms, 3)} ms per call"
+    )
+  end
+
+  line.("the same window on the caller's scheduler (dirty: false)", window_caller)
+
+  if bf16_products do
+    line.("the window with bf16 weights and products, dirty scheduler", window_bf16)
+    line.("the window with bf16 weights and products, caller's scheduler", window_bf16_caller)
+  else
+    IO.puts("  (no AVX-512 BF16 here: the bf16 windows ran with the products off)")
+  end
 
   IO.puts(
     "  the same window one op NIF at a time: median #{Float.round(window_ops.median_ms, 3)} ms " <>

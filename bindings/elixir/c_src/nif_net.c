@@ -207,7 +207,7 @@ static int mixer(Call* c, int i, const Layer* p, const LayerDims* s, const float
   return op(c, "out_proj", i, ssmkit_linear_fwd(&la, &out));
 }
 
-ERL_NIF_TERM nif_mamba1_net_fwd(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+static ERL_NIF_TERM net_fwd_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   Call c;
   ssmkit_tensor x, embed, norm_f, head;
@@ -279,4 +279,29 @@ ERL_NIF_TERM nif_mamba1_net_fwd(ErlNifEnv* env, int argc, const ERL_NIF_TERM arg
   const ssmkit_tensor o = rows(out->data, T, head.shape[0]);
   if (!op(&c, "head", -1, ssmkit_linear_fwd(&la, &o))) return call_error(&c);
   return outputs_map(&c);
+}
+
+/* The window's multiply-adds, T times the projections' weights (what run_sized weighs against a
+ * millisecond of work: the policy window on a normal scheduler only when asked, dirty: false);
+ * saturating, whatever the arguments (the call checks them). */
+static int64_t window_work(ErlNifEnv* env, ERL_NIF_TERM args) {
+  static const char* const kProjections[] = {"in_proj", "x_proj", "dt_proj", "out_proj"};
+  const int64_t inputs = arg_dim(env, args, "x", 2);
+  const int64_t T = inputs > 0 ? arg_numel(env, args, "x") / inputs : 0;
+  int64_t weights = arg_numel(env, args, "embed") + arg_numel(env, args, "head");
+  ERL_NIF_TERM layers, layer;
+  if (enif_is_map(env, args) &&
+      enif_get_map_value(env, args, enif_make_atom(env, "layers"), &layers)) {
+    for (int i = 0; i < NET_MAX_LAYERS && enif_get_list_cell(env, layers, &layer, &layers); ++i) {
+      for (size_t k = 0; k < sizeof kProjections / sizeof kProjections[0]; ++k) {
+        weights += arg_numel(env, layer, kProjections[k]);
+      }
+    }
+  }
+  return T > 0 && weights > INT64_MAX / T ? INT64_MAX : T * weights;
+}
+
+ERL_NIF_TERM nif_mamba1_net_fwd(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+  return run_sized(env, argc, argv, argv[0], window_work(env, argv[0]), "mamba1_net_fwd",
+                   net_fwd_impl);
 }

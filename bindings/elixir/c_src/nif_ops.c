@@ -505,6 +505,26 @@ ERL_NIF_TERM nif_num_threads(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]
   return enif_make_int(env, ssmkit_num_threads());
 }
 
+ERL_NIF_TERM nif_set_bf16_products(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int enable;
+  if (enif_is_identical(argv[0], atoms.true_)) {
+    enable = 1;
+  } else if (enif_is_identical(argv[0], atoms.false_)) {
+    enable = 0;
+  } else {
+    return make_error(env, "set_bf16_products: expected true or false");
+  }
+  return ssmkit_set_bf16_products(enable) ? atoms.true_ : atoms.false_;
+}
+
+ERL_NIF_TERM nif_bf16_products(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)env;
+  (void)argc;
+  (void)argv;
+  return ssmkit_bf16_products() ? atoms.true_ : atoms.false_;
+}
+
 ERL_NIF_TERM nif_versions(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   (void)argv;

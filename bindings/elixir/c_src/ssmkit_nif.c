@@ -43,6 +43,8 @@ static ErlNifFunc funcs[] = {
     {"linear_bwd", 1, nif_linear_bwd, 0},
     {"set_num_threads", 1, nif_set_num_threads, 0},
     {"num_threads", 0, nif_num_threads, 0},
+    {"set_bf16_products", 1, nif_set_bf16_products, 0},
+    {"bf16_products", 0, nif_bf16_products, 0},
     {"versions", 0, nif_versions, 0},
     {"live_counts", 0, nif_live_counts, 0},
     {"state_new", 1, nif_state_new, 0},
@@ -64,7 +66,7 @@ static ErlNifFunc funcs[] = {
     {"tokens_to_channels", 2, nif_to_channels, 0},
     {"channels_to_tokens", 1, nif_to_tokens, 0},
     {"add", 2, nif_add, 0},
-    {"mamba1_net_fwd", 1, nif_mamba1_net_fwd, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"mamba1_net_fwd", 1, nif_mamba1_net_fwd, 0},
 };
 
 ERL_NIF_INIT(Elixir.Ssmkit.NIF, funcs, load, NULL, upgrade, NULL)

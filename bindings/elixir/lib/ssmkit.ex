@@ -31,4 +31,18 @@ defmodule Ssmkit do
   @doc "The thread count the ops use."
   @spec num_threads() :: pos_integer
   def num_threads, do: Ssmkit.NIF.num_threads()
+
+  @doc """
+  Turns the opt-in bf16 products on or off, process-wide (the C ABI's
+  `ssmkit_set_bf16_products`): a `{:bf, 16}` weight's products with 2 or more rows round x to
+  bf16 and sum exact products in f32, with AVX-512 BF16, or AMX's bf16 tiles for 2 to 64 rows
+  where the CPU has them (`Ssmkit.Policy.prepare/2` with `weights: :bf16`). Returns whether
+  they are now in use: `false` on a CPU without AVX-512 BF16.
+  """
+  @spec set_bf16_products(boolean) :: boolean | {:error, String.t()}
+  def set_bf16_products(enable), do: Ssmkit.NIF.set_bf16_products(enable)
+
+  @doc "Whether the bf16 products are in use."
+  @spec bf16_products() :: boolean
+  def bf16_products, do: Ssmkit.NIF.bf16_products()
 end

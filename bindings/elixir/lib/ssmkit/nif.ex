@@ -42,6 +42,8 @@ defmodule Ssmkit.NIF do
   def linear_bwd(_args), do: nif()
   def set_num_threads(_n), do: nif()
   def num_threads, do: nif()
+  def set_bf16_products(_enable), do: nif()
+  def bf16_products, do: nif()
   def versions, do: nif()
   def live_counts, do: nif()
 

@@ -61,6 +61,33 @@ defmodule Ssmkit.Tensor do
     %{t | shape: shape}
   end
 
+  @doc """
+  The elements in another type: `{:f, 32}` to `{:bf, 16}` rounded to nearest even (as Nx does),
+  `{:bf, 16}` to `{:f, 32}` exactly; the same type unchanged.
+  """
+  @spec as_type(t, type) :: t
+  def as_type(%__MODULE__{type: type} = t, type), do: t
+
+  def as_type(%__MODULE__{type: {:f, 32}, data: data} = t, {:bf, 16}) do
+    %{
+      t
+      | type: {:bf, 16},
+        data: for(<<bits::32-native <- data>>, into: <<>>, do: <<bf16_round(bits)::16-native>>)
+    }
+  end
+
+  def as_type(%__MODULE__{type: {:bf, 16}, data: data} = t, {:f, 32}) do
+    %{
+      t
+      | type: {:f, 32},
+        data: for(<<b::16-native <- data>>, into: <<>>, do: <<Bitwise.bsl(b, 16)::32-native>>)
+    }
+  end
+
+  def as_type(%__MODULE__{type: from}, to) do
+    raise ArgumentError, "as_type: #{inspect(from)} to #{inspect(to)} is not supported"
+  end
+
   @doc "A tensor of zeros."
   @spec zeros(tuple, type) :: t
   def zeros(shape, type \\ {:f, 32}) do
@@ -82,11 +109,14 @@ defmodule Ssmkit.Tensor do
   defp encode(v, {:s, 32}), do: <<v::signed-32-native>>
   defp encode(v, {:s, 64}), do: <<v::signed-64-native>>
 
-  # Round to nearest even from f32 bits, as Nx does.
   defp bf16_bits(v) do
     <<bits::32-native>> = <<v::float-32-native>>
-    (bits + 0x7FFF + Bitwise.band(Bitwise.bsr(bits, 16), 1)) |> Bitwise.bsr(16)
+    bf16_round(bits)
   end
+
+  # Round to nearest even from f32 bits, as Nx does.
+  defp bf16_round(bits),
+    do: (bits + 0x7FFF + Bitwise.band(Bitwise.bsr(bits, 16), 1)) |> Bitwise.bsr(16)
 
   defp decode(data, {:f, 32}), do: for(<<v::float-32-native <- data>>, do: v)
   defp decode(data, {:f, 16}), do: for(<<v::float-16-native <- data>>, do: v)
