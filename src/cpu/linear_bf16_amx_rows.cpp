@@ -34,9 +34,13 @@
 
 namespace ssmkit::cpu {
 
+// PackAmxRows gathers a row-major x's pairs 16 rows at a time with int32 offsets (up to 15 J).
+constexpr int64_t kMaxK = int64_t{1} << 26;
+
 bool TakesAmxFewRows(const LinearParams& p) {
   return SSMKIT_BF16_PRODUCTS_X86 && Bf16Products() && AmxBf16() &&
-         p.weight_dtype == DType::kBF16 && p.rows >= 2 && p.rows <= kLinearGemvMaxRows;
+         p.weight_dtype == DType::kBF16 && p.rows >= 2 && p.rows <= kLinearGemvMaxRows &&
+         p.in_features <= kMaxK;
 }
 
 int64_t AmxPairs(int64_t K) { return RoundUp((K + 1) / 2, int64_t{16}); }
@@ -196,7 +200,8 @@ SSMKIT_BF16_TARGET void AmxFewRows(const LinearParams& p, const uint32_t* xq, in
     const int64_t r0 = std::max<int64_t>(0, std::min(m0, M - kTileRows));
     const uint16_t* a = padded + r0 * K;  // (16, K)
     // The next tile's rows, fetched into L1 a step ahead of their loads (the tile load stalls
-    // on each of its 16 lines).
+    // on each of its 16 lines). Spread into L2 over the tile's steps instead (SpreadPrefetch,
+    // as the other few-rows kernels), 4096 x 4096 at T = 8 took 1.37 ms instead of 1.17.
     const uint16_t* next =
         m0 + kTileRows < m_end ? padded + std::min(m0 + kTileRows, M - kTileRows) * K : nullptr;
     ZeroSums(n);
