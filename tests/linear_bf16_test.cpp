@@ -159,7 +159,7 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
         Problem{131, 2100, 70, false, false, true}, Problem{200, 96, 130, true, true, true}}) {
     SCOPED_TRACE(Name(p));
     Operands o(p, rng);
-    // On a CPU with AMX's bf16 tiles (many rows, K a multiple of 32) also with them off.
+    // On a CPU with AMX's bf16 tiles (which then take every case) also with them off.
     for (bool amx : {true, false}) {
       SCOPED_TRACE(amx ? "AMX as available" : "AMX off");
       cpu::SetAmx(amx);
@@ -172,14 +172,14 @@ TEST(LinearBf16Products, MatchTheOracleOfXRoundedToBf16) {
   }
 }
 
-// With AMX's bf16 tiles, 2 to kLinearGemvMaxRows rows take the tile kernel in any layout and for
-// any K (linear_bf16_amx_rows.cpp): an odd K (the last pair's second element zero), K below one
-// step of 32, K's tail step, M short of a tile of 16 (W copied above zero rows) and not a
-// multiple of it (the last tile's rows shifted back), x and out feature-major (out's whole
-// tiles stored straight from the tiles, the last partial one through a buffer) or row-major
-// (gathered), with and without bias, on 1 and 2 threads; a row's bits the same in every layout;
-// nothing read past W.
-TEST(LinearBf16Products, AmxTilesForFewRowsInEitherLayout) {
+// With AMX's bf16 tiles, 2 or more rows take the tile kernel in any layout and for any K, 64
+// rows of x at a time (linear_bf16_amx_rows.cpp; T = 65 ends with a chunk of one row): an odd K
+// (the last pair's second element zero), K below one step of 32, K's tail step, M short of a tile
+// of 16 (W copied above zero rows) and not a multiple of it (the last tile's rows shifted back), x
+// and out feature-major (out's whole tiles stored straight from the tiles, the last partial one
+// through a buffer) or row-major (gathered), with and without bias, on 1 and 2 threads; a row's
+// bits the same in every layout; nothing read past W.
+TEST(LinearBf16Products, AmxTilesInEitherLayout) {
   ScopedBf16Products products;
   if (!products.on() || !cpu::AmxBf16()) GTEST_SKIP() << "this CPU has no AMX bf16 tiles";
   const uint64_t seed = FreshSeed();
@@ -188,7 +188,7 @@ TEST(LinearBf16Products, AmxTilesForFewRowsInEitherLayout) {
   for (const Problem& shape :
        {Problem{60, 287, 40, true}, Problem{2, 16, 5, false}, Problem{17, 31, 3, true},
         Problem{64, 512, 48, false}, Problem{33, 100, 70, true}, Problem{48, 64, 16, false},
-        Problem{60, 1030, 37, true}}) {
+        Problem{60, 1030, 37, true}, Problem{65, 64, 33, false}, Problem{130, 287, 40, true}}) {
     Operands o(shape, rng);
     // W's last row against an inaccessible page: a tile that read past it would fault.
     GuardedBytes guarded(o.w.data(), static_cast<size_t>(shape.M * shape.K) * sizeof(uint16_t));
@@ -234,10 +234,12 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  // K = 2112 (two blocks of K) takes AMX's bf16 tiles where the CPU has them, 770 the AVX-512
-  // kernel.
-  for (int64_t K : {int64_t{770}, int64_t{2112}}) {
-    SCOPED_TRACE("K=" + std::to_string(K));
+  // K = 2112: two blocks of K in the many-row AVX-512 kernel. With AMX's tiles (where the CPU
+  // has them) every case takes them; then also with them off.
+  for (const auto& [K, amx] : {std::pair{int64_t{770}, true}, std::pair{int64_t{2112}, true},
+                               std::pair{int64_t{770}, false}, std::pair{int64_t{2112}, false}}) {
+    SCOPED_TRACE("K=" + std::to_string(K) + (amx ? ", AMX as available" : ", AMX off"));
+    cpu::SetAmx(amx);
     const Problem p{131, K, 150, true};
     Operands o(p, rng);
     std::vector<double> one, two;
@@ -261,7 +263,10 @@ TEST(LinearBf16Products, BitsDoNotDependOnThreadsOrRows) {
       if (first.empty()) first.assign(out.begin(), out.begin() + p.M);
       EXPECT_TRUE(std::equal(first.begin(), first.end(), out.begin())) << "row 0 at T=" << T;
     }
+    // AMX's tiles take few rows and many alike: row 0's bits the same at T = 2 and 131.
+    if (cpu::AmxBf16()) EXPECT_TRUE(std::equal(first.begin(), first.end(), one.begin()));
   }
+  cpu::SetAmx(true);
 }
 
 // A quantized weight's many-row product (prefill) with the products on: each panel of W decoded
@@ -305,7 +310,8 @@ TEST(LinearBf16Products, QuantizedWeightsDecodedToBf16) {
   }
 }
 
-// An odd K, and one row of x (bound by W's bytes), keep x in f32: the bits of the products off.
+// One row of x (bound by W's bytes) keeps x in f32, and so does an odd K without AMX's tiles
+// (which take any K): the bits of the products off.
 TEST(LinearBf16Products, AnOddKAndOneRowKeepXInF32) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
@@ -315,8 +321,10 @@ TEST(LinearBf16Products, AnOddKAndOneRowKeepXInF32) {
   const std::vector<double> off_a = Forward(odd, a.x, a.w.view(), a.bias);
   const std::vector<double> off_b = Forward(one_row, b.x, b.w.view(), b.bias);
   ScopedBf16Products products;
-  EXPECT_EQ(Forward(odd, a.x, a.w.view(), a.bias), off_a);
   EXPECT_EQ(Forward(one_row, b.x, b.w.view(), b.bias), off_b);
+  cpu::SetAmx(false);
+  EXPECT_EQ(Forward(odd, a.x, a.w.view(), a.bias), off_a);
+  cpu::SetAmx(true);
 }
 
 }  // namespace

@@ -56,9 +56,9 @@ Status LinearForward(const LinearInputs& inputs, const Tensor& out);
 // (exact in f32) is summed in f32 by AVX-512 BF16's vdpbf16ps, as llama.cpp and PyTorch's bf16
 // matmuls do: about twice the f32 kernels' multiply-adds per second, x's rounding (relative
 // 2^-9 per element) in the result. On a CPU with AMX's bf16 tiles (Sapphire Rapids and later
-// Xeons), 2 to kLinearGemvMaxRows rows of x take them instead, in either layout of x and out
-// and for any K: several times the multiply-adds again, W read as it lies (short windows and
-// prompts: the policy network's projections). One row of x (batch-1 decode, bound by W's bytes)
+// Xeons), 2 or more rows of x take them instead, 64 at a time, in either layout of x and out and
+// for any K: several times the multiply-adds again, W read as it lies (windows such as the policy
+// network's, decode batches, prefill). One row of x (batch-1 decode, bound by W's bytes)
 // keeps x in f32. A quantized W's prefill (more than kLinearGemvMaxRows rows, out row-major) takes
 // the same kernel on its panels decoded and rounded to bf16; its decode keeps the 8-bit kernels. A
 // process-wide setting like the thread count; its default is the environment variable

@@ -81,7 +81,7 @@ SSMKIT_API int32_t ssmkit_num_threads(void);
 
 /* Opt-in bf16 products (off by default; default from SSMKIT_BF16_PRODUCTS=1): a bf16 weight's
  * products with 2 or more rows (prefill, decode batches) round x to bf16 and sum bf16 x bf16
- * products in f32 with AVX-512 BF16, as llama.cpp does, or with AMX's bf16 tiles for 2 to 64 rows
+ * products in f32 with AVX-512 BF16, as llama.cpp does, or with AMX's bf16 tiles
  * where the CPU has them (ssmkit/linear.hpp). Returns 1 when now in use, 0 when off or when the
  * CPU lacks AVX-512 BF16. */
 SSMKIT_API int32_t ssmkit_set_bf16_products(int32_t enable);

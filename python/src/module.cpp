@@ -36,7 +36,7 @@ NB_MODULE(_ssmkit, m) {
   m.def("set_bf16_products", &ssmkit::SetBf16Products, nb::arg("enable"),
         "Opt-in (default: SSMKIT_BF16_PRODUCTS=1, else off): a bf16 weight's products with 2 or "
         "more rows (prefill, decode batches) round x to bf16 and multiply with AVX-512 BF16, as "
-        "llama.cpp does, or with AMX's bf16 tiles for 2 to 64 rows where the CPU has them. Returns "
+        "llama.cpp does, or with AMX's bf16 tiles where the CPU has them. Returns "
         "whether they are now in use (False on a CPU without AVX-512 "
         "BF16).");
   m.def("bf16_products", &ssmkit::Bf16Products);

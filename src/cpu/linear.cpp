@@ -12,9 +12,8 @@
 // T > kLinearGemvMaxRows rows the widening (M*K) is small next to the product (2*T*M*K).
 // The quantized few-rows kernel reads x quantized to 8 bits, once per call for all threads.
 // With the opt-in bf16 products (ssmkit::SetBf16Products) a bf16 weight's product with 2 or
-// more rows rounds x to bf16, once per call, and runs linear_bf16.cpp's kernels instead (up to
-// kLinearGemvMaxRows rows on a CPU with AMX's bf16 tiles, linear_bf16_amx_rows.cpp's, in
-// either layout).
+// more rows rounds x to bf16, once per call, and runs linear_bf16.cpp's kernels instead (on a CPU
+// with AMX's bf16 tiles linear_bf16_amx_rows.cpp's, 64 rows of x at a time, in either layout).
 #include "cpu/blas.hpp"
 #include "cpu/linear.hpp"
 
@@ -142,6 +141,15 @@ void OverRowsOfX(const LinearParams& p, Fn&& fn) {
   ParallelFor(p.rows, fn);
 }
 
+// Rows [t0, t0 + kAmxColumns) of x and out (fewer at the end): the AMX kernel's operands.
+LinearParams RowChunk(const LinearParams& p, int64_t t0) {
+  LinearParams chunk = p;
+  chunk.rows = std::min(kAmxColumns, p.rows - t0);
+  chunk.x = p.x + t0 * p.x_stride_row;
+  chunk.out = p.out + t0 * p.out_stride_row;
+  return chunk;
+}
+
 // The few-rows product with a quantized weight, all output features: x quantized once into the
 // calling thread's buffer (kept between calls), then the rows of W split over threads. Returns
 // false when a buffer (x's, or a worker's accumulators) could not be allocated.
@@ -181,12 +189,15 @@ const uint16_t* RoundedRows(const LinearParams& p) {
 }  // namespace
 
 void LinearRows(const LinearParams& p, int64_t m_begin, int64_t m_end) {
-  if (TakesAmxFewRows(p)) {
+  if (TakesAmxTiles(p)) {
     // Called per block of rows by a caller's own parallel loop: each thread packs x itself.
     thread_local CacheLineVector<uint32_t> xq;
     xq.resize(static_cast<size_t>(AmxPairs(p.in_features) * kAmxColumns));
-    PackAmxRows(p, xq.data());
-    AmxFewRows(p, xq.data(), m_begin, m_end);
+    for (int64_t t0 = 0; t0 < p.rows; t0 += kAmxColumns) {
+      const LinearParams chunk = RowChunk(p, t0);
+      PackAmxRows(chunk, xq.data());
+      AmxFewRows(chunk, xq.data(), m_begin, m_end);
+    }
   } else if (TakesBf16Products(p)) {
     // Called per block of rows by a caller's own parallel loop: each thread rounds x itself.
     thread_local CacheLineVector<uint16_t> xb;
@@ -243,8 +254,8 @@ Status LinearThroughRows(const LinearParams& p) {
   return Status::Ok();
 }
 
-// The few-rows product on AMX's bf16 tiles: x packed once into the calling thread's buffer (kept
-// between calls), then W's rows split over threads a tile of 16 at a time.
+// The product on AMX's bf16 tiles of at most kAmxColumns rows: x packed once into the calling
+// thread's buffer (kept between calls), then W's rows split over threads a tile of 16 at a time.
 Status AmxRowsProduct(const LinearParams& p) {
   thread_local CacheLineVector<uint32_t> buffer;  // (AmxPairs(K), kAmxColumns)
   try {
@@ -280,7 +291,11 @@ Status AmxRowsProduct(const LinearParams& p) {
 }  // namespace
 
 Status Linear(const LinearParams& p) {
-  if (TakesAmxFewRows(p)) return AmxRowsProduct(p);
+  if (TakesAmxTiles(p)) {
+    for (int64_t t0 = 0; t0 < p.rows; t0 += kAmxColumns)
+      SSMKIT_RETURN_IF_ERROR(AmxRowsProduct(RowChunk(p, t0)));
+    return Status::Ok();
+  }
   if (p.rows <= kLinearGemvMaxRows && !TakesGemv(p)) return LinearThroughRows(p);
   if (TakesGemv(p) && DTypeIsQuantized(p.weight_dtype)) {
     bool done = false;

@@ -15,7 +15,9 @@
 // rows run over them, and each tile row is a run of a feature-major out's row or is scattered
 // into a row-major out.
 //
-// Up to kLinearGemvMaxRows rows the few-rows kernel of linear_bf16_rows.cpp runs instead.
+// Up to kLinearGemvMaxRows rows the few-rows kernel of linear_bf16_rows.cpp runs instead, and on
+// a CPU with AMX-BF16 a bf16 weight's products at any T run linear_bf16_amx_rows.cpp's (here
+// only a quantized weight's decoded panels take AMX's tiles).
 #include "cpu/linear_bf16.hpp"
 
 #include <algorithm>

@@ -47,15 +47,15 @@ void Bf16FewRows(const LinearParams& p, const uint16_t* xb, int64_t m_begin, int
 void PackPairColumns(const float* x, int64_t ldx, int64_t K, int64_t cols, int64_t j0, int64_t Jb,
                      uint32_t* Bp);
 
-// With AMX's bf16 tiles (AmxBf16) the products of 2 <= T <= kLinearGemvMaxRows rows take
-// linear_bf16_amx_rows.cpp's kernel instead, for any K and either layout of x and out: whether
-// Linear takes it for p.
-bool TakesAmxFewRows(const LinearParams& p);
+// With AMX's bf16 tiles (AmxBf16) the products of 2 or more rows take
+// linear_bf16_amx_rows.cpp's kernel instead, 64 rows of x at a time, for any K and either
+// layout of x and out: whether Linear takes it for p.
+bool TakesAmxTiles(const LinearParams& p);
 inline constexpr int64_t kAmxColumns = 64;   // rows of x packed (4 tiles of 16)
 inline constexpr int64_t kAmxTileRows = 16;  // weight rows per tile
 
-// x packed for it: (AmxPairs(K), kAmxColumns) dwords, the pair x[t, 2j], x[t, 2j + 1] rounded to
-// bf16 at [j, t]; zeros past K and T.
+// x (at most kAmxColumns rows) packed for it: (AmxPairs(K), kAmxColumns) dwords, the pair x[t, 2j],
+// x[t, 2j + 1] rounded to bf16 at [j, t]; zeros past K and T.
 int64_t AmxPairs(int64_t K);
 void PackAmxRows(const LinearParams& p, uint32_t* xq);
 

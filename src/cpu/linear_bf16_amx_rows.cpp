@@ -1,5 +1,6 @@
-// The bf16 products (linear_bf16.hpp) of 2 <= T <= kLinearGemvMaxRows rows of x on AMX's bf16
-// tiles: short prompts and windows (the policy network's 60 frames), in either layout.
+// The bf16 products (linear_bf16.hpp) of 2 or more rows of x on AMX's bf16 tiles, 64 rows
+// (kAmxColumns) at a time (linear.cpp cuts longer x): windows (the policy network's 60 frames),
+// decode batches and prefill, in either layout.
 // Dimension legend: T rows of x, K input features, M output features, J = ceil(K / 2) pairs of
 // K, Jp = J rounded up to 16 (a B tile's rows), S = Jp / 16 steps of 32 elements of K.
 //
@@ -37,10 +38,9 @@ namespace ssmkit::cpu {
 // PackAmxRows gathers a row-major x's pairs 16 rows at a time with int32 offsets (up to 15 J).
 constexpr int64_t kMaxK = int64_t{1} << 26;
 
-bool TakesAmxFewRows(const LinearParams& p) {
+bool TakesAmxTiles(const LinearParams& p) {
   return SSMKIT_BF16_PRODUCTS_X86 && Bf16Products() && AmxBf16() &&
-         p.weight_dtype == DType::kBF16 && p.rows >= 2 && p.rows <= kLinearGemvMaxRows &&
-         p.in_features <= kMaxK;
+         p.weight_dtype == DType::kBF16 && p.rows >= 2 && p.in_features <= kMaxK;
 }
 
 int64_t AmxPairs(int64_t K) { return RoundUp((K + 1) / 2, int64_t{16}); }
@@ -237,7 +237,7 @@ SSMKIT_BF16_TARGET void AmxFewRows(const LinearParams& p, const uint32_t* xq, in
   amx::ReleaseTiles();
 }
 
-#else  // no AVX-512 BF16: never taken (TakesAmxFewRows)
+#else  // no AVX-512 BF16: never taken (TakesAmxTiles)
 
 void PackAmxRows(const LinearParams&, uint32_t*) {}
 void AmxFewRows(const LinearParams&, const uint32_t*, int64_t, int64_t) {}

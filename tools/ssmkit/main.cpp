@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
         }
       },
       "products of bf16 weights with 2 or more rows (prefill, decode batches) with x rounded "
-      "to bf16 (AVX-512 BF16's vdpbf16ps, as llama.cpp does, or AMX's bf16 tiles for 2 to 64 rows "
+      "to bf16 (AVX-512 BF16's vdpbf16ps, as llama.cpp does, or AMX's bf16 tiles "
       "where the CPU has them; default: SSMKIT_BF16_PRODUCTS=1, else off)");
 
   CLI::App* bench =

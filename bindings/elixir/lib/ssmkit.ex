@@ -35,7 +35,7 @@ defmodule Ssmkit do
   @doc """
   Turns the opt-in bf16 products on or off, process-wide (the C ABI's
   `ssmkit_set_bf16_products`): a `{:bf, 16}` weight's products with 2 or more rows round x to
-  bf16 and sum exact products in f32, with AVX-512 BF16, or AMX's bf16 tiles for 2 to 64 rows
+  bf16 and sum exact products in f32, with AVX-512 BF16, or AMX's bf16 tiles
   where the CPU has them (`Ssmkit.Policy.prepare/2` with `weights: :bf16`). Returns whether
   they are now in use: `false` on a CPU without AVX-512 BF16.
   """
