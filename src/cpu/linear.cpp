@@ -39,7 +39,7 @@ namespace {
 // rows) had stayed on one thread. Tuned for speed only.
 constexpr int64_t kMinParallelWeights = 1 << 15;
 constexpr int64_t kRowsPerPass = 8;
-// Below this many weight rows (8 AMX tiles) the AMX few-rows product stays on the calling
+// Below this many weight rows (8 AMX tiles) a chunk of the AMX product stays on the calling
 // thread. Tuned for speed only.
 constexpr int64_t kAmxMinSplitRows = 8 * kAmxTileRows;
 

@@ -150,12 +150,9 @@ SSMKIT_BF16_TARGET void Tile(const uint16_t* x, int64_t ldx, const uint32_t* Wp,
   for (int t = 0; t < kT; ++t) {
 #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
-      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 mask = FirstLanes(cols - 16 * v);
       if constexpr (kTransposed) {
-        const __m512i across = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32(static_cast<int>(ldo)));
+        const __m512i across = LaneMultiples(ldo);
         float* o = out + 16 * v * ldo + t;
         const __m512 sum =
             first ? acc[t][v]
@@ -183,7 +180,7 @@ SSMKIT_BF16_TARGET void TileOfRows(int n, const uint16_t* x, int64_t ldx, const 
 
 SSMKIT_BF16_TARGET void RoundToBf16(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, n - i)) - 1u);
+    const __mmask16 mask = FirstLanes(n - i);
     const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i));
     _mm256_mask_storeu_epi16(dst + i, mask, (__m256i)rounded);
   }
@@ -204,8 +201,7 @@ SSMKIT_BF16_TARGET void PackPairColumns(const float* x, int64_t ldx, int64_t K, 
     const float* b = a + ldx;
 #pragma GCC unroll 4
     for (int v = 0; v < kCols / 16; ++v) {
-      const int64_t left = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-      const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 mask = FirstLanes(cols - 16 * v);
       const __mmask16 mask_b = k + 1 < K ? mask : 0;  // an odd K's last pair: x[K, c] is zero
       const __m512i words = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask_b, b + 16 * v),
                                                          _mm512_maskz_loadu_ps(mask, a + 16 * v));

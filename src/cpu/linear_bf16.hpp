@@ -17,7 +17,27 @@
 #define SSMKIT_BF16_PRODUCTS_X86 0
 #endif
 
+#if SSMKIT_BF16_PRODUCTS_X86
+#include <immintrin.h>
+
+#include <algorithm>
+#endif
+
 namespace ssmkit::cpu {
+
+#if SSMKIT_BF16_PRODUCTS_X86
+// The first `count` (clamped to [0, 16]) of 16 lanes: a masked load or store of a vector's tail.
+SSMKIT_BF16_TARGET inline __mmask16 FirstLanes(int64_t count) {
+  return static_cast<__mmask16>((1u << std::clamp<int64_t>(count, 0, 16)) - 1u);
+}
+
+// Lane i holds i * step: the offsets of a gather or scatter of 16 elements step apart (16 step
+// must fit in int32).
+SSMKIT_BF16_TARGET inline __m512i LaneMultiples(int64_t step) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(static_cast<int>(step)));
+}
+#endif
 
 // Whether Linear takes this path for p: the products are enabled and the CPU has AVX-512 BF16,
 // K is even, and either T >= 2 rows (at most kLinearGemvMaxRows) with a bf16 weight, x and out

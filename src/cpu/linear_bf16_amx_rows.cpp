@@ -29,10 +29,6 @@
 #include "cpu/thread_scratch.hpp"
 #include "ssmkit/linear.hpp"
 
-#if SSMKIT_BF16_PRODUCTS_X86
-#include <immintrin.h>
-#endif
-
 namespace ssmkit::cpu {
 
 // PackAmxRows gathers a row-major x's pairs 16 rows at a time with int32 offsets (up to 15 J).
@@ -93,15 +89,6 @@ inline void StoreTile(int c, float* dst, int64_t ld) {
   }
 }
 
-SSMKIT_BF16_TARGET inline __mmask16 FirstLanes(int64_t count) {
-  return static_cast<__mmask16>((1u << std::clamp<int64_t>(count, 0, 16)) - 1u);
-}
-
-SSMKIT_BF16_TARGET inline __m512i Multiples(int64_t step) {
-  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                            _mm512_set1_epi32(static_cast<int>(step)));
-}
-
 // The sums of the n C tiles for weight rows [m0, m0 + rows), rows [skip, skip + rows) of the
 // tiles, into out, bias added. A feature-major out takes the whole tiles of a whole block
 // straight from the tiles; the rest goes through c16 (16, 64).
@@ -131,7 +118,7 @@ SSMKIT_BF16_TARGET void StoreOutputs(const LinearParams& p, int n, int64_t skip,
   // Row-major out: row t's outputs m0 ... are column t of the tiles, gathered 64 floats apart.
   for (int c = 0; c < n; ++c) StoreTile(c, c16 + 16 * c, kCols);
   const __mmask16 mask = FirstLanes(rows);
-  const __m512i down = Multiples(kCols);
+  const __m512i down = LaneMultiples(kCols);
   const __m512 bias =
       p.bias == nullptr ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, p.bias + m0);
   for (int64_t t = 0; t < T; ++t) {
@@ -164,7 +151,7 @@ SSMKIT_BF16_TARGET void PackAmxRows(const LinearParams& p, uint32_t* xq) {
         _mm512_mask_storeu_epi32(pairs + t * J + k / 2, FirstLanes((K - k + 1) / 2), words);
       }
     }
-    const __m512i down = Multiples(J);
+    const __m512i down = LaneMultiples(J);
     for (int64_t j = 0; j < J; ++j) {
       for (int64_t t = 0; t < T; t += 16) {
         _mm512_storeu_si512(xq + j * kCols + t,

@@ -76,40 +76,35 @@ c = Policy.config()
 params = Policy.init(c, 0)
 ready = Policy.prepare(params)
 
+# `warm` untimed calls, then the stats of n timed ones with their CPU time per call.
+timed = fn fun, warm, n ->
+  _ = time_calls.(warm, fun)
+  {us, cpu} = with_cpu.(n, fun)
+  Map.put(stats.(us), :cpu_ms, cpu)
+end
+
 # One window, B = 1, L = 60.
 x1 = randn.({1, 60, c.d_in})
-_ = time_calls.(30, fn -> Policy.forward(ready, x1, c) end)
 load_before = load.()
-{window_us, window_cpu} = with_cpu.(runs, fn -> Policy.forward(ready, x1, c) end)
-window = Map.put(stats.(window_us), :cpu_ms, window_cpu)
+window = timed.(fn -> Policy.forward(ready, x1, c) end, 30, runs)
 
 # The window on this process's scheduler (dirty: false) rather than a dirty one; and with the
 # projections' weights in bf16 and the bf16 products on (AMX's bf16 tiles where the CPU has
 # them), both ways.
-timed = fn fun ->
-  _ = time_calls.(30, fun)
-  {us, cpu} = with_cpu.(runs, fun)
-  Map.put(stats.(us), :cpu_ms, cpu)
-end
-
-window_caller = timed.(fn -> Policy.forward(ready, x1, c, dirty: false) end)
+window_caller = timed.(fn -> Policy.forward(ready, x1, c, dirty: false) end, 30, runs)
 bf16_ready = Policy.prepare(params, weights: :bf16)
 bf16_products = Ssmkit.set_bf16_products(true)
-window_bf16 = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: true) end)
-window_bf16_caller = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: false) end)
+window_bf16 = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: true) end, 30, runs)
+window_bf16_caller = timed.(fn -> Policy.forward(bf16_ready, x1, c, dirty: false) end, 30, runs)
 Ssmkit.set_bf16_products(false)
 
 # The same window one op NIF at a time (what forward/3 was before it ran in one call).
-_ = time_calls.(30, fn -> Policy.forward_ops(ready, x1, c) end)
-{ops_us, ops_cpu} = with_cpu.(runs, fn -> Policy.forward_ops(ready, x1, c) end)
-window_ops = Map.put(stats.(ops_us), :cpu_ms, ops_cpu)
+window_ops = timed.(fn -> Policy.forward_ops(ready, x1, c) end, 30, runs)
 
 # One frame through the decode states (a game loop's per-frame call).
 states = Policy.init_state(ready, 1)
 frame = randn.({1, c.d_in})
-_ = time_calls.(60, fn -> Policy.step(ready, states, frame, c) end)
-{step_us, step_cpu} = with_cpu.(runs * 4, fn -> Policy.step(ready, states, frame, c) end)
-step = Map.put(stats.(step_us), :cpu_ms, step_cpu)
+step = timed.(fn -> Policy.step(ready, states, frame, c) end, 60, runs * 4)
 
 # Training at B = batch: forward + backward (the ops), then Adam (Elixir), timed apart.
 xb = randn.({batch, 60, c.d_in})
@@ -194,11 +189,7 @@ else
     IO.puts("  (no AVX-512 BF16 here: the bf16 windows ran with the products off)")
   end
 
-  IO.puts(
-    "  the same window one op NIF at a time: median #{Float.round(window_ops.median_ms, 3)} ms " <>
-      "(p10 #{Float.round(window_ops.p10_ms, 3)}, p90 #{Float.round(window_ops.p90_ms, 3)}); " <>
-      "cpu #{Float.round(window_ops.cpu_ms, 3)} ms per call"
-  )
+  line.("the same window one op NIF at a time", window_ops)
 
   IO.puts(
     "  one frame (decode states): median #{Float.round(step.median_ms, 4)} ms " <>
