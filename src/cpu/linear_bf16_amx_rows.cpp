@@ -31,12 +31,9 @@
 
 namespace ssmkit::cpu {
 
-// PackAmxRows gathers a row-major x's pairs 16 rows at a time with int32 offsets (up to 15 J).
-constexpr int64_t kMaxK = int64_t{1} << 26;
-
 bool TakesAmxTiles(const LinearParams& p) {
   return SSMKIT_BF16_PRODUCTS_X86 && Bf16Products() && AmxBf16() &&
-         p.weight_dtype == DType::kBF16 && p.rows >= 2 && p.in_features <= kMaxK;
+         p.weight_dtype == DType::kBF16 && p.rows >= 2;
 }
 
 int64_t AmxPairs(int64_t K) { return RoundUp((K + 1) / 2, int64_t{16}); }
@@ -129,38 +126,67 @@ SSMKIT_BF16_TARGET void StoreOutputs(const LinearParams& p, int n, int64_t skip,
   }
 }
 
+// v[i] lane j -> v[j] lane i: a 16 x 16 matrix of dwords transposed in registers (4 x 4 within
+// each 128-bit lane by two rounds of unpacks, then the 4 x 4 of lanes by two of lane shuffles).
+// Each is the zero-masked form with every lane kept: GCC 12 warns that the plain
+// forms' undefined pass-through vector may be used uninitialized.
+SSMKIT_BF16_TARGET inline void TransposeDwords16(__m512i v[16]) {
+  constexpr __mmask16 all16 = 0xFFFF;
+  constexpr __mmask8 all8 = 0xFF;
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_epi32(all16, v[i], v[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(all16, v[i], v[i + 1]);
+  }
+  // r[4a + c]: lane L holds rows 4a .. 4a + 3 of column 4L + c.
+  __m512i r[16];
+  for (int a = 0; a < 16; a += 4) {
+    r[a] = _mm512_maskz_unpacklo_epi64(all8, t[a], t[a + 2]);
+    r[a + 1] = _mm512_maskz_unpackhi_epi64(all8, t[a], t[a + 2]);
+    r[a + 2] = _mm512_maskz_unpacklo_epi64(all8, t[a + 1], t[a + 3]);
+    r[a + 3] = _mm512_maskz_unpackhi_epi64(all8, t[a + 1], t[a + 3]);
+  }
+  // Column 4L + c: lane L of r[c], r[4 + c], r[8 + c], r[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512i s0 = _mm512_maskz_shuffle_i32x4(all16, r[c], r[4 + c], 0x44);
+    const __m512i s1 = _mm512_maskz_shuffle_i32x4(all16, r[c], r[4 + c], 0xEE);
+    const __m512i s2 = _mm512_maskz_shuffle_i32x4(all16, r[8 + c], r[12 + c], 0x44);
+    const __m512i s3 = _mm512_maskz_shuffle_i32x4(all16, r[8 + c], r[12 + c], 0xEE);
+    v[c] = _mm512_maskz_shuffle_i32x4(all16, s0, s2, 0x88);
+    v[4 + c] = _mm512_maskz_shuffle_i32x4(all16, s0, s2, 0xDD);
+    v[8 + c] = _mm512_maskz_shuffle_i32x4(all16, s1, s3, 0x88);
+    v[12 + c] = _mm512_maskz_shuffle_i32x4(all16, s1, s3, 0xDD);
+  }
+}
+
 }  // namespace
 
 SSMKIT_BF16_TARGET void PackAmxRows(const LinearParams& p, uint32_t* xq) {
   const int64_t T = p.rows, K = p.in_features, J = (K + 1) / 2, Jp = AmxPairs(K);
   if (!p.x_row_major()) {
     PackPairColumns(p.x, p.x_stride_feature, K, T, 0, J, xq);
-  } else {
-    // x's rows rounded to pairs of bf16, (T, J) dwords in the thread's buffer (AmxFewRows takes
-    // it over after), then each column of pairs gathered into a row of xq.
-    uint32_t* pairs =
-        reinterpret_cast<uint32_t*>(ThreadScratch(ScratchSlot::kLinearBf16AmxRows, T * J));
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = p.x + t * p.x_stride_row;
-      for (int64_t k = 0; k < K; k += kStepElements) {
-        // 32 elements rounded to bf16 in order: 16 pairs, one dword each; an odd K's last pair
-        // holds a zero.
-        const __m512i words = (__m512i)_mm512_cvtne2ps_pbh(
-            _mm512_maskz_loadu_ps(FirstLanes(K - k - 16), row + k + 16),
-            _mm512_maskz_loadu_ps(FirstLanes(K - k), row + k));
-        _mm512_mask_storeu_epi32(pairs + t * J + k / 2, FirstLanes((K - k + 1) / 2), words);
+    std::memset(xq + J * kCols, 0, static_cast<size_t>((Jp - J) * kCols) * sizeof(uint32_t));
+    return;
+  }
+  // 16 rows of x by 16 pairs at a time: each row's 32 elements rounded to bf16 in order (16
+  // pairs, one dword each; zeros past K, so an odd K's last pair holds a zero and the pairs
+  // past J are zero), then the 16 x 16 dwords transposed in registers into 16 rows of xq.
+  // Rows of x past T are zeros.
+  for (int64_t t0 = 0; t0 < T; t0 += 16) {
+    for (int64_t j0 = 0; j0 < Jp; j0 += 16) {
+      const int64_t k = 2 * j0;
+      __m512i pairs[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        const float* row = p.x + (t0 + i) * p.x_stride_row + k;
+        pairs[i] = t0 + i < T ? (__m512i)_mm512_cvtne2ps_pbh(
+                                    _mm512_maskz_loadu_ps(FirstLanes(K - k - 16), row + 16),
+                                    _mm512_maskz_loadu_ps(FirstLanes(K - k), row))
+                              : _mm512_setzero_si512();
       }
-    }
-    const __m512i down = LaneMultiples(J);
-    for (int64_t j = 0; j < J; ++j) {
-      for (int64_t t = 0; t < T; t += 16) {
-        _mm512_storeu_si512(xq + j * kCols + t,
-                            _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), FirstLanes(T - t),
-                                                        down, pairs + t * J + j, 4));
-      }
+      TransposeDwords16(pairs);
+      for (int64_t j = 0; j < 16; ++j) _mm512_storeu_si512(xq + (j0 + j) * kCols + t0, pairs[j]);
     }
   }
-  std::memset(xq + J * kCols, 0, static_cast<size_t>((Jp - J) * kCols) * sizeof(uint32_t));
 }
 
 SSMKIT_BF16_TARGET void AmxFewRows(const LinearParams& p, const uint32_t* xq, int64_t m_begin,
