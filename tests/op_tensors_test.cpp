@@ -139,6 +139,7 @@ TEST(OpTensors, CppListsMatchTheirStructs) {
   ExpectListsMatch<RmsNormTensors>("RmsNormTensors");
   ExpectListsMatch<AddRmsNormTensors>("AddRmsNormTensors");
   ExpectListsMatch<LinearTensors>("LinearTensors");
+  ExpectListsMatch<Mamba1MixerTensors>("Mamba1MixerTensors");
 }
 
 // The C ABI's structs, member by member from the same lists (the names are shared), checked the
@@ -172,6 +173,7 @@ TEST(OpTensors, CAbiStructsMatchTheLists) {
   SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_add_rmsnorm_grads, SSMKIT_ADD_RMSNORM_GRADS);
   SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_linear_args, SSMKIT_LINEAR_INPUTS);
   SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_linear_grads, SSMKIT_LINEAR_GRADS);
+  SSMKIT_EXPECT_C_STRUCT_MATCHES_(ssmkit_mamba1_mixer_args, SSMKIT_MAMBA1_MIXER_INPUTS);
 }
 
 #undef SSMKIT_EXPECT_C_STRUCT_MATCHES_

@@ -16,6 +16,7 @@
 
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/linear.hpp"
+#include "ssmkit/mamba1_mixer.hpp"
 #include "ssmkit/norm.hpp"
 #include "ssmkit/selective_scan.hpp"
 #include "ssmkit/ssd.hpp"
@@ -78,6 +79,12 @@
 #define SSMKIT_LINEAR_GRADS(X)                                                          \
   X(dx, x) X(dweight, weight) X(dbias, bias)
 
+// The Mamba-1 mixer's fused forward (mamba1_mixer.hpp); no backward.
+#define SSMKIT_MAMBA1_MIXER_INPUTS(X)                                                   \
+  X(x, Required) X(in_proj, Required) X(conv_weight, Required) X(conv_bias, Optional)   \
+  X(x_proj, Required) X(dt_proj, Required) X(dt_bias, Optional) X(A, Required)          \
+  X(D, Optional) X(out_proj, Required)
+
 // clang-format on
 
 namespace ssmkit {
@@ -129,6 +136,7 @@ SSMKIT_OP_TENSORS_(CausalConv1dUpdate, SSMKIT_CAUSAL_CONV1D_UPDATE_INPUTS)
 SSMKIT_OP_TENSORS_WITH_GRADS_(RmsNorm, SSMKIT_RMSNORM_INPUTS, SSMKIT_RMSNORM_GRADS)
 SSMKIT_OP_TENSORS_WITH_GRADS_(AddRmsNorm, SSMKIT_ADD_RMSNORM_INPUTS, SSMKIT_ADD_RMSNORM_GRADS)
 SSMKIT_OP_TENSORS_WITH_GRADS_(Linear, SSMKIT_LINEAR_INPUTS, SSMKIT_LINEAR_GRADS)
+SSMKIT_OP_TENSORS_(Mamba1Mixer, SSMKIT_MAMBA1_MIXER_INPUTS)
 
 #undef SSMKIT_INPUT_TENSOR_
 #undef SSMKIT_GRAD_TENSOR_

@@ -371,6 +371,32 @@ SSMKIT_API ssmkit_status ssmkit_linear_bwd(const ssmkit_linear_args* args,
                                            const ssmkit_tensor* dout,
                                            const ssmkit_linear_grads* grads);
 
+/* ---------------------------------------------------------------- Mamba-1 mixer
+ *
+ * The Mamba-1 mixer's forward over whole sequences from zero states in one call (in_proj,
+ * causal conv1d + silu, x_proj, dt_proj, the selective scan gated by z, out_proj), its channels
+ * kept on one thread each from in_proj through the scan: inference for a small network run
+ * window after window (include/ssmkit/mamba1_mixer.hpp, docs/ops/mamba1_mixer.md). Forward only,
+ * CPU only. Dimension legend: B batch, L length, d model width, D channels, N state size,
+ * R dt_rank, K conv width. */
+typedef struct ssmkit_mamba1_mixer_args {
+  size_t struct_size;
+  ssmkit_tensor x;           /* (B, L, d) f32, rows evenly spaced */
+  ssmkit_tensor in_proj;     /* (2D, d) f32 | bf16 | f16, contiguous */
+  ssmkit_tensor conv_weight; /* (D, K) f32, 2 <= K <= 8 */
+  ssmkit_tensor conv_bias;   /* optional (D) f32 */
+  ssmkit_tensor x_proj;      /* (R + 2N, D) f32 | bf16 | f16, contiguous */
+  ssmkit_tensor dt_proj;     /* (D, R) f32 | bf16 | f16, contiguous */
+  ssmkit_tensor dt_bias;     /* optional (D) f32 */
+  ssmkit_tensor A;           /* (D, N) f32 */
+  ssmkit_tensor D;           /* optional (D) f32 */
+  ssmkit_tensor out_proj;    /* (d, D) f32 | bf16 | f16, contiguous */
+} ssmkit_mamba1_mixer_args;
+
+/* out: (B, L, d) f32; it may be x, and must not otherwise overlap an input. */
+SSMKIT_API ssmkit_status ssmkit_mamba1_mixer_fwd(const ssmkit_mamba1_mixer_args* args,
+                                                 const ssmkit_tensor* out);
+
 /* ---------------------------------------------------------------- models
  *
  * The inference engine (include/ssmkit/model.hpp, docs/model.md): a checkpoint directory

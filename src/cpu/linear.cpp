@@ -291,6 +291,9 @@ Status AmxRowsProduct(const LinearParams& p) {
 }  // namespace
 
 Status Linear(const LinearParams& p) {
+  if (p.weight_row_stride != 0 && p.weight_row_stride != p.in_features && !TakesAmxTiles(p)) {
+    return Status::Internal("linear: a weight with a row stride runs only on AMX's bf16 tiles");
+  }
   if (TakesAmxTiles(p)) {
     for (int64_t t0 = 0; t0 < p.rows; t0 += kAmxColumns)
       SSMKIT_RETURN_IF_ERROR(AmxRowsProduct(RowChunk(p, t0)));

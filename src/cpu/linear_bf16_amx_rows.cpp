@@ -199,40 +199,45 @@ SSMKIT_BF16_TARGET void AmxFewRows(const LinearParams& p, const uint32_t* xq, in
   float* c16 = ThreadScratch(ScratchSlot::kLinearBf16AmxRows,
                              kTileRows * kCols + tail_floats + (M < kTileRows ? 8 * K : 0));
   uint16_t* tail = reinterpret_cast<uint16_t*>(c16 + kTileRows * kCols);
-  const uint16_t* weight = static_cast<const uint16_t*>(p.weight);  // (M, K)
+  const uint16_t* weight = static_cast<const uint16_t*>(p.weight);  // (M, K), ldw apart
+  const int64_t ldw = p.weight_row_stride != 0 ? p.weight_row_stride : K;
   const uint16_t* padded = weight;
+  int64_t lda = ldw;  // padded's row stride
   if (M < kTileRows) {
     uint16_t* a16 = tail + kTileRows * kStepElements;
-    std::memcpy(a16, weight, static_cast<size_t>(M * K) * sizeof(uint16_t));
+    for (int64_t m = 0; m < M; ++m) {
+      std::memcpy(a16 + m * K, weight + m * ldw, static_cast<size_t>(K) * sizeof(uint16_t));
+    }
     std::memset(a16 + M * K, 0, static_cast<size_t>((kTileRows - M) * K) * sizeof(uint16_t));
     padded = a16;
+    lda = K;
   }
   amx::LoadTileConfig(kTiles);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += kTileRows) {
     const int64_t rows = std::min(kTileRows, m_end - m0);
     const int64_t r0 = std::max<int64_t>(0, std::min(m0, M - kTileRows));
-    const uint16_t* a = padded + r0 * K;  // (16, K)
+    const uint16_t* a = padded + r0 * lda;  // (16, K), lda apart
     // The next tile's rows, fetched into L1 a step ahead of their loads (the tile load stalls
     // on each of its 16 lines). Spread into L2 over the tile's steps instead (SpreadPrefetch,
     // as the other few-rows kernels), 4096 x 4096 at T = 8 took 1.37 ms instead of 1.17.
     const uint16_t* next =
-        m0 + kTileRows < m_end ? padded + std::min(m0 + kTileRows, M - kTileRows) * K : nullptr;
+        m0 + kTileRows < m_end ? padded + std::min(m0 + kTileRows, M - kTileRows) * lda : nullptr;
     ZeroSums(n);
     for (int64_t s = 0; s < steps; ++s) {
       const uint16_t* step = a + s * kStepElements;
-      int64_t ld = K;
+      int64_t ld = lda;
       if (s == whole) {  // K's tail
         const int64_t k0 = whole * kStepElements;
         const __mmask32 left = static_cast<__mmask32>((1u << (K - k0)) - 1u);
         for (int64_t r = 0; r < kTileRows; ++r) {
           _mm512_storeu_si512(tail + r * kStepElements,
-                              _mm512_maskz_loadu_epi16(left, a + r * K + k0));
+                              _mm512_maskz_loadu_epi16(left, a + r * lda + k0));
         }
         step = tail;
         ld = kStepElements;
       } else if (next != nullptr) {
         for (int64_t r = 0; r < kTileRows; ++r) {
-          _mm_prefetch(reinterpret_cast<const char*>(next + r * K + s * kStepElements),
+          _mm_prefetch(reinterpret_cast<const char*>(next + r * lda + s * kStepElements),
                        _MM_HINT_T0);
         }
       }

@@ -1,7 +1,7 @@
 // The resolved, checked arguments of LinearForward, handed to a backend.
 // Dimension legend: T rows, K input features, M output features.
 // x[t, k] is at x[t * x_stride_row + k * x_stride_feature] (one of the two strides is 1), out
-// likewise; W is (M, K) row-major, contiguous.
+// likewise; W is (M, K) row-major, contiguous unless weight_row_stride says otherwise.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,10 @@ struct LinearParams {
   int64_t x_stride_row = 0, x_stride_feature = 1;
   const void* weight = nullptr;  // (M, K)
   DType weight_dtype = DType::kF32;
+  // W[m, k] at weight + m * weight_row_stride + k when nonzero: K columns of a wider matrix
+  // (the Mamba-1 mixer's products over one group of channels). Only AMX's bf16 tiles take it
+  // (cpu::TakesAmxTiles); the public op never sets it.
+  int64_t weight_row_stride = 0;
   const float* bias = nullptr;  // optional (M)
   float* out = nullptr;         // (T, M)
   int64_t out_stride_row = 0, out_stride_feature = 1;

@@ -85,6 +85,10 @@ struct Dims {
         return I;
       case 'O':
         return O;
+      case 'W':  // the Mamba-1 mixer's in_proj rows
+        return 2 * D;
+      case 'R':  // its dt_rank, from x_proj's E = R + 2N rows
+        return E > 2 * N ? E - 2 * N : 0;
       default:
         return 1;
     }
@@ -460,6 +464,24 @@ ssmkit_status LinearCall(Bytes& in, CallBuilder& c, bool backward) {
   return ssmkit_linear_bwd(&a, &dout, &g);
 }
 
+// The fused Mamba-1 mixer: I is d_model, E x_proj's rows (R + 2N, R >= 1 to be valid).
+ssmkit_status MixerCall(CallBuilder& c) {
+  ssmkit_mamba1_mixer_args a{};
+  a.struct_size = sizeof(a);
+  a.x = c.Slot("BLI", kF32, false);
+  a.in_proj = c.Slot("WI", kWeight, false);
+  a.conv_weight = c.Slot("DK", kF32, false);
+  a.conv_bias = c.Slot("D", kF32, true);
+  a.x_proj = c.Slot("ED", kWeight, false);
+  a.dt_proj = c.Slot("DR", kWeight, false);
+  a.dt_bias = c.Slot("D", kF32, true);
+  a.A = c.Slot("DN", kF32, false);
+  a.D = c.Slot("D", kF32, true);
+  a.out_proj = c.Slot("ID", kWeight, false);
+  const ssmkit_tensor out = c.Slot("BLI", kF32, false);
+  return ssmkit_mamba1_mixer_fwd(&a, &out);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -469,7 +491,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)once;
   Bytes in(data, size);
-  const int op = in.Range(0, 14);
+  const int op = in.Range(0, 15);
   Dims d{};
   d.B = in.Range(0, 3);
   d.D = in.Range(0, 6);
@@ -517,8 +539,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 12:
       status = LinearCall(in, c, false);
       break;
-    default:
+    case 13:
+    case 14:
       status = LinearCall(in, c, true);
+      break;
+    default:
+      status = MixerCall(c);
       break;
   }
   // A refusal says why.

@@ -9,18 +9,13 @@
  *
  *   h = x embed^T                                           (T, F) token-major
  *   per layer: n, res = add_rmsnorm(h, res)                 (T, F)
- *              xz = n in_proj^T                             (2D, T) channel-major: [x; z]
- *              xc = silu(conv1d(x) + conv_b)                (D, T)
- *              xdbl = xc x_proj^T                           (E, T): [dt_in; B; C]
- *              dt = dt_in dt_proj^T                         (D, T)
- *              y = selective_scan(xc, dt, a, B, C, d, z, dt_bias, softplus)   (D, T)
- *              h = y out_proj^T                             (T, F)
+ *              h = mamba1_mixer(n)                          (T, F): in_proj, conv, x_proj,
+ *                                                           dt_proj, scan, out_proj in one call
  *   out = add_rmsnorm(h, res) head^T                        (T, O) = (B, L, O)
  *
- * Channel-major buffers (C, T) are the conv's and the scan's (B, C, L) through the strides
- * (L, T, 1), and the linear layer's feature-major rows (strides (1, T)), so nothing is
- * transposed here. The ops check every parameter against these views; this file checks what
- * the views themselves rest on (ranks, E = R + 2N, sizes that fit). */
+ * The mixer (ssmkit_mamba1_mixer_fwd) keeps each group of channels on one thread from in_proj
+ * through the scan, which the six op calls it replaces could not. The ops check every
+ * parameter; this file checks what its buffers rest on (x's rank, sizes that fit). */
 #include <string.h>
 
 #include "nif.h"
@@ -32,10 +27,6 @@
 typedef struct {
   ssmkit_tensor norm, in_proj, conv_w, conv_b, x_proj, dt_proj, dt_bias, a, d, out_proj;
 } Layer;
-
-typedef struct {
-  int64_t D, N, R, E;
-} LayerDims;
 
 static ssmkit_tensor view(float* data, int32_t rank, const int64_t* shape, const int64_t* strides) {
   ssmkit_tensor t;
@@ -56,18 +47,6 @@ static ssmkit_tensor rows(float* data, int64_t r, int64_t c) {
   return view(data, 2, shape, strides);
 }
 
-/* (T, C) over a channel-major (C, T) buffer. */
-static ssmkit_tensor features(float* data, int64_t T, int64_t c) {
-  const int64_t shape[2] = {T, c}, strides[2] = {1, T};
-  return view(data, 2, shape, strides);
-}
-
-/* (B, C, L) over a channel-major (C, T = B * L) buffer. */
-static ssmkit_tensor channels(float* data, int64_t B, int64_t c, int64_t L) {
-  const int64_t shape[3] = {B, c, L}, strides[3] = {L, B * L, 1};
-  return view(data, 3, shape, strides);
-}
-
 static int required(Call* c, const char* name, ERL_NIF_TERM map, const char* key,
                     ssmkit_tensor* t) {
   ERL_NIF_TERM v;
@@ -85,7 +64,7 @@ static int rank2(Call* c, const char* name, const ssmkit_tensor* t) {
   return 1;
 }
 
-static int layer_args(Call* c, ERL_NIF_TERM map, int i, Layer* p, LayerDims* dims) {
+static int layer_args(Call* c, ERL_NIF_TERM map, int i, Layer* p) {
   static const char* const keys[] = {"norm",    "in_proj", "conv_w", "conv_b", "x_proj",
                                      "dt_proj", "dt_bias", "a",      "d",      "out_proj"};
   ssmkit_tensor* slots[] = {&p->norm,    &p->in_proj, &p->conv_w, &p->conv_b, &p->x_proj,
@@ -97,25 +76,7 @@ static int layer_args(Call* c, ERL_NIF_TERM map, int i, Layer* p, LayerDims* dim
     enif_snprintf(name, sizeof name, "layers[%d].%s", i, keys[k]);
     required(c, name, map, keys[k], slots[k]);
   }
-  enif_snprintf(name, sizeof name, "layers[%d]", i);
-  if (!rank2(c, name, &p->in_proj) || !rank2(c, name, &p->a) || !rank2(c, name, &p->dt_proj) ||
-      !rank2(c, name, &p->x_proj)) {
-    return 0;
-  }
-  dims->D = p->a.shape[0];
-  dims->N = p->a.shape[1];
-  dims->R = p->dt_proj.shape[1];
-  dims->E = p->x_proj.shape[0];
-  if (p->in_proj.shape[0] != 2 * dims->D) {
-    return call_fail(c, "%s.in_proj: expected 2 D = %ld rows (D from a (D, N)), given %ld", name,
-                     (long)(2 * dims->D), (long)p->in_proj.shape[0]);
-  }
-  if (dims->E != dims->R + 2 * dims->N) {
-    return call_fail(c,
-                     "%s.x_proj: expected R + 2 N = %ld rows (R from dt_proj, N from a), given %ld",
-                     name, (long)(dims->R + 2 * dims->N), (long)dims->E);
-  }
-  return 1;
+  return !c->failed;
 }
 
 /* This thread's workspace, kept between calls (dirty schedulers are long-lived threads), so a
@@ -161,50 +122,25 @@ static int norm(Call* c, const char* what, int layer, float* h, float* res, int 
   return op(c, what, layer, ssmkit_add_rmsnorm_fwd(&a, &o, &r));
 }
 
-/* One Mamba-1 mixer: h (T, F) = mixer(n (T, F)). ws: 2D + 3D + E channel-major rows of T. */
-static int mixer(Call* c, int i, const Layer* p, const LayerDims* s, const float* n, float* h,
-                 int64_t B, int64_t L, int64_t F, float* ws) {
-  const int64_t T = B * L, D = s->D;
-  float *xz = ws, *xc = xz + 2 * D * T, *dt = xc + D * T, *y = dt + D * T, *xdbl = y + D * T;
-  ssmkit_linear_args la = linear(rows((float*)n, T, F), p->in_proj);
-  ssmkit_tensor out = features(xz, T, 2 * D);
-  if (!op(c, "in_proj", i, ssmkit_linear_fwd(&la, &out))) return 0;
-
-  ssmkit_conv1d_args ca;
-  memset(&ca, 0, sizeof ca);
-  ca.struct_size = sizeof ca;
-  ca.x = channels(xz, B, D, L);
-  ca.weight = p->conv_w;
-  ca.bias = p->conv_b;
-  ca.activation = SSMKIT_ACT_SILU;
-  out = channels(xc, B, D, L);
-  if (!op(c, "conv_w", i, ssmkit_causal_conv1d_fwd(&ca, &out, NULL))) return 0;
-
-  la = linear(features(xc, T, D), p->x_proj);
-  out = features(xdbl, T, s->E);
-  if (!op(c, "x_proj", i, ssmkit_linear_fwd(&la, &out))) return 0;
-  la = linear(features(xdbl, T, s->R), p->dt_proj);
-  out = features(dt, T, D);
-  if (!op(c, "dt_proj", i, ssmkit_linear_fwd(&la, &out))) return 0;
-
-  ssmkit_selective_scan_args sa;
-  memset(&sa, 0, sizeof sa);
-  sa.struct_size = sizeof sa;
-  sa.u = channels(xc, B, D, L);
-  sa.delta = channels(dt, B, D, L);
-  sa.A = p->a;
-  sa.B = channels(xdbl + s->R * T, B, s->N, L);
-  sa.C = channels(xdbl + (s->R + s->N) * T, B, s->N, L);
-  sa.D = p->d;
-  sa.z = channels(xz + D * T, B, D, L);
-  sa.delta_bias = p->dt_bias;
-  sa.delta_softplus = 1;
-  out = channels(y, B, D, L);
-  if (!op(c, "scan", i, ssmkit_selective_scan_fwd(&sa, &out, NULL))) return 0;
-
-  la = linear(features(y, T, D), p->out_proj);
-  out = rows(h, T, F);
-  return op(c, "out_proj", i, ssmkit_linear_fwd(&la, &out));
+/* One Mamba-1 mixer: h (B, L, F) = mixer(n (B, L, F)). */
+static int mixer(Call* c, int i, const Layer* p, const float* n, float* h, int64_t B, int64_t L,
+                 int64_t F) {
+  const int64_t shape[3] = {B, L, F}, strides[3] = {L * F, F, 1};
+  ssmkit_mamba1_mixer_args a;
+  memset(&a, 0, sizeof a);
+  a.struct_size = sizeof a;
+  a.x = view((float*)n, 3, shape, strides);
+  a.in_proj = p->in_proj;
+  a.conv_weight = p->conv_w;
+  a.conv_bias = p->conv_b;
+  a.x_proj = p->x_proj;
+  a.dt_proj = p->dt_proj;
+  a.dt_bias = p->dt_bias;
+  a.A = p->a;
+  a.D = p->d;
+  a.out_proj = p->out_proj;
+  const ssmkit_tensor out = view(h, 3, shape, strides);
+  return op(c, "mixer", i, ssmkit_mamba1_mixer_fwd(&a, &out));
 }
 
 static ERL_NIF_TERM net_fwd_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM argv[]) {
@@ -236,18 +172,14 @@ static ERL_NIF_TERM net_fwd_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM ar
     return call_error(&c);
   }
   Layer layers[NET_MAX_LAYERS];
-  LayerDims dims[NET_MAX_LAYERS];
   const int64_t B = x.shape[0], L = x.shape[1], T = B * L, F = embed.shape[0];
-  int64_t mixer_floats = 0;
   tail = layer_terms;
   for (unsigned i = 0; i < n_layers; ++i) {
     enif_get_list_cell(env, tail, &head_term, &tail);
-    if (!layer_args(&c, head_term, (int)i, &layers[i], &dims[i])) return call_error(&c);
-    const int64_t rows_needed = 5 * dims[i].D + dims[i].E;
-    if (rows_needed > mixer_floats) mixer_floats = rows_needed;
+    if (!layer_args(&c, head_term, (int)i, &layers[i])) return call_error(&c);
   }
   /* Sizes as the ops will see them: each >= 0 from parse_shape; bounded before multiplying. */
-  const int64_t per_row = 3 * F + mixer_floats;
+  const int64_t per_row = 3 * F;
   if (B > NET_MAX_WORKSPACE || L > NET_MAX_WORKSPACE || per_row > NET_MAX_WORKSPACE ||
       per_row > NET_MAX_WORKSPACE / T) {
     call_fail(&c, "the window's activations exceed %ld floats", (long)NET_MAX_WORKSPACE);
@@ -261,14 +193,14 @@ static ERL_NIF_TERM net_fwd_impl(ErlNifEnv* env, int argc, const ERL_NIF_TERM ar
     call_fail(&c, "could not allocate %ld floats of activations", (long)(T * per_row));
     return call_error(&c);
   }
-  float *h = ws, *res = h + T * F, *n = res + T * F, *mixer_ws = n + T * F;
+  float *h = ws, *res = h + T * F, *n = res + T * F;
 
   ssmkit_linear_args la = linear(rows(x.data, T, x.shape[2]), embed);
   ssmkit_tensor h_rows = rows(h, T, F);
   if (!op(&c, "embed", -1, ssmkit_linear_fwd(&la, &h_rows))) return call_error(&c);
   for (unsigned i = 0; i < n_layers; ++i) {
     if (!norm(&c, "norm", (int)i, h, res, i == 0, &layers[i].norm, (float)eps, n, T, F) ||
-        !mixer(&c, (int)i, &layers[i], &dims[i], n, h, B, L, F, mixer_ws)) {
+        !mixer(&c, (int)i, &layers[i], n, h, B, L, F)) {
       return call_error(&c);
     }
   }

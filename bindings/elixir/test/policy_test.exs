@@ -138,17 +138,23 @@ defmodule Ssmkit.PolicyTest do
       update_in(params.layers, &List.update_at(&1, 1, fn p -> Map.put(p, layer_key, value) end))
     end
 
-    assert_raise ArgumentError, ~r/layers\[1\]\.x_proj: expected R \+ 2 N/, fn ->
-      Policy.forward(bad.(:x_proj, randn({4, 32})), x, @config)
-    end
+    assert_raise ArgumentError,
+                 ~r/layers\[1\]\.mixer: mamba1_mixer: x_proj: expected R \+ 2N rows/,
+                 fn ->
+                   Policy.forward(bad.(:x_proj, randn({4, 32})), x, @config)
+                 end
 
-    assert_raise ArgumentError, ~r/layers\[1\]\.conv_w: causal_conv1d: weight/, fn ->
-      Policy.forward(bad.(:conv_w, randn({31, 4})), x, @config)
-    end
+    assert_raise ArgumentError,
+                 ~r/layers\[1\]\.mixer: mamba1_mixer: conv_weight: expected shape \(D, K\)/,
+                 fn ->
+                   Policy.forward(bad.(:conv_w, randn({31, 4})), x, @config)
+                 end
 
-    assert_raise ArgumentError, ~r/layers\[1\]\.out_proj: linear/, fn ->
-      Policy.forward(bad.(:out_proj, randn({16, 33})), x, @config)
-    end
+    assert_raise ArgumentError,
+                 ~r/layers\[1\]\.mixer: mamba1_mixer: out_proj: expected shape \(d, D\)/,
+                 fn ->
+                   Policy.forward(bad.(:out_proj, randn({16, 33})), x, @config)
+                 end
 
     assert_raise ArgumentError, ~r/layers\[1\]\.dt_bias: expected a tensor/, fn ->
       Policy.forward(
