@@ -131,22 +131,32 @@ class ScopedBf16Products {
   bool was_, on_;
 };
 
-TEST(Mamba1Mixer, MatchesTheOracle) {
+// fn(case, products, rng) for every case with the bf16 products off and (where the CPU has
+// AVX-512 BF16; elsewhere on is the same path as off) on, from a fresh seed.
+template <class Fn>
+void ForEachCase(Fn&& fn) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(SeedTrace(seed));
   Rng rng(seed);
-  ScopedThreads threads(2);
   for (const MixerCase& c : kCases) {
-    for (DType wdtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-      for (bool products : {false, true}) {
-        const ScopedBf16Products scoped(products);
-        if (products && !scoped.on()) continue;  // no AVX-512 BF16 here: the same path as off
-        SCOPED_TRACE(c.Describe() + " w=" + DTypeName(wdtype) + (products ? " bf16 products" : ""));
-        MixerProblem p(c, wdtype, rng);
-        EXPECT_LE(RelativeError(p.Run(), p.Oracle()), Tolerance(wdtype, products));
-      }
+    for (bool products : {false, true}) {
+      const ScopedBf16Products scoped(products);
+      if (products && !scoped.on()) continue;
+      SCOPED_TRACE(c.Describe() + (products ? " bf16 products" : ""));
+      fn(c, products, rng);
     }
   }
+}
+
+TEST(Mamba1Mixer, MatchesTheOracle) {
+  ScopedThreads threads(2);
+  ForEachCase([](const MixerCase& c, bool products, Rng& rng) {
+    for (DType wdtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string("w=") + DTypeName(wdtype));
+      MixerProblem p(c, wdtype, rng);
+      EXPECT_LE(RelativeError(p.Run(), p.Oracle()), Tolerance(wdtype, products));
+    }
+  });
 }
 
 // The same channels through the six ops (what a caller ran before this op existed).
@@ -204,49 +214,33 @@ std::vector<double> OneOpAtATime(MixerProblem& p) {
 }
 
 TEST(Mamba1Mixer, MatchesTheOpsOneByOne) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  Rng rng(seed);
   ScopedThreads threads(2);
-  for (const MixerCase& c : kCases) {
-    for (bool products : {false, true}) {
-      const ScopedBf16Products scoped(products);
-      if (products && !scoped.on()) continue;
-      SCOPED_TRACE(c.Describe() + (products ? " bf16 products" : ""));
-      MixerProblem p(c, DType::kBF16, rng);
-      // Summed per group of channels on AMX's tiles, whole otherwise: f32 rounding apart.
-      EXPECT_LE(RelativeError(p.Run(), OneOpAtATime(p)), 1e-6);
-    }
-  }
+  ForEachCase([](const MixerCase& c, bool, Rng& rng) {
+    MixerProblem p(c, DType::kBF16, rng);
+    // Summed per group of channels on AMX's tiles, whole otherwise: f32 rounding apart.
+    EXPECT_LE(RelativeError(p.Run(), OneOpAtATime(p)), 1e-6);
+  });
 }
 
 // Repeated calls give the same bits, and so do 1, 2 and 3 threads wherever the products' own
 // bits do not depend on the thread count: AMX's tiles and the bf16 products, and the few-rows
 // kernels (T <= kLinearGemvMaxRows); sgemm's, splitting the rows of W over threads, may.
 TEST(Mamba1Mixer, SameBitsAtAnyThreadCount) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(SeedTrace(seed));
-  Rng rng(seed);
-  for (const MixerCase& c : kCases) {
-    for (bool products : {false, true}) {
-      const ScopedBf16Products scoped(products);
-      if (products && !scoped.on()) continue;
-      SCOPED_TRACE(c.Describe() + (products ? " bf16 products" : ""));
-      MixerProblem p(c, products ? DType::kBF16 : DType::kF32, rng);
-      std::vector<double> one;
-      {
-        ScopedThreads threads(1);
-        one = p.Run();
-        EXPECT_EQ(p.Run(), one) << "a second call";
-      }
-      for (int n : {2, 3}) {
-        ScopedThreads threads(n);
-        const std::vector<double> again = p.Run();
-        EXPECT_EQ(p.Run(), again) << n << " threads, a second call";
-        if (products || c.B * c.L <= kLinearGemvMaxRows) EXPECT_EQ(again, one) << n << " threads";
-      }
+  ForEachCase([](const MixerCase& c, bool products, Rng& rng) {
+    MixerProblem p(c, products ? DType::kBF16 : DType::kF32, rng);
+    std::vector<double> one;
+    {
+      ScopedThreads threads(1);
+      one = p.Run();
+      EXPECT_EQ(p.Run(), one) << "a second call";
     }
-  }
+    for (int n : {2, 3}) {
+      ScopedThreads threads(n);
+      const std::vector<double> again = p.Run();
+      EXPECT_EQ(p.Run(), again) << n << " threads, a second call";
+      if (products || c.B * c.L <= kLinearGemvMaxRows) EXPECT_EQ(again, one) << n << " threads";
+    }
+  });
 }
 
 TEST(Mamba1Mixer, OutMayBeX) {
