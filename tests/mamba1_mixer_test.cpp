@@ -35,6 +35,7 @@ const MixerCase kCases[] = {
     {"a short last group, odd sizes", 2, 37, 48, 300, 8, 5, 3},
     {"one group, one step", 3, 1, 16, 40, 4, 2, 2},
     {"three groups, 140 rows (the tiles' chunks of 64)", 2, 70, 32, 520, 4, 3, 4},
+    {"three groups, out_proj whole (G d > D), x_proj per group", 1, 33, 200, 520, 4, 3, 4},
 };
 
 // One problem: the op's tensors and the oracle's values (as stored, after rounding).
@@ -215,10 +216,12 @@ std::vector<double> OneOpAtATime(MixerProblem& p) {
 
 TEST(Mamba1Mixer, MatchesTheOpsOneByOne) {
   ScopedThreads threads(2);
-  ForEachCase([](const MixerCase& c, bool, Rng& rng) {
+  ForEachCase([](const MixerCase& c, bool products, Rng& rng) {
     MixerProblem p(c, DType::kBF16, rng);
-    // Summed per group of channels on AMX's tiles, whole otherwise: f32 rounding apart.
-    EXPECT_LE(RelativeError(p.Run(), OneOpAtATime(p)), 1e-6);
+    // Summed per group of channels on AMX's tiles, whole otherwise: f32 rounding apart, which
+    // with the bf16 products can flip the rounding of a product's x to bf16 (measured up to
+    // 1e-5 in 2,000 cases).
+    EXPECT_LE(RelativeError(p.Run(), OneOpAtATime(p)), products ? 1e-4 : 1e-6);
   });
 }
 

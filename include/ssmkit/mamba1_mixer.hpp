@@ -26,8 +26,10 @@
 // Threads: the channels are taken in groups of kMamba1MixerGroupChannels, and each thread
 // keeps its groups from in_proj through the scan (its rows of in_proj, its channels' conv and
 // scan, its rows of dt_proj), so activations cross cores only where every channel meets: x_proj
-// and out_proj. Where the products run on AMX's bf16 tiles those two are summed per group and
-// the groups' sums added in group order; otherwise they run whole, as LinearForward runs them.
+// and out_proj. Where the products run on AMX's bf16 tiles and the groups' partial sums are no
+// more floats than the activation they keep local (G E <= D for x_proj, G d <= D for out_proj),
+// those two are summed per group and the groups' sums added in group order; otherwise they run
+// whole, as LinearForward runs them.
 // Either way each output is summed in one fixed order: the same inputs and thread count give the
 // same bits, and any thread count does where the products' bits do not depend on it (AMX's
 // tiles, the bf16 products, and up to kLinearGemvMaxRows rows; LinearForward's sgemm path

@@ -7,18 +7,20 @@
 // (B, Dg, L) views: xz (2D, T), xc (D, T), delta (D, T), y (D, T), xdbl (E, T).
 //
 //   region 1, per group (channels [c0, c1)):  xz rows [c0, c1) and [D + c0, D + c1) = those
-//       rows of in_proj times x; xc[c0:c1] = conv; on the tiles, P[g] = x_proj[:, c0:c1] xc[c0:c1]
-//   x_proj whole (xdbl = x_proj xc) when its product is not on the tiles
-//   region 2, per group: on the tiles, the group's own xdbl = P[0] + P[1] + ... (in group
+//       rows of in_proj times x; xc[c0:c1] = conv; x_proj per group: P[g] = x_proj[:, c0:c1]
+//       xc[c0:c1]
+//   x_proj whole (xdbl = x_proj xc) otherwise
+//   region 2, per group: x_proj per group: the group's own xdbl = P[0] + P[1] + ... (in group
 //       order; E T adds, next to the group's scan of Dg N T steps); delta[c0:c1] =
-//       dt_proj[c0:c1] dt_in, y[c0:c1] = scan, and on the tiles Q[g] = y[c0:c1]^T
+//       dt_proj[c0:c1] dt_in, y[c0:c1] = scan; out_proj per group: Q[g] = y[c0:c1]^T
 //       out_proj[:, c0:c1]^T (T, d)
-//   out = Q[0] + Q[1] + ... over rows of out (tiles), or out_proj whole
+//   out = Q[0] + Q[1] + ... over rows of out, or out_proj whole
 //
-// A block's ops run on its thread (an op called inside a parallel region runs there), so the
-// rows of xz, xc, delta and y a group writes stay in its core's cache until it reads them. The
-// group products over a column range of x_proj and out_proj read W at its own row stride
-// (LinearParams::weight_row_stride), which only AMX's tiles take.
+// x_proj and out_proj go per group (Mixer's constructor says when) only on AMX's tiles: the
+// group products over a column range of W read it at its own row stride
+// (LinearParams::weight_row_stride), which only that kernel takes. A block's ops run on its
+// thread (an op called inside a parallel region runs there), so the rows of xz, xc, delta and y
+// a group writes stay in its core's cache until it reads them.
 #include "ssmkit/mamba1_mixer.hpp"
 
 #include <algorithm>
@@ -225,8 +227,12 @@ class Mixer {
     FeatureMajorX(&x_proj, nullptr, s.T);
     LinearParams out_proj = Product(in.out_proj, 0, s.d, 0, s.D);
     FeatureMajorX(&out_proj, nullptr, s.T);
-    x_proj_groups_ = s.G > 1 && cpu::TakesAmxTiles(x_proj);
-    out_proj_groups_ = s.G > 1 && cpu::TakesAmxTiles(out_proj);
+    // Per group only where the groups' partial sums (G rows of E or d per step) are no more
+    // floats than the activation they keep on its cores (D per step): the policy window's
+    // (D 512, d 256, G 2) both, m1-130m's (D 1536, d 768, G 6) x_proj only (its out_proj per
+    // group took 6.3-6.6 ms at 512 steps against 5.0-5.1 whole).
+    x_proj_groups_ = s.G > 1 && s.G * s.E <= s.D && cpu::TakesAmxTiles(x_proj);
+    out_proj_groups_ = s.G > 1 && s.G * s.d <= s.D && cpu::TakesAmxTiles(out_proj);
   }
 
   // The floats Run carves from its workspace (in double: no overflow to check for).
