@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <functional>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ref/mamba1_mixer_ref.hpp"
@@ -244,6 +246,33 @@ TEST(Mamba1Mixer, SameBitsAtAnyThreadCount) {
       if (products || c.B * c.L <= kLinearGemvMaxRows) EXPECT_EQ(again, one) << n << " threads";
     }
   });
+}
+
+// Callers on several threads at once (one holds the pool, the others run their groups on their
+// own threads; each has its own workspace) get the bits of a lone call. Run under ThreadSanitizer
+// by the tsan preset (its filter takes *ConcurrentCallers*).
+TEST(Mamba1Mixer, ConcurrentCallersGetTheBitsOfALoneCall) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  Rng rng(seed);
+  ScopedThreads threads(2);
+  const ScopedBf16Products scoped(true);  // the tiles' per-group sums where the CPU has them
+  MixerProblem p(kCases[0], scoped.on() ? DType::kBF16 : DType::kF32, rng);
+  const std::vector<double> lone = p.Run();
+  const Mamba1MixerInputs inputs = p.Inputs();
+  std::atomic<int> differing{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      HostTensor out({p.c.B, p.c.L, p.c.d}, DType::kF32);
+      for (int i = 0; i < 20; ++i) {
+        out.Poison();
+        if (!Mamba1MixerForward(inputs, out.view()).ok() || out.ToDouble() != lone) ++differing;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(differing.load(), 0) << "of 80 concurrent calls";
 }
 
 TEST(Mamba1Mixer, OutMayBeX) {
