@@ -179,10 +179,7 @@ std::vector<double> OneOpAtATime(MixerProblem& p) {
     t.strides = {c.L, T, 1};
     return t;
   };
-  Tensor x_rows = p.x.view();
-  x_rows.rank = 2;
-  x_rows.shape = {T, c.d};
-  x_rows.strides = {c.d, 1};
+  const Tensor x_rows = Tensor::Contiguous(p.x.data(), DType::kF32, {T, c.d});
   EXPECT_TRUE(LinearForward({x_rows, p.in_proj.view(), {}}, features(xz.data(), 2 * c.D)).ok());
   EXPECT_TRUE(CausalConv1dForward({channels(xz.data(), c.D),
                                    p.conv_weight.view(),
@@ -208,10 +205,7 @@ std::vector<double> OneOpAtATime(MixerProblem& p) {
   scan.delta_bias = p.dt_bias.view();
   scan.delta_softplus = true;
   EXPECT_TRUE(SelectiveScanForward(scan, channels(y.data(), c.D), {}).ok());
-  Tensor out_rows = out.view();
-  out_rows.rank = 2;
-  out_rows.shape = {T, c.d};
-  out_rows.strides = {c.d, 1};
+  const Tensor out_rows = Tensor::Contiguous(out.data(), DType::kF32, {T, c.d});
   EXPECT_TRUE(LinearForward({features(y.data(), c.D), p.out_proj.view(), {}}, out_rows).ok());
   return out.ToDouble();
 }
@@ -325,7 +319,7 @@ TEST(Mamba1Mixer, RefusesBadArguments) {
       {"x's rows unevenly spaced", [&](Mamba1MixerInputs& in, Tensor&) { in.x.strides[0] += 1; },
        "x: expected rows evenly spaced"},
       {"out over in_proj", [&](Mamba1MixerInputs& in, Tensor& o) { o.data = in.in_proj.data; },
-       "out: expected no overlap with in_proj"},
+       "out: expected memory not overlapping in_proj"},
       {"A transposed",
        [&](Mamba1MixerInputs& in, Tensor&) { std::swap(in.A.shape[0], in.A.shape[1]); },
        "expected"},

@@ -34,6 +34,7 @@
 #include "cpu/linear.hpp"
 #include "cpu/linear_bf16.hpp"
 #include "ops/check.hpp"
+#include "ops/tensor_span.hpp"
 #include "params/linear_params.hpp"
 #include "ssmkit/conv1d.hpp"
 #include "ssmkit/op_tensors.hpp"
@@ -81,20 +82,6 @@ Status CheckWeight(const char* name, const Tensor& w, const char* legend, int64_
         "strides (" + std::to_string(w.strides[0]) + ", " + std::to_string(w.strides[1]) + ")");
   }
   return Status::Ok();
-}
-
-// The bytes a tensor's elements span, [first, last).
-struct Bytes {
-  const char* first = nullptr;
-  const char* last = nullptr;
-};
-Bytes Span(const Tensor& t) {
-  if (!t.defined()) return {};
-  int64_t last = 0;
-  for (int i = 0; i < t.rank; ++i) last += (t.shape[i] - 1) * t.strides[i];
-  const char* base = static_cast<const char*>(t.data);
-  const int64_t size = DTypeSize(t.dtype);
-  return {base, base + (last + 1) * size};
 }
 
 Status Check(const Mamba1MixerInputs& in, const Tensor& out, Dims* s) {
@@ -146,16 +133,11 @@ Status Check(const Mamba1MixerInputs& in, const Tensor& out, Dims* s) {
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "dt_bias", in.dt_bias, channels, {DType::kF32}));
   SSMKIT_RETURN_IF_ERROR(check::Optional(kOp, "D", in.D, channels, {DType::kF32}));
   // out is written after x is read in full; it may be x, and must not overlap anything else.
-  const Bytes o = Span(out);
   const bool out_is_x = out.data == in.x.data && out.strides == in.x.strides;
   for (const auto& input : Mamba1MixerTensors::inputs) {
     const Tensor& t = in.*input.member;
-    const Bytes b = Span(t);
-    if (b.first == nullptr || (out_is_x && t.data == in.x.data)) continue;
-    if (o.first < b.last && b.first < o.last) {
-      return check::Mismatch(kOp, "out", std::string("no overlap with ") + input.name,
-                             "an overlapping tensor");
-    }
+    if (out_is_x && t.data == in.x.data) continue;
+    SSMKIT_RETURN_IF_ERROR(check::Disjoint(kOp, "out", out, input.name, t));
   }
   return Status::Ok();
 }
@@ -173,7 +155,7 @@ LinearParams Product(const Tensor& w, int64_t r0, int64_t rows, int64_t k0, int6
   return p;
 }
 
-// x (T, K) feature-major at data (K rows of T), or row-major at data with row stride ld.
+// x (T, K) feature-major at data (K rows of T); out (T, M) likewise.
 void FeatureMajorX(LinearParams* p, const float* data, int64_t T) {
   p->rows = T;
   p->x = data;
@@ -267,7 +249,7 @@ class Mixer {
         float* xdbl = xdbl_;
         if (x_proj_groups_) {
           xdbl += g * s_.E * T;
-          SumGroups(partial_x_, s_.E * T, 0, s_.E * T, xdbl);
+          SumGroups(partial_x_, s_.E * T, s_.E * T, xdbl);
         }
         error.Keep(Region2(g, xdbl));
       }
@@ -282,7 +264,7 @@ class Mixer {
     }
     ParallelFor(T, [&](int64_t begin, int64_t end, int) {
       for (int64_t t = begin; t < end; ++t) {
-        SumGroups(partial_out_ + t * s_.d, T * s_.d, 0, s_.d,
+        SumGroups(partial_out_ + t * s_.d, T * s_.d, s_.d,
                   static_cast<float*>(out_.data) + t * s_.out_ld);
       }
     });
@@ -295,12 +277,12 @@ class Mixer {
     return std::min(kMamba1MixerGroupChannels, s_.D - GroupStart(g));
   }
 
-  // dst[i] = sum over groups of src[g * stride + i] for i in [begin, end), in group order.
-  void SumGroups(const float* src, int64_t stride, int64_t begin, int64_t end, float* dst) const {
-    for (int64_t i = begin; i < end; ++i) dst[i] = src[i];
+  // dst[i] = sum over groups of src[g * stride + i] for i < n, in group order.
+  void SumGroups(const float* src, int64_t stride, int64_t n, float* dst) const {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
     for (int64_t g = 1; g < s_.G; ++g) {
       const float* part = src + g * stride;
-      for (int64_t i = begin; i < end; ++i) dst[i] += part[i];
+      for (int64_t i = 0; i < n; ++i) dst[i] += part[i];
     }
   }
 
