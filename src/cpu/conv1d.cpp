@@ -6,6 +6,8 @@
 // initial values, xpad = [h0, x, zeros to a whole vector]; then, vectorised over time,
 //   pre[l] = bias + sum_k w[k] xpad[l + k],   out[l] = act(pre[l])
 // with K unaligned loads per vector of outputs (K a template constant, the taps in registers).
+// The f32 forward skips the copy where out does not overlap x: it reads x where it lies, the
+// first vector's inputs before the row coming from registers (or xpad, for initial values).
 // Backward, with g[l] = dout[l] act'(pre[l]) stored behind K - 1 zeros and followed by zeros:
 //   dxpad[j] = sum_k w[k] g[j - k] (+ dfinal[j - L] for j >= L)   (a correlation, same loop)
 //   dw[k] += sum_l g[l] xpad[l + k],   db += sum_l g[l]            (vector partials per channel)
@@ -15,6 +17,7 @@
 // rows in order on one thread, so dweight and dbias are reduced in a fixed order (the same
 // bits whatever the thread count) with no partial buffers.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/dtype.hpp"
@@ -112,29 +115,111 @@ struct Taps {
   }
 };
 
+// act(pre) for a vector of outputs.
+HWY_INLINE VF Output(const CausalConv1dParams& p, VF pre) {
+  return p.silu ? hn::Mul(pre, SigmoidNoDiv(DF(), pre)) : pre;
+}
+
+// The first vector of outputs of a row that starts from zeros, with its inputs in registers:
+// tap k reads x[i - s] in lane i (s = K - 1 - k), zero for i < s, which is x's first vector
+// moved up s lanes. Needs K - 1 < W. The same sums as Taps::Pre over a zero-led xpad.
+template <int K>
+class ZeroLedHead {
+ public:
+  ZeroLedHead() {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const auto lane = hn::Iota(di, 0);
+    for (int s = 1; s < K; ++s) {
+      const auto shift = hn::Set(di, s);
+      from_[s - 1] = hn::IndicesFromVec(df, hn::Max(hn::Sub(lane, shift), hn::Zero(di)));
+      zero_[s - 1] = hn::RebindMask(df, hn::Lt(lane, shift));
+    }
+  }
+  static bool Fits() { return K - 1 < Lanes(); }
+
+  HWY_INLINE VF Pre(const Taps<K>& taps, const float* x /* (W) */) const {
+    const VF first = hn::LoadU(DF(), x);
+    VF acc = taps.bias;
+    for (int k = 0; k < K; ++k) {
+      const int s = K - 1 - k;
+      const VF in =
+          s == 0 ? first : hn::IfThenZeroElse(zero_[s - 1], hn::TableLookupLanes(first, from_[s - 1]));
+      acc = hn::MulAdd(taps.w[k], in, acc);
+    }
+    return acc;
+  }
+
+ private:
+  decltype(hn::IndicesFromVec(DF(), hn::Zero(hn::RebindToSigned<DF>()))) from_[K - 1];
+  hn::Mask<DF> zero_[K - 1];
+};
+
+// ForwardRow with f32 x and out, reading x where it lies. The first H = K - 1 rounded up to W
+// outputs, which read the K - 1 inputs before the row, come from registers (ZeroLedHead) or
+// through xpad (initial values given); a partial last vector is recomputed in full at L - W.
+// At short rows (the policy window's L = 60) copying each row to xpad first cost most of the
+// call: the copy itself, and every tap load that spans two of the copy's stores waits for them
+// to reach the cache (store forwarding fails). Same sums, same bits as ForwardRow. Returns
+// false, having done nothing, where the row is shorter than H + W or its outputs overlap its
+// inputs (out = x: each vector would read outputs already stored).
+template <int K>
+bool ForwardRowDirect(const CausalConv1dParams& p, const Layout& lay, const Taps<K>& taps,
+                      const ZeroLedHead<K>& head, int64_t b, int64_t d, int64_t l0,
+                      float* xpad /* (K-1 + Lp) */) {
+  const DF df;
+  const int64_t W = Lanes(), L = lay.L, h = K - 1, H = RoundUp(h, W);
+  if (p.x.dtype != DType::kF32 || p.out.dtype != DType::kF32 || L < H + W) return false;
+  const float* x = static_cast<const float*>(p.x.data) + b * p.x.stride_batch +
+                   d * p.x.stride_dim + l0;  // (L)
+  float* out = static_cast<float*>(p.out.data) + b * p.out.stride_batch + d * p.out.stride_dim +
+               l0;  // (L)
+  const auto address = [](const float* q) { return reinterpret_cast<uintptr_t>(q); };
+  if (address(out) < address(x + L) && address(x) < address(out + L)) return false;
+  const SeqView& h0 = p.initial_states;
+  int64_t l = 0;
+  if ((h0.data == nullptr || l0 > 0) && ZeroLedHead<K>::Fits()) {
+    hn::StoreU(Output(p, head.Pre(taps, x)), df, out);
+    l = W;
+  } else {
+    for (int64_t i = 0; i < h; ++i) {
+      xpad[i] = h0.data && l0 == 0
+                    ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i)
+                    : 0.0f;
+    }
+    std::memcpy(xpad + h, x, static_cast<size_t>(H) * sizeof(float));
+    for (; l < H; l += W) hn::StoreU(Output(p, taps.Pre(xpad, l)), df, out + l);
+  }
+  const float* in = x - h;  // pre[l] reads in[l + k] = x[l + k - h], l >= H >= h
+  for (; l + W <= L; l += W) hn::StoreU(Output(p, taps.Pre(in, l)), df, out + l);
+  if (l < L) hn::StoreU(Output(p, taps.Pre(in, L - W)), df, out + L - W);
+  const SeqView& hf = p.final_states;
+  if (hf.data && l0 + L == p.seqlen) {  // the row's last K - 1 inputs
+    const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
+    for (int64_t i = 0; i < h; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, x[L - h + i]);
+  }
+  return true;
+}
+
 // Steps [l0, l0 + lay.L) of row (b, d): the whole row, or one packed sequence of it.
 template <int K>
-void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d, int64_t l0,
-                float* xpad /* (K-1 + Lp) */, float* y /* (Lp) */) {
+void ForwardRow(const CausalConv1dParams& p, const Layout& lay, const ZeroLedHead<K>& head,
+                int64_t b, int64_t d, int64_t l0, float* xpad /* (K-1 + Lp) */,
+                float* y /* (Lp) */) {
   const DF df;
   const int64_t W = Lanes(), L = lay.L;
-  LoadPaddedRow(p, lay, b, d, l0, xpad);
   const Taps<K> taps(p, d);
+  if (ForwardRowDirect<K>(p, lay, taps, head, b, d, l0, xpad)) return;
+  LoadPaddedRow(p, lay, b, d, l0, xpad);
   const int64_t out_offset = b * p.out.stride_batch + d * p.out.stride_dim + l0;
   // f32 outputs go straight to the row (the last partial vector through y); bf16 through y.
   const bool direct = p.out.dtype == DType::kF32;
   float* dst = direct ? static_cast<float*>(p.out.data) + out_offset : y;
   const int64_t full = direct ? L / W * W : lay.Lp;
   int64_t l = 0;
-  for (; l < full; l += W) {
-    VF v = taps.Pre(xpad, l);
-    if (p.silu) v = hn::Mul(v, SigmoidNoDiv(df, v));
-    hn::StoreU(v, df, dst + l);
-  }
+  for (; l < full; l += W) hn::StoreU(Output(p, taps.Pre(xpad, l)), df, dst + l);
   if (direct && l < L) {
-    VF v = taps.Pre(xpad, l);
-    if (p.silu) v = hn::Mul(v, SigmoidNoDiv(df, v));
-    hn::StoreU(v, df, y);
+    hn::StoreU(Output(p, taps.Pre(xpad, l)), df, y);
     std::memcpy(dst + l, y, static_cast<size_t>(L - l) * sizeof(float));
   }
   if (!direct) RowFromF32Simd(df, y, L, p.out.data, p.out.dtype, out_offset);
@@ -144,6 +229,21 @@ void ForwardRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64
     for (int64_t i = 0; i < K - 1; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, xpad[L + i]);
   }
 }
+
+// Walks rows r = b D + d from `first` without a division per row (a 64-bit divide costs more
+// than a decode row's whole update).
+class RowCursor {
+ public:
+  RowCursor(int64_t first, int64_t dim) : dim_(dim), b_(first / dim), d_(first % dim) {}
+  int64_t b() const { return b_; }
+  int64_t d() const { return d_; }
+  void Next() {
+    if (++d_ == dim_) d_ = 0, ++b_;
+  }
+
+ private:
+  int64_t dim_, b_, d_;
+};
 
 // fn(l0, layout) for each packed sequence of row b (the whole row when not packed).
 template <class Fn>
@@ -166,10 +266,12 @@ void ForwardImpl(const CausalConv1dParams& p) {
   MaybeParallelFor(rows, elements, [&](int64_t begin, int64_t end, int block) {
     float* xpad = ws + block * per_block;
     float* y = xpad + Round16(lay.xpad());
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t b = r / p.dim, d = r % p.dim;
+    const ZeroLedHead<K> head;
+    RowCursor row(begin, p.dim);
+    for (int64_t r = begin; r < end; ++r, row.Next()) {
+      const int64_t b = row.b(), d = row.d();
       ForEachSequence(seqs, K, b, lay, [&](int64_t l0, const Layout& part) {
-        ForwardRow<K>(p, part, b, d, l0, xpad, y);
+        ForwardRow<K>(p, part, head, b, d, l0, xpad, y);
       });
     }
   });
@@ -266,21 +368,6 @@ void BackwardImpl(const CausalConv1dBwdParams& p) {
     }
   });
 }
-
-// Walks rows r = b D + d from `first` without a division per row (a 64-bit divide costs more
-// than a decode row's whole update).
-class RowCursor {
- public:
-  RowCursor(int64_t first, int64_t dim) : dim_(dim), b_(first / dim), d_(first % dim) {}
-  int64_t b() const { return b_; }
-  int64_t d() const { return d_; }
-  void Next() {
-    if (++d_ == dim_) d_ = 0, ++b_;
-  }
-
- private:
-  int64_t dim_, b_, d_;
-};
 
 // The end of an update pass over rows [first, last): the activation on the pass's T
 // pre-activations per row (one vector pass), then the rows stored in out's dtype.
