@@ -144,7 +144,8 @@ class ZeroLedHead {
     for (int k = 0; k < K; ++k) {
       const int s = K - 1 - k;
       const VF in =
-          s == 0 ? first : hn::IfThenZeroElse(zero_[s - 1], hn::TableLookupLanes(first, from_[s - 1]));
+          s == 0 ? first
+                 : hn::IfThenZeroElse(zero_[s - 1], hn::TableLookupLanes(first, from_[s - 1]));
       acc = hn::MulAdd(taps.w[k], in, acc);
     }
     return acc;
@@ -170,10 +171,10 @@ bool ForwardRowDirect(const CausalConv1dParams& p, const Layout& lay, const Taps
   const DF df;
   const int64_t W = Lanes(), L = lay.L, h = K - 1, H = RoundUp(h, W);
   if (p.x.dtype != DType::kF32 || p.out.dtype != DType::kF32 || L < H + W) return false;
-  const float* x = static_cast<const float*>(p.x.data) + b * p.x.stride_batch +
-                   d * p.x.stride_dim + l0;  // (L)
-  float* out = static_cast<float*>(p.out.data) + b * p.out.stride_batch + d * p.out.stride_dim +
-               l0;  // (L)
+  const float* x =
+      static_cast<const float*>(p.x.data) + b * p.x.stride_batch + d * p.x.stride_dim + l0;  // (L)
+  float* out =
+      static_cast<float*>(p.out.data) + b * p.out.stride_batch + d * p.out.stride_dim + l0;  // (L)
   const auto address = [](const float* q) { return reinterpret_cast<uintptr_t>(q); };
   if (address(out) < address(x + L) && address(x) < address(out + L)) return false;
   const SeqView& h0 = p.initial_states;
