@@ -339,6 +339,26 @@ void BackwardRow(const CausalConv1dBwdParams& p, const Layout& lay, const Taps<K
   }
 }
 
+// Rows of the backward's operands requested this many batch rows ahead. A channel's rows are a
+// batch stride apart (D L elements: 120 KB at policy-train's D 512, L 60), which the hardware
+// prefetcher does not follow, so each short row waited on memory for x, dout and dx (policy-train
+// fwd+bwd 23 ms against 2.8 for the forward, which walks rows in memory order). Tuned for speed
+// only.
+constexpr int64_t kPrefetchRowsAhead = 2;
+// Bytes of a row asked for: longer rows are sequential enough for the hardware prefetcher.
+constexpr int64_t kPrefetchRowBytes = 512;
+
+// The first bytes of row (b, d) of v, for reading (rw 0) or writing (rw 1).
+template <int kRw>
+HWY_INLINE void PrefetchRow(const SeqView& v, int64_t b, int64_t d, int64_t L) {
+  if (!v.data) return;
+  const int64_t size = DTypeSize(v.dtype);
+  const char* row =
+      static_cast<const char*>(v.data) + (b * v.stride_batch + d * v.stride_dim) * size;
+  const int64_t bytes = std::min(L * size, kPrefetchRowBytes);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(row + i, kRw, 3);
+}
+
 template <int K>
 void BackwardImpl(const CausalConv1dBwdParams& p) {
   const DF df;
@@ -356,6 +376,12 @@ void BackwardImpl(const CausalConv1dBwdParams& p) {
       const Taps<K> taps(p, d);
       ChannelSums<K> sums;
       for (int64_t b = 0; b < p.batch; ++b) {
+        if (b + kPrefetchRowsAhead < p.batch) {
+          const int64_t ahead = b + kPrefetchRowsAhead;
+          PrefetchRow<0>(p.x, ahead, d, p.seqlen);
+          PrefetchRow<0>(p.dout, ahead, d, p.seqlen);
+          PrefetchRow<1>(p.dx, ahead, d, p.seqlen);
+        }
         ForEachSequence(seqs, K, b, lay, [&](int64_t l0, const Layout& part) {
           BackwardRow<K>(p, part, taps, b, d, l0, xpad, gpad, dxpad, &sums);
         });
