@@ -243,11 +243,32 @@ inline HWY_NOINLINE void StepsToRows(const float* steps, int64_t S, int64_t padd
 }
 
 // Row (b, d) of a (B, D, L) operand over steps [l0, l0 + len) into dst as f32, zeros up to
-// the next multiple of W.
+// the next multiple of W. An f32 row of at least W steps ends with one vector store: its last
+// len % W values moved down from the whole vector ending at len, zeros above. The passes that
+// read dst back load whole vectors at multiples of W, and a load spanning several smaller
+// stores (a copy's tail, then the zero fill) waits for them to reach the cache.
 HWY_INLINE void LoadRow(const SeqView& v, int64_t b, int64_t d, int64_t l0, int64_t len,
                         float* dst) {
-  RowToF32Simd(BlockTag(), v.data, v.dtype, b * v.stride_batch + d * v.stride_dim + l0, len, dst);
-  std::fill(dst + len, dst + PadToBlock(len), 0.0f);
+  const BlockTag df;
+  const int64_t offset = b * v.stride_batch + d * v.stride_dim + l0;
+  if (v.dtype != DType::kF32 || len < kBlockWidth) {
+    RowToF32Simd(df, v.data, v.dtype, offset, len, dst);
+    std::fill(dst + len, dst + PadToBlock(len), 0.0f);
+    return;
+  }
+  const float* src = static_cast<const float*>(v.data) + offset;
+  int64_t l = 0;
+  for (; l + kBlockWidth <= len; l += kBlockWidth) hn::StoreU(hn::LoadU(df, src + l), df, dst + l);
+  const int64_t rest = len - l;
+  if (rest == 0) return;
+  const hn::RebindToSigned<BlockTag> di;
+  const auto from =
+      hn::Min(hn::Add(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(l + kBlockWidth - len))),
+              hn::Set(di, static_cast<int32_t>(kBlockWidth - 1)));
+  const BlockVec last = hn::LoadU(df, src + len - kBlockWidth);
+  hn::StoreU(hn::IfThenElseZero(hn::FirstN(df, static_cast<size_t>(rest)),
+                                hn::TableLookupLanes(last, hn::IndicesFromVec(df, from))),
+             df, dst + l);
 }
 
 // u and dt = softplus(delta + bias) of the tile's channels over one super-block, in row and in

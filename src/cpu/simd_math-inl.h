@@ -8,6 +8,8 @@
 #define SSMKIT_CPU_SIMD_MATH_INL_H_
 #endif
 
+#include <cstring>
+
 #include "core/dtype.hpp"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -202,9 +204,26 @@ HWY_INLINE void StoreF32AsBf16(D d, hn::Vec<D> v, uint16_t* p) {
 
 // RowToF32 / RowFromF32 of core/dtype.hpp with vector bf16 conversion: n consecutive
 // elements from element `offset` of `src`; the same bits as the scalar versions.
+// n floats from src to dst (not overlapping) in vectors, a partial last vector as the whole
+// vector ending at n (its first lanes written twice, with the same values); rows shorter than
+// a vector by memcpy. Short rows (the policy window's 60 steps) paid for a libc call per row.
+template <class D>
+HWY_INLINE void CopyF32Simd(D d, const float* HWY_RESTRICT src, int64_t n,
+                            float* HWY_RESTRICT dst) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  if (n < lanes) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+  if (i < n) hn::StoreU(hn::LoadU(d, src + n - lanes), d, dst + n - lanes);
+}
+
 template <class D>
 HWY_INLINE void RowToF32Simd(D d, const void* src, DType dtype, int64_t offset, int64_t n,
                              float* dst) {
+  if (dtype == DType::kF32) return CopyF32Simd(d, static_cast<const float*>(src) + offset, n, dst);
   if (dtype != DType::kBF16) return RowToF32(src, dtype, offset, n, dst);
   const uint16_t* s = static_cast<const uint16_t*>(src) + offset;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -216,6 +235,7 @@ HWY_INLINE void RowToF32Simd(D d, const void* src, DType dtype, int64_t offset, 
 template <class D>
 HWY_INLINE void RowFromF32Simd(D d, const float* src, int64_t n, void* dst, DType dtype,
                                int64_t offset) {
+  if (dtype == DType::kF32) return CopyF32Simd(d, src, n, static_cast<float*>(dst) + offset);
   if (dtype != DType::kBF16) return RowFromF32(src, n, dst, dtype, offset);
   uint16_t* t = static_cast<uint16_t*>(dst) + offset;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
