@@ -1,8 +1,9 @@
 // Causal conv1d over packed sequences (seq_idx), forward and backward, on fresh random inputs
 // with poisoned outputs:
 //   - the property test: a packed batch (two rows, sequences of lengths 1, below K - 1, and
-//     longer, two of them past two vectors of 16) equals each sequence run alone, the first of a row from the row's initial
-//     states and the others from zeros: out, final_states and every gradient;
+//     longer, two of them past two vectors of 16) equals each sequence run alone, the first of a
+//     row from the row's initial states and the others from zeros: out, final_states and every
+//     gradient;
 //   - the packed call against the fp64 oracle, which masks on its own;
 //   - the oracle's gradients and the fast ones against central finite differences.
 // Errors are ||got - want|| / ||want||.
