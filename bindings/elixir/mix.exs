@@ -14,6 +14,9 @@ defmodule Mix.Tasks.Compile.SsmkitNif do
       )
 
     if status == 0 do
+      # The Makefile may have just created priv/, after Mix linked the project's directories
+      # into _build: link it now, so that the NIF loads while the Elixir modules compile.
+      Mix.Project.build_structure()
       {:ok, []}
     else
       Mix.shell().error(output)
