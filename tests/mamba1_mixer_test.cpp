@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>

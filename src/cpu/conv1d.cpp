@@ -79,17 +79,32 @@ Layout MakeLayout(int64_t K, int64_t L) {
   return {K, L, RoundUp(L, Lanes()), RoundUp(L + K - 1, Lanes())};
 }
 
-// xpad = [initial states (zeros when absent, or for a sequence starting at l0 > 0), x row
-// from l0 over lay.L steps, zeros up to xpad()].
-void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d, int64_t l0,
-                   float* xpad /* (K-1 + Lp) */) {
-  const int64_t h = lay.K - 1;
+// lead = the K - 1 inputs before step l0 of row (b, d): its initial states (zeros when absent,
+// or for a sequence starting at l0 > 0).
+void LoadLeadIn(const CausalConv1dParams& p, int64_t K, int64_t b, int64_t d, int64_t l0,
+                float* lead /* (K-1) */) {
   const SeqView& h0 = p.initial_states;
-  for (int64_t i = 0; i < h; ++i) {
-    xpad[i] = h0.data && l0 == 0
+  for (int64_t i = 0; i < K - 1; ++i) {
+    lead[i] = h0.data && l0 == 0
                   ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i)
                   : 0.0f;
   }
+}
+
+// final_states of row (b, d) = its last K - 1 inputs, where the steps [l0, l0 + L) end the row.
+void StoreFinalStates(const CausalConv1dParams& p, int64_t K, int64_t b, int64_t d, int64_t l0,
+                      int64_t L, const float* last /* (K-1) */) {
+  const SeqView& hf = p.final_states;
+  if (!hf.data || l0 + L != p.seqlen) return;
+  const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
+  for (int64_t i = 0; i < K - 1; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, last[i]);
+}
+
+// xpad = [the lead-in (LoadLeadIn), x row from l0 over lay.L steps, zeros up to xpad()].
+void LoadPaddedRow(const CausalConv1dParams& p, const Layout& lay, int64_t b, int64_t d, int64_t l0,
+                   float* xpad /* (K-1 + Lp) */) {
+  const int64_t h = lay.K - 1;
+  LoadLeadIn(p, lay.K, b, d, l0, xpad);
   RowToF32Simd(DF(), p.x.data, p.x.dtype, b * p.x.stride_batch + d * p.x.stride_dim + l0, lay.L,
                xpad + h);
   std::fill(xpad + h + lay.L, xpad + lay.xpad(), 0.0f);
@@ -183,22 +198,14 @@ bool ForwardRowDirect(const CausalConv1dParams& p, const Layout& lay, const Taps
     hn::StoreU(Output(p, head.Pre(taps, x)), df, out);
     l = W;
   } else {
-    for (int64_t i = 0; i < h; ++i) {
-      xpad[i] = h0.data && l0 == 0
-                    ? LoadAsF32(h0.data, h0.dtype, b * h0.stride_batch + d * h0.stride_dim + i)
-                    : 0.0f;
-    }
+    LoadLeadIn(p, K, b, d, l0, xpad);
     std::memcpy(xpad + h, x, static_cast<size_t>(H) * sizeof(float));
     for (; l < H; l += W) hn::StoreU(Output(p, taps.Pre(xpad, l)), df, out + l);
   }
   const float* in = x - h;  // pre[l] reads in[l + k] = x[l + k - h], l >= H >= h
   for (; l + W <= L; l += W) hn::StoreU(Output(p, taps.Pre(in, l)), df, out + l);
   if (l < L) hn::StoreU(Output(p, taps.Pre(in, L - W)), df, out + L - W);
-  const SeqView& hf = p.final_states;
-  if (hf.data && l0 + L == p.seqlen) {  // the row's last K - 1 inputs
-    const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
-    for (int64_t i = 0; i < h; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, x[L - h + i]);
-  }
+  StoreFinalStates(p, K, b, d, l0, L, x + L - h);
   return true;
 }
 
@@ -224,11 +231,7 @@ void ForwardRow(const CausalConv1dParams& p, const Layout& lay, const ZeroLedHea
     std::memcpy(dst + l, y, static_cast<size_t>(L - l) * sizeof(float));
   }
   if (!direct) RowFromF32Simd(df, y, L, p.out.data, p.out.dtype, out_offset);
-  const SeqView& hf = p.final_states;
-  if (hf.data && l0 + L == p.seqlen) {  // the last K - 1 entries of xpad's first K - 1 + L
-    const int64_t offset = b * hf.stride_batch + d * hf.stride_dim;
-    for (int64_t i = 0; i < K - 1; ++i) StoreFromF32(hf.data, hf.dtype, offset + i, xpad[L + i]);
-  }
+  StoreFinalStates(p, K, b, d, l0, L, xpad + L);  // xpad's first K - 1 + L end with them
 }
 
 // Walks rows r = b D + d from `first` without a division per row (a 64-bit divide costs more
