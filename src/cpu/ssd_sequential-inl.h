@@ -83,15 +83,26 @@ inline int64_t RescaleSteps(const float* mult, int64_t T, int64_t* steps) {
   return count;
 }
 
-// The B and C rows of group g of batch row b over steps [t0, t0 + T) into bc (T, 2 Nn): row t
-// holds B's Nn floats, then C's, so that a tile reaches both through one pointer.
-inline void CopyBlockBC(const ssd::PackedBC& Bp, const ssd::PackedBC& Cp, int64_t b, int64_t g,
-                        int64_t t0, int64_t T, int64_t Nn, float* bc) {
+// States per line: one 64-byte cache line of f32 (the forward's run of B and C below).
+constexpr int64_t kBcLine = 16;
+
+// The B and C rows of group g of batch row b over steps [t0, t0 + T) into bc (Nn / run, T, 2,
+// run): for each run of `run` states (dividing Nn), step t's B values, then its C values. A
+// tile as wide as a run (or narrower, within one) walks 2 run floats a step, contiguous, so
+// that its block of B and C stays in L1 for the next tiles of the run. In rows of 2 Nn floats
+// (run = Nn; 1 KiB a step at N = 128) a tile's two lines a step fell in 8 of a 32 KiB L1's 64
+// sets, 16 lines a set over 64 steps: more than its 8 ways, and each tile re-read its B and C
+// from L2.
+inline void CopyBlockBCRuns(const ssd::PackedBC& Bp, const ssd::PackedBC& Cp, int64_t b, int64_t g,
+                            int64_t t0, int64_t T, int64_t Nn, int64_t run, float* bc) {
   for (int64_t t = 0; t < T; ++t) {
     const float* B = Bp.Row(b, g, t0 + t);
     const float* C = Cp.Row(b, g, t0 + t);
-    std::copy(B, B + Nn, bc + t * 2 * Nn);
-    std::copy(C, C + Nn, bc + t * 2 * Nn + Nn);
+    for (int64_t n = 0; n < Nn; n += run) {
+      float* at = bc + (n / run * T + t) * 2 * run;
+      std::copy(B + n, B + n + run, at);
+      std::copy(C + n, C + n + run, at + run);
+    }
   }
 }
 

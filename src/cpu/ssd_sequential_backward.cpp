@@ -316,9 +316,11 @@ float* Checkpoint(BwdHead& hd, int64_t c, int64_t size) { return hd.checkpoints.
 // allocator put them (the forward's note).
 struct BwdScratch {
   std::vector<BwdHead> heads;
-  std::vector<float> scale, row;   // one time block
-  std::vector<int64_t> rescale;    // one time block: RescaleSteps
-  AlignedFloats bc;                // (T, 2 Nn): B and C rows of the block (BwdTileArgs)
+  std::vector<float> scale, row;  // one time block
+  std::vector<int64_t> rescale;   // one time block: RescaleSteps
+  // (T, 2 Nn): B and C rows of the block (BwdTileArgs), as CopyBlockBCRuns lays out one run
+  // of Nn. Runs of a column tile's width (the forward's layout) measured no faster here.
+  AlignedFloats bc;
   AlignedFloats rows;              // xs, dy, dys: (T, Pr) each, at kXs, kDy, kDys
   AlignedFloats nbuf, pbuf, pvec;  // one time block
   // The (T, Pr) row buffers of a block, one allocation so that the tiles reach x and dy
@@ -681,12 +683,12 @@ void BackwardHeads(const BwdRun& r, const ssd::TaskGrads& grads, BwdScratch& s) 
   SizeBlockScratch(r, s);
   for (int64_t h = r.h0; h < r.h1; ++h) StartHead(r, h, s.heads[h - r.h0]);
   for (int64_t t0 = 0; t0 < L; t0 += T) {
-    CopyBlockBC(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, s.bc.data());
+    CopyBlockBCRuns(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, r.Nn, s.bc.data());
     for (int64_t h = r.h0; h < r.h1; ++h) ForwardSweepBlock(r, h, t0, grads.dC, s);
   }
   for (int64_t h = r.h0; h < r.h1; ++h) StartAdjointState(r, h, s.heads[h - r.h0]);
   for (int64_t t0 = (L - 1) / T * T; t0 >= 0; t0 -= T) {
-    CopyBlockBC(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, s.bc.data());
+    CopyBlockBCRuns(r.Bp, r.Cp, r.b, r.g, t0, std::min(T, L - t0), r.Nn, r.Nn, s.bc.data());
     for (int64_t h = r.h0; h < r.h1; ++h) AdjointSweepBlock(r, h, t0, grads.dB, s);
   }
   for (int64_t h = r.h0; h < r.h1; ++h) FinishHead(r, h, s.heads[h - r.h0], grads);

@@ -46,35 +46,41 @@ constexpr int64_t kShortSequence = 8;
 //
 // A step of the tile is 2 kN kPV FMAs beside 2 kN broadcasts, kPV loads and kPV stores, so
 // its other instructions decide whether the FMA units stay busy (AVX2's 4 x 2 tile: 16 FMAs
-// in ~38 instructions, near the 6 a cycle the core dispatches). Hence B and C share one row
-// and xs and y another (one pointer each to advance), the steps where the state is rescaled
+// in ~38 instructions, near the 6 a cycle the core dispatches). Hence B and C share one run of
+// lines and xs and y one row (one pointer each to advance), the steps where the state is rescaled
 // are found once per head and block instead of tested every step, and the first tile of a
 // column has its own loop (it stores y, the others add to it). On the AMD EPYC (Zen 4) forced
 // to AVX2, with every operand in L1: 8.8 cycles a step against 11.0 before (8 for the FMAs).
 
 struct FwdTileArgs {
-  const float* bc;    // (T, 2 Nn): B's row (Nn), then C's
-  float* xy;          // (T, 2 Pp): xs (Pp), then y (Pp), accumulated over the tiles of a column
-  const float* mult;  // (T)
+  const float* bc;         // (Nn / 16, T, 2, 16): CopyBlockBCRuns' lines of B and C
+  float* xy;               // (T, ld): xs (Pp), then y (Pp), accumulated over the tiles of a column
+  const float* mult;       // (T)
   const int64_t* rescale;  // the steps t with mult[t] != 1, ascending
   int64_t rescales;
   float* S;  // (Nn, Pp)
-  int64_t T, Nn, Pp;
+  int64_t T, Nn, Pp, ld;
 };
 
-// `steps` steps of a tile whose state is S, from the rows at bc and xy (offset to the tile's
-// first state and vector).
+// xy's row stride: a line more than its 2 Pp floats. At 2 Pp = 128 (512 bytes) a tile's lines
+// of x and y over a block's 64 steps would fall in 16 of L1's 64 sets, 8 a set, beside the
+// lines of B and C.
+inline int64_t XyStride(int64_t Pp) { return 2 * Pp + kBcLine; }
+
+// `steps` steps of a tile whose state is S, from the lines at bc and the rows at xy (offset
+// to the tile's first state and vector).
 template <int kN, int kPV, bool kFirst>
 HWY_INLINE void FwdSteps(const float* HWY_RESTRICT bc, float* HWY_RESTRICT xy, int64_t steps,
-                         int64_t Nn, int64_t Pp, VF (&S)[kN][kPV]) {
+                         int64_t Pp, int64_t ld, VF (&S)[kN][kPV]) {
+  static_assert(kBcLine % kN == 0, "a tile's states lie in one line");
   const DF df;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
-  const float* end = bc + steps * 2 * Nn;
-  for (; bc != end; bc += 2 * Nn, xy += 2 * Pp) {
+  const float* end = bc + steps * 2 * kBcLine;
+  for (; bc != end; bc += 2 * kBcLine, xy += ld) {
     VF xv[kPV], y[kPV];
     for (int j = 0; j < kPV; ++j) xv[j] = hn::LoadU(df, xy + j * lanes);
     for (int i = 0; i < kN; ++i) {
-      const VF bi = hn::Set(df, bc[i]), ci = hn::Set(df, bc[Nn + i]);
+      const VF bi = hn::Set(df, bc[i]), ci = hn::Set(df, bc[kBcLine + i]);
       for (int j = 0; j < kPV; ++j) {
         S[i][j] = hn::MulAdd(xv[j], bi, S[i][j]);
         y[j] = i == 0 ? hn::Mul(ci, S[i][j]) : hn::MulAdd(ci, S[i][j], y[j]);
@@ -91,18 +97,18 @@ HWY_INLINE void FwdSteps(const float* HWY_RESTRICT bc, float* HWY_RESTRICT xy, i
 // of a column (first) stores y, the others add to it.
 template <int kN, int kPV>
 HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool first) {
-  const int64_t Nn = a.Nn, Pp = a.Pp;
+  const int64_t Pp = a.Pp;
   VF S[kN][kPV];
   LoadTile(a.S + n0 * Pp + p0, Pp, S);
   int64_t t = 0;
   for (int64_t k = 0;; ++k) {  // runs of steps between rescales
     const int64_t stop = k < a.rescales ? a.rescale[k] : a.T;
-    const float* bc = a.bc + t * 2 * Nn + n0;
-    float* xy = a.xy + t * 2 * Pp + p0;
+    const float* bc = a.bc + (n0 / kBcLine * a.T + t) * 2 * kBcLine + n0 % kBcLine;
+    float* xy = a.xy + t * a.ld + p0;
     if (first) {
-      FwdSteps<kN, kPV, true>(bc, xy, stop - t, Nn, Pp, S);
+      FwdSteps<kN, kPV, true>(bc, xy, stop - t, Pp, a.ld, S);
     } else {
-      FwdSteps<kN, kPV, false>(bc, xy, stop - t, Nn, Pp, S);
+      FwdSteps<kN, kPV, false>(bc, xy, stop - t, Pp, a.ld, S);
     }
     if (k == a.rescales) break;
     ScaleTile(a.mult[stop], S);
@@ -140,7 +146,7 @@ struct FwdHead {
 struct FwdScratch {
   std::vector<FwdHead> heads;
   std::vector<float> scale;      // (T)
-  AlignedFloats bc, xy;          // (T, 2 Nn), (T, 2 Pp): FwdTileArgs' rows
+  AlignedFloats bc, xy;          // FwdTileArgs' lines and rows
   std::vector<int64_t> rescale;  // (<= T)
 };
 
@@ -154,7 +160,8 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
   if (static_cast<int64_t>(s.heads.size()) < h1 - h0) s.heads.resize(h1 - h0);  // never shrunk
   s.scale.resize(kFwdBlock);
   s.bc.Grow(kFwdBlock * 2 * Nn);
-  s.xy.Grow(kFwdBlock * 2 * Pp);
+  const int64_t ld = XyStride(Pp);
+  s.xy.Grow(kFwdBlock * ld);
   s.rescale.resize(kFwdBlock);
   for (int64_t h = h0; h < h1; ++h) {
     FwdHead& hd = s.heads[h - h0];
@@ -176,17 +183,24 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       FwdHead& hd = s.heads[h - h0];
       const int64_t g = h / p.heads_per_group();
       if (g != rows_of) {
-        CopyBlockBC(Bp, Cp, b, g, t0, T, Nn, s.bc.data());
+        CopyBlockBCRuns(Bp, Cp, b, g, t0, T, Nn, kBcLine, s.bc.data());
         rows_of = g;
       }
       for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       const int64_t rescales = RescaleSteps(hd.mult.data() + t0, T, s.rescale.data());
-      ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xy.data(), 2 * Pp, Pp);
+      ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xy.data(), ld, Pp);
       const RowPrefetch next =
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
-      const FwdTileArgs a{
-          s.bc.data(), s.xy.data(), hd.mult.data() + t0, s.rescale.data(), rescales, hd.S.data(), T,
-          Nn,          Pp};
+      const FwdTileArgs a{s.bc.data(),
+                          s.xy.data(),
+                          hd.mult.data() + t0,
+                          s.rescale.data(),
+                          rescales,
+                          hd.S.data(),
+                          T,
+                          Nn,
+                          Pp,
+                          ld};
       const int kPV = TileVectors(nPV, kFwdTileVectors);
       if (kPV == 4) {
         FwdTiles<4>(a, next);
@@ -196,7 +210,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
         FwdTiles<1>(a, next);
       }
       // h = alpha S
-      ssd::StoreOutput(p, b, h, t0, T, s.xy.data() + Pp, 2 * Pp, hd.alpha.data() + t0);
+      ssd::StoreOutput(p, b, h, t0, T, s.xy.data() + Pp, ld, hd.alpha.data() + t0);
     }
   }
   if (!p.final_states.data) return;
