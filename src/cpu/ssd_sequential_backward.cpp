@@ -43,10 +43,12 @@ using ssd::RoundUp;
 // (Zen 3, one thread, A/B interleaved, three rounds).
 constexpr int kBwdStateRegs = HWY_MAX_BYTES >= 64 ? 16 : 8;
 constexpr int kBwdTileVectors = HWY_MAX_BYTES >= 64 ? 4 : 2;
-// Time block: on Zen 4 (AVX-512) 32 ran m2-130m fwd+bwd ~2% slower than 64; on Zen 3
-// (AVX2, 2 threads, A/B interleaved) 32 ran it in 72.3-74.9 ms against 75.4-80.7.
-constexpr int64_t kBwdBlock = HWY_MAX_BYTES >= 64 ? 64 : 32;
-// Steps between the state checkpoints (a multiple of kBwdBlock): 128 on AVX-512, 64 on AVX2.
+// Time block: on Zen 4 (AVX-512) 32 ran m2-130m fwd+bwd ~2% slower than 64. On AVX2 a Zen 3
+// once ran it faster with 32 (72.3-74.9 ms against 75.4-80.7, an earlier version of these
+// tiles); the Zen 4 forced to AVX2, with the current tiles, runs the backward 4-7% faster with
+// 64 (and checkpoints 128 apart) than with 32 (64 apart), calls alternated in one process.
+constexpr int64_t kBwdBlock = 64;
+// Steps between the state checkpoints (a multiple of kBwdBlock).
 // Numerics: the sum giving dLoss/dlog(a) runs over at most this many steps; the rest comes
 // exactly from <g, h> at the next checkpoint (see DecayGrads). On Zen 4, 128 against 64:
 // m2-130m backward 6-10% faster on 2 threads (half the checkpoint traffic, 12 MB written and
