@@ -70,7 +70,10 @@ void LoadScaledX(const SsdSeqView& x, int64_t headdim, int64_t b, int64_t h, int
 
 // Asks the cache for rows [l0, l0 + count) of head (or group) k of a (B, L, K, M) operand,
 // M elements each: the kernels walk one head down L, rows K*M elements apart, which the
-// hardware prefetchers do not follow. No-op for an absent view or past L.
+// hardware prefetchers do not follow. No-op for an absent view or past L. Into L2, not L1:
+// the rows are read a head later, after tiles whose B and C lines fill L1 (on an Intel Xeon,
+// m2-130m sequential forward and backward 1.6-1.9% faster on AVX-512, 0.3-1.3% on AVX2,
+// one process alternating both).
 inline void PrefetchRows(const SsdSeqView& v, int64_t width, int64_t seqlen, int64_t b, int64_t k,
                          int64_t l0, int64_t count) {
   if (!v.data) return;
@@ -81,7 +84,7 @@ inline void PrefetchRows(const SsdSeqView& v, int64_t width, int64_t seqlen, int
     // 16 bytes past a page), and then it spans one line more than bytes / 64.
     const uintptr_t row = reinterpret_cast<uintptr_t>(base + v.Offset(b, l, k) * elem);
     for (uintptr_t line = row & ~uintptr_t{63}; line < row + bytes; line += 64) {
-      __builtin_prefetch(reinterpret_cast<const void*>(line));
+      __builtin_prefetch(reinterpret_cast<const void*>(line), /*rw=*/0, /*locality=*/2);
     }
   }
 }

@@ -269,14 +269,14 @@ void FoldRowBlock(const BwdTileArgs& a, int64_t p0, float* pbuf) {
 // Both sweeps over one time block: every row block, all its column tiles, then its sums;
 // `next` is prefetched a slice per tile.
 template <int kV, bool kAdjoint, bool kY>
-void BwdTiles(const BwdTileArgs& a, float* pbuf, const RowPrefetch& next) {
+void BwdTiles(const BwdTileArgs& a, float* pbuf, RowPrefetch& next) {
   constexpr int kP = kBwdStateRegs / kV;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   const int64_t tiles = a.Pr / kP * (a.Nn / (kV * lanes));
-  int64_t k = 0;
+  next.Spread(tiles);
   for (int64_t p0 = 0; p0 < a.Pr; p0 += kP) {
     for (int64_t n0 = 0; n0 < a.Nn; n0 += kV * lanes) {
-      next.Slice(k++, tiles);
+      next.Step();
       const BwdTileFirst first{p0 == 0, n0 == 0};
       if (kAdjoint) {
         BwdAdjointTile<kP, kV>(a, p0, n0, first);
@@ -289,7 +289,7 @@ void BwdTiles(const BwdTileArgs& a, float* pbuf, const RowPrefetch& next) {
 }
 
 template <bool kAdjoint, bool kY>
-void BwdTilesAnyShape(const BwdTileArgs& a, int kV, float* pbuf, const RowPrefetch& next) {
+void BwdTilesAnyShape(const BwdTileArgs& a, int kV, float* pbuf, RowPrefetch& next) {
   if (kV == 4) {
     BwdTiles<4, kAdjoint, kY>(a, pbuf, next);
   } else if (kV == 2) {
@@ -505,7 +505,7 @@ void ForwardSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dC_part, B
   ssd::LoadScaledX(p.x, P, r.b, h, t0, Tn, s.scale.data(), s.Rows(BwdScratch::kXs), Pr, Pr);
   ssd::LoadDy(p, r.b, h, t0, Tn, nullptr, s.Rows(BwdScratch::kDy), Pr, Pr);
   const BwdTileArgs a = SweepTileArgs(r, t0, Tn, BwdScratch::kDy, hd.fmult.data(), hd, s);
-  const RowPrefetch next =
+  RowPrefetch next =
       NextHeadRows({&p.x, &p.dout, &p.z, nullptr}, P, r.L, r.b, h, r.h0, r.h1, t0, T);
   const bool with_y = p.z.data && p.dz.data;
   if (with_y) {
@@ -618,9 +618,9 @@ void AdjointSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dB_part, B
   BwdHead& hd = s.heads[h - r.h0];
   LoadAdjointRows(r, h, t0, Tn, hd, s);
   const BwdTileArgs a = SweepTileArgs(r, t0, Tn, BwdScratch::kDys, hd.amult.data(), hd, s);
-  BwdTilesAnyShape<true, false>(
-      a, r.kV, s.pbuf.data(),
-      NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, r.P, r.L, r.b, h, r.h0, r.h1, t0, -T));
+  RowPrefetch next =
+      NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, r.P, r.L, r.b, h, r.h0, r.h1, t0, -T);
+  BwdTilesAnyShape<true, false>(a, r.kV, s.pbuf.data(), next);
   StoreDxAddDB(r, h, t0, Tn, hd, s, dB_part);
   AddHeadDD(r, Tn, s, hd);
   if (t0 % r.K == 0 && t0 > 0) {

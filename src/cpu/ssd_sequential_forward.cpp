@@ -118,14 +118,14 @@ HWY_NOINLINE void FwdTile(const FwdTileArgs& a, int64_t n0, int64_t p0, bool fir
 }
 
 template <int kPV>
-void FwdTiles(const FwdTileArgs& a, const RowPrefetch& next) {
+void FwdTiles(const FwdTileArgs& a, RowPrefetch& next) {
   constexpr int kN = std::min(16, kFwdStateRegs / kPV);  // divides Nn (a multiple of 16)
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
   const int64_t tiles = a.Pp / (kPV * lanes) * (a.Nn / kN);
-  int64_t k = 0;
+  next.Spread(tiles);
   for (int64_t p0 = 0; p0 < a.Pp; p0 += kPV * lanes)
     for (int64_t n0 = 0; n0 < a.Nn; n0 += kN) {
-      next.Slice(k++, tiles);
+      next.Step();
       FwdTile<kN, kPV>(a, n0, p0, n0 == 0);
     }
 }
@@ -189,7 +189,7 @@ void ForwardHeads(const SsdParams& p, const PackedBC& Bp, const PackedBC& Cp, in
       for (int64_t t = 0; t < T; ++t) s.scale[t] = hd.dt[t0 + t] / hd.alpha[t0 + t];
       const int64_t rescales = RescaleSteps(hd.mult.data() + t0, T, s.rescale.data());
       ssd::LoadScaledX(p.x, P, b, h, t0, T, s.scale.data(), s.xy.data(), ld, Pp);
-      const RowPrefetch next =
+      RowPrefetch next =
           NextHeadRows({&p.x, &p.out, &p.z, nullptr}, P, L, b, h, h0, h1, t0, kFwdBlock);
       const FwdTileArgs a{s.bc.data(),
                           s.xy.data(),
