@@ -35,6 +35,7 @@ enum class ScratchSlot : int {
   // Per-worker buffers of single kernels.
   kLinearPanel,        // a widened weight panel for sgemm (linear.cpp)
   kLinearGemvBlock,    // a widened block of weight rows (linear_gemv.cpp)
+  kLinearGemvPairedX,  // x's even and odd elements by blocks (linear_gemv.cpp)
   kLinearBf16Panel,    // a packed bf16 weight panel (linear_bf16.cpp)
   kLinearBf16Decoded,  // a quantized weight panel decoded to bf16 (linear_bf16.cpp)
   kLinearBf16AmxRows,  // the few-rows AMX kernel's rounded x, sums and K tail
