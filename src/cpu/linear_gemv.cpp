@@ -306,23 +306,19 @@ HWY_INLINE void DotRowPairedBf16(const LinearParams& p, const float* HWY_RESTRIC
   const auto high = hn::Set(du, 0xFFFF0000u);
   VF acc[2 * kU];
   for (auto& a : acc) a = hn::Zero(df);
+  // The block of 2W weights at `at` into the accumulators of its even and odd elements.
+  const auto block = [&](int64_t at, VF& even, VF& odd) {
+    const auto v = hn::LoadU(du, reinterpret_cast<const uint32_t*>(w + at));
+    even = hn::MulAdd(hn::BitCast(df, hn::ShiftLeft<16>(v)), hn::LoadU(df, xp + at), even);
+    odd = hn::MulAdd(hn::BitCast(df, hn::And(v, high)), hn::LoadU(df, xp + at + W), odd);
+  };
   int64_t k = 0;
   for (; k + kU * B <= K; k += kU * B) {
     const char* ahead = reinterpret_cast<const char*>(w + k) + kIntelStreamPrefetchBytes;
     for (int64_t b = 0; b < kU * B * 2; b += 64) __builtin_prefetch(ahead + b, 0, 2);
-    for (int u = 0; u < kU; ++u) {
-      const auto v = hn::LoadU(du, reinterpret_cast<const uint32_t*>(w + k + u * B));
-      acc[2 * u] = hn::MulAdd(hn::BitCast(df, hn::ShiftLeft<16>(v)), hn::LoadU(df, xp + k + u * B),
-                              acc[2 * u]);
-      acc[2 * u + 1] = hn::MulAdd(hn::BitCast(df, hn::And(v, high)),
-                                  hn::LoadU(df, xp + k + u * B + W), acc[2 * u + 1]);
-    }
+    for (int u = 0; u < kU; ++u) block(k + u * B, acc[2 * u], acc[2 * u + 1]);
   }
-  for (; k + B <= K; k += B) {
-    const auto v = hn::LoadU(du, reinterpret_cast<const uint32_t*>(w + k));
-    acc[0] = hn::MulAdd(hn::BitCast(df, hn::ShiftLeft<16>(v)), hn::LoadU(df, xp + k), acc[0]);
-    acc[1] = hn::MulAdd(hn::BitCast(df, hn::And(v, high)), hn::LoadU(df, xp + k + W), acc[1]);
-  }
+  for (; k + B <= K; k += B) block(k, acc[0], acc[1]);
   VF total = acc[0];
   for (int u = 1; u < 2 * kU; ++u) total = hn::Add(total, acc[u]);
   float sum = hn::GetLane(hn::SumOfLanes(df, total));
