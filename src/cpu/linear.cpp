@@ -3,9 +3,11 @@
 // or OpenBLAS sgemm (many rows: prefill).
 // Dimension legend: T rows, K input features, M output features, Pm weight rows per panel.
 //
-// Both split the M output features over threads in contiguous blocks (ParallelFor), so each
-// output element is computed by one thread over the whole of K: the result depends on the
-// thread count only through the block boundaries (deterministic for a given count).
+// Both split the M output features over threads, so each output element is computed by one
+// thread over the whole of K: the sgemm path in contiguous blocks (ParallelFor), the few-rows
+// kernels in chunks that a thread done early takes from the other's block (ParallelForBalanced).
+// The result depends on the thread count only through the block and chunk boundaries
+// (deterministic for a given count).
 // The sgemm path runs OpenBLAS single-threaded inside each of our blocks (blas::SingleThread:
 // its own pool would fight ours for the cores). A bf16/f16 or quantized weight is widened
 // (decoded) one panel of Pm whole rows at a time into a per-thread buffer; at
@@ -49,17 +51,31 @@ constexpr int64_t kAmxMinSplitRows = 8 * kAmxTileRows;
 // there and ~10% on granite-350m bf16, docs/benchmarks.md). Tuned for speed only.
 constexpr int64_t kPanelFloats = 1 << 20;
 
+// The fewest weight rows ParallelForBalanced hands out at once: a 130M model's in_proj row at
+// Q4_K is 432 bytes, so 32 of them take ~1.5 us from memory, well above the cost of taking a
+// chunk. Tuned for speed only.
+constexpr int64_t kMinChunkRows = 32;
+
 // fn(m_begin, m_end, worker) over W's rows, split in blocks of `unit` rows (the last short).
+// The few-rows kernels compute each output row whole, in the same operations wherever its
+// chunk starts, so their rows are shared out in chunks (ParallelForBalanced); the sgemm path
+// (`whole_blocks`) keeps one block per thread, as each call packs the whole of x again.
 template <class Fn>
-void SplitRows(const LinearParams& p, Fn&& fn, int64_t unit = 1) {
+void SplitRows(const LinearParams& p, Fn&& fn, int64_t unit = 1, bool whole_blocks = false) {
   const int64_t M = p.out_features, passes = (p.rows + kRowsPerPass - 1) / kRowsPerPass;
   if (M * p.in_features < kMinParallelWeights / std::max<int64_t>(1, passes)) {
     fn(int64_t{0}, M, 0);
     return;
   }
-  ParallelFor((M + unit - 1) / unit, [&](int64_t begin, int64_t end, int worker) {
+  const auto in_rows = [&](int64_t begin, int64_t end, int worker) {
     fn(begin * unit, std::min(end * unit, M), worker);
-  });
+  };
+  const int64_t units = (M + unit - 1) / unit;
+  if (whole_blocks) {
+    ParallelFor(units, in_rows);
+  } else {
+    ParallelForBalanced(units, std::max<int64_t>(1, kMinChunkRows / unit), in_rows);
+  }
 }
 
 // out[:, m0 : m0 + rows] = x w^T for a panel w (rows, K) of f32 weights (rows m0...).
@@ -332,7 +348,7 @@ Status Linear(const LinearParams& p) {
     SplitRows(p, rows);
   } else {
     blas::SingleThread single;
-    SplitRows(p, rows);
+    SplitRows(p, rows, 1, /*whole_blocks=*/true);
   }
   if (out_of_memory) return Status::OutOfMemory("linear: could not allocate a weight buffer");
   return Status::Ok();

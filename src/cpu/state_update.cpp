@@ -11,7 +11,8 @@
 // vectorised over n, one (b, h, p) row at a time:
 //   Mamba-2 (A per head):   decay = exp(dt A) once per head, then 2 FMAs + 1 FMA per vector
 //   Mamba-1 (A per state):  decay = exp(dt A_n) per vector (the exp dominates)
-// Work is split over the B * H (b, h) pairs; small steps stay on the calling thread.
+// Work is split over the B * H (b, h) pairs, in chunks that a thread done early takes from the
+// other's block; small steps stay on the calling thread.
 #include <algorithm>
 #include <cmath>
 
@@ -42,6 +43,10 @@ namespace {
 // 2 cores) and m1-130m's step (24576 elements, ~20 us on one thread) is worth splitting.
 // Tuned for speed only, does not affect results.
 constexpr int64_t kMinParallelElements = 1 << 14;
+
+// The fewest state elements a thread takes at once from another's block when it is done with
+// its own (ParallelForBalanced). Tuned for speed only.
+constexpr int64_t kMinChunkElements = 1 << 12;
 
 // (h, p) entries gathered per segment: bounds the scratch rows. Tuned for speed only.
 constexpr int64_t kSegmentEntries = 2048;
@@ -452,7 +457,9 @@ Status StateUpdateImpl(const StateUpdateParams& p) {
   if (blocks == 1) {
     run(0, pairs, 0);
   } else {
-    ParallelFor(pairs, run);
+    // Every (b, h) row's update is the same wherever its chunk starts: chunks shared out.
+    ParallelForBalanced(pairs, std::max<int64_t>(1, kMinChunkElements / (p.headdim * p.dstate)),
+                        run);
   }
   return Status::Ok();
 }
