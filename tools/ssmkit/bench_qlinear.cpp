@@ -1,10 +1,12 @@
 // `ssmkit bench qlinear`: LinearForward with llama.cpp's quantized weights (Q8_0, Q6_K, Q5_K,
 // Q5_1, Q5_0, Q4_K, Q4_1, Q4_0) beside the f32 and bf16 weights of the same shape, for one decode
 // token (T = 1) and a decode batch (T = 8): one (T, K) x (M, K)^T product, M = K = 4096 (a 7B
-// model's attention projection) and 2048. At decode a model's weights stream from memory once per
-// token, so each call reads the next of enough copies of the weight (256 MB in all) to leave
-// the last-level cache, and the peer is a read of the same number of bytes from a cold buffer
-// (ColdRead), timed interleaved: the ratio is the share of the read bandwidth reached.
+// model's attention projection) and 2048, and m1-130m's in_proj (M = 3072, K = 768) and out_proj
+// (M = 768, K = 1536), where a decode step's products spend most of their time. At decode a
+// model's weights stream from memory once per token, so each call reads the next of enough
+// copies of the weight (256 MB in all) to leave the last-level cache, and the peer is a read of
+// the same number of bytes from a cold buffer (ColdRead), timed interleaved: the ratio is the
+// share of the read bandwidth reached.
 // GB/s counts the weight bytes (plus x and out); ns/weight is per weight element.
 // Dimension legend: T rows of x, K input features, M output features.
 #include <algorithm>
@@ -27,7 +29,10 @@ struct QLinearShape {
   const char* name;
   int64_t M, K;
 };
-constexpr QLinearShape kShapes[] = {{"4096x4096", 4096, 4096}, {"2048x2048", 2048, 2048}};
+constexpr QLinearShape kShapes[] = {{"4096x4096", 4096, 4096},
+                                    {"2048x2048", 2048, 2048},
+                                    {"3072x768", 3072, 768},
+                                    {"768x1536", 768, 1536}};
 constexpr DType kDTypes[] = {DType::kF32,  DType::kBF16, DType::kQ8_0, DType::kQ6_K, DType::kQ5_K,
                              DType::kQ5_1, DType::kQ5_0, DType::kQ4_K, DType::kQ4_1, DType::kQ4_0};
 constexpr int64_t kRows[] = {1, 8};
@@ -68,7 +73,7 @@ int RunQLinearBench(const Options& options) {
     for (DType dtype : kDTypes) {
       if (!options.algo.empty() && options.algo != DTypeName(dtype)) continue;
       const double weight_bytes = static_cast<double>(M * DTypeRowBytes(dtype, K));
-      const int copies = static_cast<int>(std::clamp(kColdBytes / weight_bytes, 1.0, 64.0));
+      const int copies = static_cast<int>(std::clamp(kColdBytes / weight_bytes, 1.0, 1024.0));
       std::vector<uint8_t> weights = Weights(dtype, M, K, copies, rng);
       for (int64_t T : kRows) {
         std::vector<float> x(static_cast<size_t>(T * K)), out(static_cast<size_t>(T * M));
@@ -119,7 +124,8 @@ const SuiteRegistration kRegistration{
     {"qlinear",
      "linear with llama.cpp's quantized weights (q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1, q4_0) "
      "beside f32 and "
-     "bf16: 4096x4096 and 2048x2048, T = 1 and 8, against a cold read of the same bytes",
+     "bf16: 4096x4096, 2048x2048 and m1-130m's 3072x768 and 768x1536 (M x K), T = 1 and 8, "
+     "against a cold read of the same bytes",
      RunQLinearBench}};
 
 }  // namespace
