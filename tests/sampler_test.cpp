@@ -60,6 +60,46 @@ TEST(Sampler, GreedyTakesTheFirstLargestAndSkipsNaN) {
   EXPECT_EQ(k1.Sample(std::vector<float>{0, 0, 9, 0, 0, 0}), 2);
 }
 
+// The one-pass definition: the first of the largest numbers, 0 when there is none.
+int32_t FirstLargestNumber(const std::vector<float>& v) {
+  int32_t best = 0;
+  bool found = false;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isnan(v[i])) continue;
+    if (!found || v[i] > v[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    found = true;
+  }
+  return best;
+}
+
+TEST(Sampler, GreedyOnLongLogitsIsTheFirstLargestNumber) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  Rng rng(seed);
+  for (int64_t n : {1, 15, 16, 17, 50280}) {
+    Sampler s = Make({}, n);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> v = RandomLogits(rng, n, 3.0);
+      // Ties of the largest at indices in different lanes, NaN and -inf, and the degenerate rows.
+      const auto at = [&] { return static_cast<size_t>(rng.Uniform(0.0, 1.0) * n) % v.size(); };
+      if (trial % 4 == 1) {
+        v[at()] = 1e3f;
+        v[at()] = 1e3f;
+      }
+      if (trial % 4 == 2) v[at()] = std::nanf("");
+      if (trial % 4 == 3) v[at()] = -INFINITY;
+      if (trial == 16) std::fill(v.begin(), v.end(), std::nanf(""));
+      if (trial == 17) std::fill(v.begin(), v.end(), -INFINITY);
+      if (trial == 18) {
+        std::fill(v.begin(), v.end(), std::nanf(""));
+        v.back() = -INFINITY;
+      }
+      if (trial == 19) std::fill(v.begin(), v.end(), 2.5f);
+      EXPECT_EQ(s.Sample(v), FirstLargestNumber(v)) << "n " << n << ", trial " << trial;
+    }
+  }
+}
+
 TEST(Sampler, RejectsBadOptions) {
   Sampler s;
   EXPECT_NE(Sampler::Create({-1.0f}, 10, &s).message().find("temperature"), std::string::npos);

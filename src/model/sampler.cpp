@@ -35,19 +35,31 @@ Status Sampler::Create(const SamplerOptions& options, int64_t vocab_size, Sample
   return Status::Ok();
 }
 
+// The first index of the largest logit that is a number (0 when none is). Two passes: the
+// largest number, as kLanes independent running maxima (branch-free max instructions; NaN
+// compares false and drops out), then the first index holding it. A batch-8 decode step of
+// m1-130m (8 x 50,280 logits) spent ~2% of its time in a one-pass loop with a compare and a
+// branch per logit, one chain of dependent steps.
 int32_t Sampler::Greedy(std::span<const float> logits) const {
-  int32_t best = 0;
-  float best_value = -INFINITY;
-  bool found = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) continue;
-    if (!found || logits[i] > best_value) {
-      best = static_cast<int32_t>(i);
-      best_value = logits[i];
-      found = true;
+  constexpr size_t kLanes = 16;
+  const size_t n = logits.size();
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, -INFINITY);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = logits[i + j];
+      lane_max[j] = v > lane_max[j] ? v : lane_max[j];
     }
   }
-  return best;
+  float best = -INFINITY;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  for (float m : lane_max) best = m > best ? m : best;
+  // No logit equals best when none is a number (best stays -inf, NaN equals nothing).
+  for (size_t k = 0; k < n; ++k) {
+    if (logits[k] == best) return static_cast<int32_t>(k);
+  }
+  return 0;
 }
 
 void Sampler::SortLargest(std::span<const float> logits, int64_t m, int64_t within) {
