@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cache_line_vector.hpp"
 #include "core/dtype.hpp"
 #include "core/round_up.hpp"
 #include "cpu/simd_math-inl.h"
@@ -184,7 +185,10 @@ class Carver {
 // Per-thread-block scratch of `Layout` (a struct with a static Carve(Carver<float>&,
 // Carver<int32_t>&, const Shape&) filling its pointers) plus `shared` floats, carved from
 // buffers of the calling thread grown before the parallel region: nothing is allocated inside
-// it, and nothing once warm (decode: tests/decode_alloc_test.cpp).
+// it, and nothing once warm (decode: tests/decode_alloc_test.cpp). The buffers start on a
+// cache line, and the Carver keeps every piece on one: from std::vector (16-byte aligned)
+// every vector load and store of the tile products straddled two lines, and prefill at L =
+// 4096 ran at 0.51-0.57 of the FMA rate against 0.62-0.67 aligned (Intel Xeon, AVX-512).
 template <class Layout, class Shape>
 class BlockScratch {
  public:
@@ -194,8 +198,8 @@ class BlockScratch {
     Layout::Carve(f, i, shape);
     floats_per_block_ = f.used();
     ints_per_block_ = i.used();
-    static thread_local std::vector<float> floats;
-    static thread_local std::vector<int32_t> ints;
+    static thread_local CacheLineVector<float> floats;
+    static thread_local CacheLineVector<int32_t> ints;
     const auto need = static_cast<size_t>(blocks * floats_per_block_ + shared);
     if (floats.size() < need) floats.resize(need);
     if (ints.size() < static_cast<size_t>(blocks * ints_per_block_)) {
