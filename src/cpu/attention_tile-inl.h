@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
 #include "core/cache_line_vector.hpp"
 #include "core/dtype.hpp"
@@ -187,8 +186,9 @@ class Carver {
 // buffers of the calling thread grown before the parallel region: nothing is allocated inside
 // it, and nothing once warm (decode: tests/decode_alloc_test.cpp). The buffers start on a
 // cache line, and the Carver keeps every piece on one: from std::vector (16-byte aligned)
-// every vector load and store of the tile products straddled two lines, and prefill at L =
-// 4096 ran at 0.51-0.57 of the FMA rate against 0.62-0.67 aligned (Intel Xeon, AVX-512).
+// every vector load and store of the tile products straddled two lines, and f32 prefill at
+// L = 4096 ran at 0.51-0.59 of the FMA rate against 0.62-0.66 aligned (Intel Xeon, AVX-512;
+// docs/benchmarks.md).
 template <class Layout, class Shape>
 class BlockScratch {
  public:
