@@ -19,6 +19,11 @@
 // median over those steps of (probe time / step time). The probe stands apart from the timed
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
+// A step also reads and writes each sequence's SSM and conv state (f32, a fixed size per
+// sequence: Session::SlotStateBytes of an empty slot): m2-130m's 18.9 MB per sequence, read and
+// written, is ~7% of its f32 weights' bytes at batch 1 and twice them at batch 32. "of floor+state"
+// counts those bytes too (read and written, at the probe's read rate; attention's KV rows are
+// left out, so it errs low): the bytes a step cannot avoid moving.
 //
 // The ceiling at larger batches: a decode step multiplies every weight matrix by B rows, B
 // multiply-adds per weight, so it cannot run faster than the machine's multiply-add rate allows.
@@ -124,6 +129,9 @@ struct CaseResult {
   int64_t batch = 0, prompt_tokens = 0, decode_steps = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, floor_tok_s = 0;
   double weight_mb = 0, read_gb_s = 0, fraction_of_floor = 0;
+  // The SSM and conv states read and written per step (all sequences), and the share of the
+  // floor of weights plus those bytes.
+  double state_mb = 0, fraction_of_floor_with_state = 0;
   double gflops = 0, fraction_of_fma = 0;  // the decode steps' multiply-adds (x2) per second
   // The 8192-token prefill (batch-1 hybrid cases; 0 = not run) and its time over 16 times the
   // 512-token prefill's.
@@ -158,6 +166,8 @@ Status RunCase(const Model& model, const std::string& weights, const Shape& shap
   const ModelConfig& config = model.config();
   std::unique_ptr<Session> session;
   SSMKIT_RETURN_IF_ERROR(Session::Create(model, batch, &session));
+  int64_t slot_state_bytes = 0;  // an empty slot's: the recurrent states alone
+  SSMKIT_RETURN_IF_ERROR(session->SlotStateBytes(0, &slot_state_bytes));
   Sampler sampler;
   SSMKIT_RETURN_IF_ERROR(Sampler::Create({}, config.vocab_size, &sampler));
   std::mt19937 rng(42);
@@ -218,6 +228,11 @@ Status RunCase(const Model& model, const std::string& weights, const Shape& shap
   r->read_gb_s = static_cast<double>(weight_bytes) / probe_median / 1e9;
   r->floor_tok_s = static_cast<double>(batch) / probe_median;
   r->fraction_of_floor = Median(probe_over_step);
+  const double state_bytes = 2.0 * static_cast<double>(batch * slot_state_bytes);
+  r->state_mb = state_bytes / 1e6;
+  r->fraction_of_floor_with_state = r->fraction_of_floor *
+                                    (static_cast<double>(weight_bytes) + state_bytes) /
+                                    static_cast<double>(weight_bytes);
   if (shape.long_prefill && batch == 1) {
     const std::vector<std::vector<int32_t>> long_prompt{
         RandomTokens(rng, config, kLongPromptTokens)};
@@ -355,6 +370,8 @@ int RunGenerateBench(const Options& options) {
                             {"read_gb_per_s", r.read_gb_s},
                             {"floor_tokens_per_s", r.floor_tok_s},
                             {"fraction_of_floor", r.fraction_of_floor},
+                            {"state_mb_per_step", r.state_mb},
+                            {"fraction_of_floor_with_state", r.fraction_of_floor_with_state},
                             {"decode_gflops", r.gflops},
                             {"fraction_of_fma", r.fraction_of_fma},
                             {"simd_target", DispatchedTargetName()},
@@ -378,9 +395,10 @@ int RunGenerateBench(const Options& options) {
       static_cast<long long>(kLongPromptTokens), static_cast<long long>(kShortDecodeSteps),
       Repetitions(options), NumThreads(), DispatchedTargetName().c_str(),
       static_cast<long long>(kProbeEvery));
-  std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s\n", "shape", "weights",
-              "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode", "MB/step",
-              "probe GB/s", "floor tok/s", "of floor", "GFLOP/s", "of FMA");
+  std::printf("%-18s %-6s %5s %13s %13s %13s %9s %10s %10s %12s %9s %9s %7s %9s %15s\n", "shape",
+              "weights", "batch", "prefill tok/s", "8192 tok/s", "8192/(16x512)", "decode",
+              "MB/step", "probe GB/s", "floor tok/s", "of floor", "GFLOP/s", "of FMA", "state MB",
+              "of floor+state");
   for (const CaseResult& r : results) {
     char long_rate[32] = "-", long_ratio[32] = "-";
     if (r.long_prefill_tok_s > 0) {
@@ -388,10 +406,12 @@ int RunGenerateBench(const Options& options) {
       std::snprintf(long_ratio, sizeof long_ratio, "%.2f", r.long_over_16_short);
     }
     std::printf(
-        "%-18s %-6s %5lld %13.1f %13s %13s %9.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%%\n",
+        "%-18s %-6s %5lld %13.1f %13s %13s %9.1f %10.1f %10.1f %12.1f %8.0f%% %9.1f %6.0f%% "
+        "%9.1f %14.0f%%\n",
         r.shape.c_str(), r.dtype.c_str(), static_cast<long long>(r.batch), r.prefill_tok_s,
         long_rate, long_ratio, r.decode_tok_s, r.weight_mb, r.read_gb_s, r.floor_tok_s,
-        100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma);
+        100.0 * r.fraction_of_floor, r.gflops, 100.0 * r.fraction_of_fma, r.state_mb,
+        100.0 * r.fraction_of_floor_with_state);
   }
   return 0;
 }
