@@ -13,6 +13,10 @@
 //   Mamba-1 (A per state):  decay = exp(dt A_n) per vector (the exp dominates)
 // Work is split over the B * H (b, h) pairs, in chunks that a thread done early takes from the
 // other's block; small steps stay on the calling thread.
+// At batch 8 and more the states (m1-130m: 2.4 MB per sequence) come from memory at every step;
+// where the weight streams prefetch ahead (stream_prefetch.hpp: Intel) each state row also
+// fetches the row StreamPrefetchBytes() further on: the Mamba-1 update's own samples fell by
+// 14-23% at batch 8 (docs/benchmarks.md).
 #include <algorithm>
 #include <cmath>
 
@@ -21,6 +25,7 @@
 #include "core/parallel.hpp"
 #include "core/round_up.hpp"
 #include "cpu/state_update.hpp"
+#include "cpu/stream_prefetch.hpp"
 #include "cpu/thread_scratch.hpp"
 
 #undef HWY_TARGET_INCLUDE
@@ -52,6 +57,14 @@ constexpr int64_t kMinChunkElements = 1 << 12;
 constexpr int64_t kSegmentEntries = 2048;
 
 int64_t Lanes() { return static_cast<int64_t>(hn::Lanes(DF())); }
+
+// The `bytes` of the state row at `row`, `ahead` bytes further on, fetched for writing (none when
+// ahead is 0): the rows are updated in address order, so these are the rows of a few steps on.
+HWY_INLINE void FetchRowAhead(const float* row, int64_t bytes, int64_t ahead) {
+  if (ahead == 0) return;
+  const char* at = reinterpret_cast<const char*>(row) + ahead;
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(at + b, /*rw=*/1, /*locality=*/3);
+}
 
 // The rows of one segment (heads [h0, h1) of batch row b), each padded to whole vectors.
 struct Scratch {
@@ -214,7 +227,7 @@ HWY_INLINE VF StepRowFixed(VF decay, VF dtx, const VF* B, const VF* C, float* h)
 
 template <int kVecs>
 HWY_INLINE void HeadRowsFixedN(VF decay, float dt, const float* x, const float* B, const float* C,
-                               float* h, int64_t stride, int64_t count, VF* acc) {
+                               float* h, int64_t stride, int64_t count, int64_t ahead, VF* acc) {
   const DF df;
   const int64_t W = Lanes();
   VF Bv[kVecs], Cv[kVecs];
@@ -223,6 +236,7 @@ HWY_INLINE void HeadRowsFixedN(VF decay, float dt, const float* x, const float* 
     Cv[v] = hn::LoadU(df, C + v * W);
   }
   for (int64_t i = 0; i < count; ++i) {
+    FetchRowAhead(h + i * stride, kVecs * W * static_cast<int64_t>(sizeof(float)), ahead);
     acc[i] = StepRowFixed<kVecs>(decay, hn::Set(df, dt * x[i]), Bv, Cv, h + i * stride);
   }
 }
@@ -230,12 +244,13 @@ HWY_INLINE void HeadRowsFixedN(VF decay, float dt, const float* x, const float* 
 // `count` Mamba-2 rows of one head through StepRowFixed when N is 1, 2, 4 or 8 vectors (the
 // Mamba-2 checkpoints have N = 64 or 128); false (nothing done) otherwise.
 HWY_INLINE bool HeadRowsFixed(int64_t N, VF decay, float dt, const float* x, const float* B,
-                              const float* C, float* h, int64_t stride, int64_t count, VF* acc) {
+                              const float* C, float* h, int64_t stride, int64_t count,
+                              int64_t ahead, VF* acc) {
   const int64_t W = Lanes();
-  if (N == W) return HeadRowsFixedN<1>(decay, dt, x, B, C, h, stride, count, acc), true;
-  if (N == 2 * W) return HeadRowsFixedN<2>(decay, dt, x, B, C, h, stride, count, acc), true;
-  if (N == 4 * W) return HeadRowsFixedN<4>(decay, dt, x, B, C, h, stride, count, acc), true;
-  if (N == 8 * W) return HeadRowsFixedN<8>(decay, dt, x, B, C, h, stride, count, acc), true;
+  if (N == W) return HeadRowsFixedN<1>(decay, dt, x, B, C, h, stride, count, ahead, acc), true;
+  if (N == 2 * W) return HeadRowsFixedN<2>(decay, dt, x, B, C, h, stride, count, ahead, acc), true;
+  if (N == 4 * W) return HeadRowsFixedN<4>(decay, dt, x, B, C, h, stride, count, ahead, acc), true;
+  if (N == 8 * W) return HeadRowsFixedN<8>(decay, dt, x, B, C, h, stride, count, ahead, acc), true;
   return false;
 }
 
@@ -247,7 +262,7 @@ template <int kVecs>
 HWY_INLINE void Mamba1RowsFixedN(const StateUpdateParams& p, const float* dt, const float* x,
                                  const float* Brow, int64_t b_step, const float* Crow,
                                  int64_t c_step, GroupCursor& bg, GroupCursor& cg, int64_t h0,
-                                 int64_t count, float* state_b, VF* acc) {
+                                 int64_t count, float* state_b, int64_t ahead, VF* acc) {
   const DF df;
   const int64_t W = Lanes();
   for (int64_t i = 0; i < count; ++i, bg.Next(), cg.Next()) {
@@ -256,6 +271,7 @@ HWY_INLINE void Mamba1RowsFixedN(const StateUpdateParams& p, const float* dt, co
     const float* B = Brow + bg.group() * b_step;       // (N)
     const float* C = Crow + cg.group() * c_step;       // (N)
     float* state = state_b + h * p.state_stride_head;  // (N)
+    FetchRowAhead(state, kVecs * W * static_cast<int64_t>(sizeof(float)), ahead);
     const VF dtv = hn::Set(df, dt[i]), dtx = hn::Set(df, dt[i] * x[i]);
     VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
     for (int v = 0; v < kVecs; ++v) {
@@ -278,14 +294,17 @@ HWY_INLINE void Mamba1RowsFixedN(const StateUpdateParams& p, const float* dt, co
 HWY_INLINE bool Mamba1RowsFixed(const StateUpdateParams& p, const float* dt, const float* x,
                                 const float* Brow, int64_t b_step, const float* Crow,
                                 int64_t c_step, GroupCursor& bg, GroupCursor& cg, int64_t h0,
-                                int64_t count, float* state_b, VF* acc) {
+                                int64_t count, float* state_b, int64_t ahead, VF* acc) {
   const int64_t N = p.dstate, W = Lanes();
   if (N == W) {
-    Mamba1RowsFixedN<1>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+    Mamba1RowsFixedN<1>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, ahead,
+                        acc);
   } else if (N == 2 * W) {
-    Mamba1RowsFixedN<2>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+    Mamba1RowsFixedN<2>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, ahead,
+                        acc);
   } else if (N == 4 * W) {
-    Mamba1RowsFixedN<4>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, acc);
+    Mamba1RowsFixedN<4>(p, dt, x, Brow, b_step, Crow, c_step, bg, cg, h0, count, state_b, ahead,
+                        acc);
   } else {
     return false;
   }
@@ -381,12 +400,13 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
   const float* Crow = GroupRows(p.C, b, N, s.C, &c_step);
   GroupCursor bg(p.B, p.heads, h0), cg(p.C, p.heads, h0);
   float* state_b = p.state + sb * p.state_stride_batch;
+  const int64_t ahead = StreamPrefetchBytes();
   VF acc[kMaxW];
   if (p.a_per_state) {  // Mamba-1 (P = 1): W heads per reduction
     for (int64_t hb = h0; hb < h1; hb += W) {
       const int64_t count = std::min(W, h1 - hb);
       if (!Mamba1RowsFixed(p, s.dt + (hb - h0), s.x + (hb - h0), Brow, b_step, Crow, c_step, bg, cg,
-                           hb, count, state_b, acc)) {
+                           hb, count, state_b, ahead, acc)) {
         for (int64_t i = 0; i < count; ++i, bg.Next(), cg.Next()) {
           const int64_t h = hb + i;
           const float dt = s.dt[h - h0];
@@ -409,7 +429,7 @@ void Segment(const StateUpdateParams& p, int64_t b, int64_t sb, int64_t h0, int6
       for (int64_t pb = 0; pb < P; pb += W) {
         const int64_t count = std::min(W, P - pb);
         if (!HeadRowsFixed(N, decay, dt, x + pb, Bh, Ch, state_h + pb * p.state_stride_p,
-                           p.state_stride_p, count, acc)) {
+                           p.state_stride_p, count, ahead, acc)) {
           for (int64_t i = 0; i < count; ++i) {
             acc[i] = StepRow<false>(decay, decay, hn::Set(df, dt * x[pb + i]), nullptr, Bh, Ch,
                                     state_h + (pb + i) * p.state_stride_p, N);
