@@ -13,10 +13,11 @@
 //   Mamba-1 (A per state):  decay = exp(dt A_n) per vector (the exp dominates)
 // Work is split over the B * H (b, h) pairs, in chunks that a thread done early takes from the
 // other's block; small steps stay on the calling thread.
-// At batch 8 and more the states (m1-130m: 2.4 MB per sequence) come from memory at every step;
-// where the weight streams prefetch ahead (stream_prefetch.hpp: Intel) each state row also
-// fetches the row StreamPrefetchBytes() further on: the Mamba-1 update's own samples fell by
-// 14-23% at batch 8 (docs/benchmarks.md).
+// At batch 8 and more the SSM states (m1-130m: 2.4 MB per sequence) come from memory at every
+// step; where the weight streams prefetch ahead (stream_prefetch.hpp: Intel) each state row also
+// fetches the row StreamPrefetchBytes() further on, for writing into L1 (PrefetchLines fetches
+// into L2 for reading): the Mamba-1 update's own samples fell by 27-29% at batch 8
+// (docs/benchmarks.md).
 #include <algorithm>
 #include <cmath>
 

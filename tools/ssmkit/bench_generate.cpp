@@ -20,10 +20,10 @@
 // steps (it is not in decode tok/s), but it evicts the caches the next step would have found
 // warm (the SSM and conv states, the activations), which can only lower decode tok/s.
 // A step also reads and writes each sequence's SSM and conv state (f32, a fixed size per
-// sequence: Session::SlotStateBytes of an empty slot): m2-130m's 18.9 MB per sequence, read and
-// written, is ~7% of its f32 weights' bytes at batch 1 and twice them at batch 32. "of floor+state"
-// counts those bytes too (read and written, at the probe's read rate; attention's KV rows are
-// left out, so it errs low): the bytes a step cannot avoid moving.
+// sequence: Session::SlotStateBytes of an empty slot): m2-130m's 19.4 MB per sequence, read and
+// written, is ~8% of its f32 weights' bytes at batch 1 and 2.4 times them at batch 32.
+// "of floor+state" counts those bytes too (read and written, at the probe's read rate;
+// attention's KV rows are left out, so it errs low): the bytes a step cannot avoid moving.
 //
 // The ceiling at larger batches: a decode step multiplies every weight matrix by B rows, B
 // multiply-adds per weight, so it cannot run faster than the machine's multiply-add rate allows.
