@@ -11,6 +11,7 @@
 
 #include "server/chat_template.hpp"
 #include "server/server.hpp"
+#include "ssmkit/model.hpp"
 
 namespace ssmkit::cli {
 namespace {
@@ -63,8 +64,8 @@ void AddServeCommand(CLI::App& app, const int& threads, int& exit_code) {
                     "checkpoint directory (config.json + model.safetensors); default: the "
                     "built-in models/default");
   serve->add_option("--preset", o->preset,
-                    "instead of --model: random weights of a docs/targets.md shape (m1-130m, "
-                    "m2-130m), for benchmarks");
+                    "instead of --model: random weights of a docs/targets.md shape (" +
+                        PresetNames() + "), for benchmarks");
   serve->add_option("--weights", o->weights, "the preset's weight dtype: f32, bf16 or f16");
   serve->add_option("--tokenizer", o->tokenizer,
                     "tokenizer.json, or 'bytes' (default: the model directory's)");
