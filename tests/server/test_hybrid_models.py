@@ -11,6 +11,7 @@ import concurrent.futures
 import pytest
 
 from conftest import ROOT, generate
+from test_openai_api import complete, stream_text
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -22,19 +23,6 @@ PROMPTS = ["The quick brown fox", "Hello", "Once upon a time, in a land far away
 
 def model_dir(name):
     return str(ROOT / "tests" / "fixtures" / "models" / name)
-
-
-def complete(client, prompt, **kw):
-    kw.setdefault("max_tokens", 16)
-    kw.setdefault("temperature", 0)
-    return client.completions.create(model="default", prompt=prompt, **kw)
-
-
-def stream_text(client, prompt, **kw):
-    kw.setdefault("max_tokens", 16)
-    kw.setdefault("temperature", 0)
-    chunks = client.completions.create(model="default", prompt=prompt, stream=True, **kw)
-    return "".join(c.text for chunk in chunks for c in chunk.choices)
 
 
 def assert_same_continuation(a, b):
@@ -56,18 +44,18 @@ def test_hybrid_batching_and_parity(start_server, name):
     s = start_server("--model", model_dir(name), "--model-id", "default", "--slots", "4",
                      "--state-cache-mb", "0")
     client = s.client()
-    alone = [complete(client, p, logprobs=1).choices[0] for p in PROMPTS]
+    alone = [complete(client, p, max_tokens=16, logprobs=1).choices[0] for p in PROMPTS]
     # Greedy parity with the engine's own generate on the same checkpoint.
     for p, choice in zip(PROMPTS[:2], alone):
         assert choice.text == generate(p, 16, "--model", model_dir(name))
     # More requests than slots, of mixed prompt lengths, some streamed: sequences join and
     # leave the batch (and their KV rows the cache) at different steps.
     with concurrent.futures.ThreadPoolExecutor(2 * len(PROMPTS)) as pool:
-        whole = [pool.submit(complete, client, p, logprobs=1) for p in PROMPTS]
-        streamed = [pool.submit(stream_text, client, p) for p in PROMPTS]
+        whole = [pool.submit(complete, client, p, max_tokens=16, logprobs=1) for p in PROMPTS]
+        streamed = [pool.submit(stream_text, client, p, max_tokens=16) for p in PROMPTS]
         for f, choice in zip(whole, alone):
             assert_same_continuation(f.result().choices[0], choice)
-        assert [f.result() for f in streamed] == [c.text for c in alone]
+        assert [f.result()[0] for f in streamed] == [c.text for c in alone]
 
 
 @pytest.mark.parametrize("name", ["granitemoehybrid-dense", "jamba", "zamba2"])
