@@ -4,8 +4,8 @@
 # strings, seeds, errors, parity with `ssmkit generate`, batching invariance, a 64-client load
 # test, client faults, SIGTERM), the same for the hybrid checkpoints of tests/fixtures/models
 # (batching and the prefix cache with their KV rows), and the chat-template renderer against
-# jinja2. Uses the venv
-# scripts/test_python.sh makes (build/venv; created here when missing) and the release build.
+# jinja2. Uses the venv scripts/test_python.sh makes (build/venv; created here when missing)
+# and the release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/venv
