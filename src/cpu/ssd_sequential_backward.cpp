@@ -124,15 +124,20 @@ HWY_INLINE void BwdForwardSteps(const BwdTileArgs& a, int64_t t, int64_t stop, i
     for (int i = 0; i < kP; ++i) {
       const VF xv = hn::Set(df, xt[i]);
       const VF dyv = hn::Set(df, xt[dy_off + i]);
-      VF yacc = hn::Zero(df);
+      VF yacc = hn::Zero(df);  // set by the first j (kY)
       for (int j = 0; j < kV; ++j) {
         S[i][j] = hn::MulAdd(xv, bv[j], S[i][j]);
-        dc[j] = i == 0 ? hn::Mul(dyv, S[i][j]) : hn::MulAdd(dyv, S[i][j], dc[j]);
-        if (kY) yacc = hn::MulAdd(hn::LoadU(df, bc + Nn + j * lanes), S[i][j], yacc);
+        dc[j] = i > 0 ? hn::MulAdd(dyv, S[i][j], dc[j])
+                      : StartSum(dyv, S[i][j], kFirstRows, nt + j * lanes);
+        if (kY) {
+          const VF cv = hn::LoadU(df, bc + Nn + j * lanes);
+          yacc = j > 0 ? hn::MulAdd(cv, S[i][j], yacc)
+                       : StartSum(cv, S[i][j], kFirstCols, pv + i * lanes);
+        }
       }
-      if (kY) StoreOrAdd(yacc, kFirstCols, pv + i * lanes);
+      if (kY) hn::StoreU(yacc, df, pv + i * lanes);
     }
-    for (int j = 0; j < kV; ++j) StoreOrAdd(dc[j], kFirstRows, nt + j * lanes);
+    for (int j = 0; j < kV; ++j) hn::StoreU(dc[j], df, nt + j * lanes);
   }
 }
 
@@ -166,12 +171,14 @@ HWY_INLINE void BwdAdjointSteps(const BwdTileArgs& a, int64_t t, int64_t stop, i
       VF gb;
       for (int j = 0; j < kV; ++j) {
         G[i][j] = hn::MulAdd(dyv, cv[j], G[i][j]);
-        db[j] = i == 0 ? hn::Mul(xv, G[i][j]) : hn::MulAdd(xv, G[i][j], db[j]);
-        gb = j == 0 ? hn::Mul(bv[j], G[i][j]) : hn::MulAdd(bv[j], G[i][j], gb);
+        db[j] = i > 0 ? hn::MulAdd(xv, G[i][j], db[j])
+                      : StartSum(xv, G[i][j], kFirstRows, nt + j * lanes);
+        gb = j > 0 ? hn::MulAdd(bv[j], G[i][j], gb)
+                   : StartSum(bv[j], G[i][j], kFirstCols, pv + i * lanes);
       }
-      StoreOrAdd(gb, kFirstCols, pv + i * lanes);
+      hn::StoreU(gb, df, pv + i * lanes);
     }
-    for (int j = 0; j < kV; ++j) StoreOrAdd(db[j], kFirstRows, nt + j * lanes);
+    for (int j = 0; j < kV; ++j) hn::StoreU(db[j], df, nt + j * lanes);
   }
 }
 

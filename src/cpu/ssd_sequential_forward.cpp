@@ -83,13 +83,11 @@ HWY_INLINE void FwdSteps(const float* HWY_RESTRICT bc, float* HWY_RESTRICT xy, i
       const VF bi = hn::Set(df, bc[i]), ci = hn::Set(df, bc[kBcLine + i]);
       for (int j = 0; j < kPV; ++j) {
         S[i][j] = hn::MulAdd(xv[j], bi, S[i][j]);
-        y[j] = i == 0 ? hn::Mul(ci, S[i][j]) : hn::MulAdd(ci, S[i][j], y[j]);
+        y[j] = i > 0 ? hn::MulAdd(ci, S[i][j], y[j])
+                     : StartSum(ci, S[i][j], kFirst, xy + Pp + j * lanes);
       }
     }
-    for (int j = 0; j < kPV; ++j) {
-      float* yj = xy + Pp + j * lanes;
-      hn::StoreU(kFirst ? y[j] : hn::Add(hn::LoadU(df, yj), y[j]), df, yj);
-    }
+    for (int j = 0; j < kPV; ++j) hn::StoreU(y[j], df, xy + Pp + j * lanes);
   }
 }
 
