@@ -162,9 +162,20 @@ class RowPrefetch {
     slices_ = slices;
     carry_ = 0;
     next_ = t0_;
+    lines_per_step_ = (lines_end_ - lines_next_ + 64 * slices - 1) / (64 * slices) * 64;
+  }
+
+  // Also the lines of [from, from + bytes), spread over the same calls (before Spread).
+  void AlsoLines(const void* from, int64_t bytes) {
+    lines_next_ = reinterpret_cast<uintptr_t>(from) & ~uintptr_t{63};
+    lines_end_ = reinterpret_cast<uintptr_t>(from) + bytes;
   }
 
   void Step() {
+    for (const uintptr_t stop = std::min(lines_end_, lines_next_ + lines_per_step_);
+         lines_next_ < stop; lines_next_ += 64) {
+      __builtin_prefetch(reinterpret_cast<const void*>(lines_next_), /*rw=*/0, /*locality=*/2);
+    }
     if (t0_ < 0) return;
     int64_t end = next_;
     for (carry_ += T_; carry_ >= slices_; carry_ -= slices_) ++end;
@@ -178,6 +189,7 @@ class RowPrefetch {
   std::array<const SsdSeqView*, 4> views_;
   int64_t P_, L_, b_, h_, t0_, T_;
   int64_t slices_ = 1, carry_ = 0, next_;
+  uintptr_t lines_next_ = 0, lines_end_ = 0, lines_per_step_ = 0;
 };
 
 // The rows a head loop over [h0, h1), time block by time block (step T, negative going back),

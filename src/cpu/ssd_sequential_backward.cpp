@@ -627,10 +627,13 @@ void AdjointSweepBlock(const BwdRun& r, int64_t h, int64_t t0, float* dB_part, B
   const BwdTileArgs a = SweepTileArgs(r, t0, Tn, BwdScratch::kDys, hd.amult.data(), hd, s);
   RowPrefetch next =
       NextHeadRows({&p.x, &p.dout, &p.z, &p.dx}, r.P, r.L, r.b, h, r.h0, r.h1, t0, -T);
+  const bool at_checkpoint = t0 % r.K == 0 && t0 > 0;
+  // The checkpoint read below was written with streaming stores: in memory, not in a cache.
+  if (at_checkpoint) next.AlsoLines(Checkpoint(hd, t0 / r.K, Pr * Nn), Pr * Nn * sizeof(float));
   BwdTilesAnyShape<true, false>(a, r.kV, s.pbuf.data(), next);
   StoreDxAddDB(r, h, t0, Tn, hd, s, dB_part);
   AddHeadDD(r, Tn, s, hd);
-  if (t0 % r.K == 0 && t0 > 0) {
+  if (at_checkpoint) {
     const double dot = DotF64(df, hd.S.data(), Checkpoint(hd, t0 / r.K, Pr * Nn), Pr * Nn);
     hd.dlog_a_at[t0 / r.K] = ssd::ResetAt(p, r.b, t0) ? 0.0 : dot * hd.beta[t0] * hd.decay[t0];
   }
