@@ -39,18 +39,14 @@ void SsdDtRowImpl(const SsdParams& p, int64_t b, int64_t h, int64_t l0, int64_t 
           j < n ? LoadAsF32(p.dt.data, p.dt.dtype, base + (l0 + i + j) * p.dt.stride_seq) : 0.0f;
     }
     const auto raw = hn::Add(hn::Load(df, tmp), bias);
-    auto v = raw;
-    auto grad = hn::Set(df, 1.0f);
-    if (p.dt_softplus) {
-      v = Softplus(df, raw);
-      grad = SoftplusGrad(df, raw);
-    }
-    grad = hn::IfThenElseZero(hn::And(hn::Ge(v, lo), hn::Le(v, hi)), grad);
-    v = hn::Min(hn::Max(v, lo), hi);
+    const auto unclamped = p.dt_softplus ? Softplus(df, raw) : raw;
+    const auto v = hn::Min(hn::Max(unclamped, lo), hi);
     hn::Store(v, df, tmp);
     std::copy(tmp, tmp + n, dt + i);
-    if (dt_grad) {
-      hn::Store(grad, df, tmp);
+    if (dt_grad) {  // the forward asks for none: its softplus' derivative is not computed
+      const auto grad = p.dt_softplus ? SoftplusGrad(df, raw) : hn::Set(df, 1.0f);
+      const auto inside = hn::And(hn::Ge(unclamped, lo), hn::Le(unclamped, hi));
+      hn::Store(hn::IfThenElseZero(inside, grad), df, tmp);
       std::copy(tmp, tmp + n, dt_grad + i);
     }
     if (decay) {
