@@ -575,8 +575,12 @@ void StoreDxAddDB(const BwdRun& r, int64_t h, int64_t t0, int64_t Tn, BwdHead& h
   // Locals, restrict: stores through dx_row would otherwise make the compiler reload every
   // pointer from the vectors for each vector of a row.
   const float* HWY_RESTRICT skip = hd.skip.data();
-  float* HWY_RESTRICT dx_row = s.row.data();
+  // An f32 dx is written in place (its rows are P floats; a vector past P would overrun them,
+  // so that needs P a multiple of the vector); otherwise through s.row and RowFromF32.
+  const bool in_place = p.dx.data && p.dx.dtype == DType::kF32 && P == Pr;
   for (int64_t t = 0; t < Tn; ++t) {
+    float* HWY_RESTRICT dx_row =
+        in_place ? static_cast<float*>(p.dx.data) + p.dx.Offset(r.b, t0 + t, h) : s.row.data();
     const float bt = hd.beta[t0 + t], dt = hd.dt[t0 + t];
     const float* HWY_RESTRICT xt = s.Rows(BwdScratch::kXs) + t * Pr;
     const float* HWY_RESTRICT dyt = s.Rows(BwdScratch::kDy) + t * Pr;
@@ -590,7 +594,9 @@ void StoreDxAddDB(const BwdRun& r, int64_t h, int64_t t0, int64_t Tn, BwdHead& h
       xg = hn::MulAdd(xv, gv, xg);
     }
     hd.xg[t0 + t] = hn::GetLane(hn::SumOfLanes(df, xg));  // <x_t, g_t B_t>
-    if (p.dx.data) RowFromF32(dx_row, P, p.dx.data, p.dx.dtype, p.dx.Offset(r.b, t0 + t, h));
+    if (p.dx.data && !in_place) {
+      RowFromF32(dx_row, P, p.dx.data, p.dx.dtype, p.dx.Offset(r.b, t0 + t, h));
+    }
     const auto scale = hn::Set(df, dt * bt);
     float* dBt = dB_part + (t0 + t) * Nn;
     const float* nt = s.nbuf.data() + t * Nn;
