@@ -17,7 +17,8 @@ call per token (_engine_generate.py), and every other search through transformer
 Nothing else changes: the model keeps its class, parameters, buffers and state dict, other
 instances of the class are untouched, and `del module.forward` on a module (`del
 model.generate` on the model) undoes it. Needs
-transformers >= 5.15 (whose mixers call these functions); tested with 5.15 and 5.24.
+transformers >= 5.15 (whose mixers call these functions, from 5.25 through helpers of their
+module, which are copied the same way); tested with 5.15, 5.24 and 5.25.
 """
 import functools
 import types
@@ -124,17 +125,57 @@ def _inner(fn):
     return held[0] if len(held) == 1 else None
 
 
-def _with_globals(fn, replacements):
-    """A copy of `fn` whose global names in `replacements` resolve to the replacements. A
-    decorated function is copied through its decorators: each wrapper is rebuilt around the
-    copy of what it wraps, found in its closure."""
+def _innermost(fn):
+    while isinstance(fn, types.FunctionType) and _inner(fn) is not None:
+        fn = _inner(fn)
+    return fn
+
+
+def _as_function(value):
+    """The Python function a global holds: itself, or the function an object wraps when its
+    class's forward holds one (the kernels package's hub wrappers, modules calling it)."""
+    if isinstance(value, types.FunctionType):
+        return value
+    forward = getattr(type(value), "forward", None) if callable(value) else None
+    return _inner(forward) if isinstance(forward, types.FunctionType) else None
+
+
+def _helpers(fn):
+    """{name: function} for the global names `fn` reads that hold functions of its own module
+    (transformers >= 5.25 moved its mixers' scan and convolution calls into such helpers, e.g.
+    mamba_scan_forward and causal_conv1d_forward, which then call the kernels)."""
+    fn = _innermost(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    found = {}
+    for name in code.co_names:
+        helper = _as_function(fn.__globals__.get(name))
+        own_module = getattr(_innermost(helper), "__globals__", None) is fn.__globals__
+        if helper is not None and own_module:
+            found[name] = helper
+    return found
+
+
+def _with_globals(fn, replacements, _copies=None):
+    """A copy of `fn` whose global names in `replacements` resolve to the replacements, and
+    whose helpers (_helpers) that reach one of them are such copies too. A decorated function
+    is copied through its decorators: each wrapper is rebuilt around the copy of what it wraps,
+    found in its closure."""
+    copies = {} if _copies is None else _copies  # id(function) -> its copy, made once
     inner = _inner(fn)
     if inner is None:
         names = {k: v for k, v in replacements.items() if k in fn.__code__.co_names}
+        for name, helper in _helpers(fn).items():
+            if name not in names and _calls(helper, tuple(replacements)):
+                if id(helper) not in copies:
+                    copies[id(helper)] = helper  # a helper reaching itself keeps the original
+                    copies[id(helper)] = _with_globals(helper, replacements, copies)
+                names[name] = copies[id(helper)]
         clone = types.FunctionType(fn.__code__, {**fn.__globals__, **names}, fn.__name__,
                                    fn.__defaults__, fn.__closure__)
     else:
-        new_inner = _with_globals(inner, replacements)
+        new_inner = _with_globals(inner, replacements, copies)
         cells = fn.__closure__ or ()
         if not any(c.cell_contents is inner for c in cells):
             raise TypeError(f"ssmkit.torch.accelerate: cannot rebuild the decorator around "
@@ -149,12 +190,19 @@ def _with_globals(fn, replacements):
     return clone
 
 
-def _calls(fn, names):
-    """Whether the innermost function of `fn` reads any of `names` as a global."""
-    while isinstance(fn, types.FunctionType) and _inner(fn) is not None:
-        fn = _inner(fn)
+def _calls(fn, names, _seen=None):
+    """Whether the innermost function of `fn`, or a helper of its module it calls (_helpers,
+    followed through), reads any of `names` as a global."""
+    fn = _innermost(fn)
     code = getattr(fn, "__code__", None)
-    return code is not None and any(name in code.co_names for name in names)
+    if code is None:
+        return False
+    if any(name in code.co_names for name in names):
+        return True
+    seen = set() if _seen is None else _seen
+    seen.add(id(fn))
+    return any(_calls(helper, names, seen) for helper in _helpers(fn).values()
+               if id(_innermost(helper)) not in seen)
 
 
 def _is_accelerated(module):
